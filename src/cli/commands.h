@@ -1,0 +1,17 @@
+// The table of lucid subcommands. Adding a subcommand: write cli/<name>_command.cpp defining
+// Register<Name>Command and add one line to kCommands.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace lucid::cli {
+
+using RegisterFn = void (*)(CLI::App& app, int* exit_code);
+
+void RegisterGenerateCommand(CLI::App& app, int* exit_code);
+
+inline constexpr RegisterFn kCommands[] = {
+    &RegisterGenerateCommand,
+};
+
+}  // namespace lucid::cli

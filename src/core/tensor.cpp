@@ -1,0 +1,96 @@
+#include "core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace lucid {
+
+std::string ShapeToString(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+int64_t NumElements(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Shape ContiguousStrides(const Shape& shape) {
+  Shape st(shape.size());
+  int64_t acc = 1;
+  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+    st[i] = acc;
+    acc *= shape[i];
+  }
+  return st;
+}
+
+Tensor Tensor::Empty(DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.strides_ = ContiguousStrides(t.shape_);
+  size_t bytes = t.nbytes();
+  size_t alloc = ((bytes + 63) / 64) * 64;
+  if (alloc == 0) alloc = 64;
+  void* p = std::aligned_alloc(64, alloc);
+  LUCID_CHECK(p != nullptr, "out of memory allocating " + std::to_string(alloc) + " bytes");
+  std::memset(p, 0, alloc);
+  t.storage_ = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
+  t.data_ = p;
+  return t;
+}
+
+Tensor Tensor::Borrow(DType dtype, Shape shape, void* data, std::shared_ptr<const void> keepalive) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.strides_ = ContiguousStrides(t.shape_);
+  t.data_ = data;
+  t.storage_ = std::move(keepalive);
+  return t;
+}
+
+size_t Tensor::nbytes() const {
+  return static_cast<size_t>((numel() * DTypeBits(dtype_) + 7) / 8);
+}
+
+bool Tensor::is_contiguous() const { return strides_ == ContiguousStrides(shape_); }
+
+Tensor Tensor::Reshape(Shape shape) const {
+  LUCID_CHECK(is_contiguous(), "Reshape of a non-contiguous tensor");
+  LUCID_CHECK(NumElements(shape) == numel(),
+              "Reshape " + ShapeToString(shape_) + " -> " + ShapeToString(shape));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  t.strides_ = ContiguousStrides(t.shape_);
+  return t;
+}
+
+Tensor Tensor::Rows(int64_t begin, int64_t end) const {
+  LUCID_CHECK(rank() >= 1 && 0 <= begin && begin <= end && end <= shape_[0], "Rows out of range");
+  Tensor t = *this;
+  t.shape_[0] = end - begin;
+  const int64_t offset_bits = begin * strides_[0] * DTypeBits(dtype_);
+  LUCID_CHECK(offset_bits % 8 == 0, "Rows splits a packed byte");
+  t.data_ = static_cast<char*>(data_) + offset_bits / 8;
+  return t;
+}
+
+Tensor Tensor::Clone() const {
+  LUCID_CHECK(is_contiguous(), "Clone of a non-contiguous tensor");
+  Tensor t = Empty(dtype_, shape_);
+  if (nbytes()) std::memcpy(t.data_, data_, nbytes());
+  return t;
+}
+
+std::string Tensor::DebugString() const {
+  return std::string(DTypeName(dtype_)) + ShapeToString(shape_);
+}
+
+}  // namespace lucid

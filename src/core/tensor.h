@@ -1,0 +1,75 @@
+// Tensor: a typed, shaped view of memory that either owns its storage or borrows it.
+//
+// Invariants:
+// - shape and strides have the same rank; strides are in elements (not bytes) and non-negative.
+// - storage_ keeps the bytes alive: an owned buffer (64-byte aligned, zero-filled) or whatever the
+//   borrower passed as keep-alive (e.g. the memory-mapped file). A default Tensor is empty (rank 0,
+//   no data) and valid() is false.
+// - kF4E2M1 tensors are packed: element i of a contiguous row lives in byte i/2, low nibble first;
+//   only contiguous views of them are allowed and the last dimension must be even.
+// Copying a Tensor copies the view and shares the storage (like a shared_ptr).
+// Thread-safety: distinct Tensors are independent; concurrent writes to shared storage are the
+// caller's business.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace lucid {
+
+using Shape = std::vector<int64_t>;
+
+std::string ShapeToString(const Shape& s);
+int64_t NumElements(const Shape& s);
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // A new zero-filled contiguous tensor that owns its memory.
+  static Tensor Empty(DType dtype, Shape shape);
+  // A contiguous view over memory owned elsewhere; `keepalive` (may be null) is held by the view.
+  static Tensor Borrow(DType dtype, Shape shape, void* data,
+                       std::shared_ptr<const void> keepalive = nullptr);
+
+  bool valid() const { return data_ != nullptr || NumElements(shape_) == 0; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  const Shape& strides() const { return strides_; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t size(int dim) const { return shape_[dim < 0 ? dim + rank() : dim]; }
+  int64_t numel() const { return NumElements(shape_); }
+  // Bytes spanned by a contiguous tensor of this shape and dtype.
+  size_t nbytes() const;
+  bool is_contiguous() const;
+
+  void* raw() const { return data_; }
+  template <typename T>
+  T* data() const { return static_cast<T*>(data_); }
+
+  // Same storage, new shape with the same element count. Requires is_contiguous().
+  Tensor Reshape(Shape shape) const;
+  // Rows [begin, end) along dimension 0 (a view; contiguous if this is).
+  Tensor Rows(int64_t begin, int64_t end) const;
+  // A deep copy into new owned, contiguous memory.
+  Tensor Clone() const;
+
+  std::string DebugString() const;  // "f32[3, 4]"
+
+ private:
+  DType dtype_ = DType::kF32;
+  Shape shape_;
+  Shape strides_;
+  void* data_ = nullptr;
+  std::shared_ptr<const void> storage_;
+};
+
+// Contiguous row-major strides for `shape`.
+Shape ContiguousStrides(const Shape& shape);
+
+}  // namespace lucid

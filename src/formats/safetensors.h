@@ -1,0 +1,94 @@
+// Safetensors reading (memory-mapped, zero-copy) and writing.
+//
+// File layout: u64 little-endian header length N, N bytes of UTF-8 JSON
+// {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, "__metadata__": {..}},
+// then the data section; offsets are relative to the data section start (8 + N).
+// Validation on open (every failure is a Status naming the file and, where relevant, the tensor):
+// header length fits the file, JSON parses and is an object, every dtype is known, every shape is
+// a list of non-negative integers, end - begin == numel x dtype size (bits/8 for packed fp4),
+// spans lie inside the data section and do not overlap each other.
+// Tensors handed out are views into the mapping; they keep the mapping alive (shared ownership),
+// so a Tensor may outlive the SafetensorsFile/Checkpoint object.
+// Thread-safety: after Open, all const methods are safe to call concurrently.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace lucid {
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape shape;
+  uint64_t data_begin = 0;  // relative to the data section
+  uint64_t data_end = 0;
+  std::string file;  // path of the file holding it
+};
+
+class SafetensorsFile {
+ public:
+  // Maps `path` read-only and validates the header (see file comment).
+  static StatusOr<std::shared_ptr<SafetensorsFile>> Open(const std::string& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  uint64_t file_size() const { return size_; }
+  // A borrowed view of the named tensor; NotFound naming the file if absent.
+  StatusOr<Tensor> Get(const std::string& name) const;
+
+ private:
+  SafetensorsFile() = default;
+  std::string path_;
+  uint64_t size_ = 0;
+  const uint8_t* base_ = nullptr;  // start of the mapping
+  uint64_t data_start_ = 0;
+  std::map<std::string, TensorInfo> tensors_;
+  std::map<std::string, std::string> metadata_;
+  std::shared_ptr<const void> keepalive_;  // owns the mapping (munmap on release)
+  friend struct SafetensorsFileAccess;
+};
+
+// A model directory's weights: `model.safetensors`, or the shards listed by
+// `model.safetensors.index.json` ({"weight_map": {tensor: shard file}}), or, lacking both, every
+// `*.safetensors` file in the directory. Validates that every shard exists and opens, that each
+// tensor the index names is in its shard, and that no tensor name appears twice.
+class Checkpoint {
+ public:
+  static StatusOr<Checkpoint> Open(const std::string& dir);
+
+  bool Has(const std::string& name) const { return index_.count(name) != 0; }
+  std::vector<std::string> Names() const;  // sorted
+  StatusOr<TensorInfo> Info(const std::string& name) const;
+  // A borrowed view; NotFound naming the tensor and the directory if absent.
+  StatusOr<Tensor> Get(const std::string& name) const;
+  // As Get, and the shape must equal `shape`: otherwise InvalidArgument naming the tensor, its file,
+  // the shape found and the shape expected.
+  StatusOr<Tensor> GetWithShape(const std::string& name, const Shape& shape) const;
+  uint64_t TotalTensorBytes() const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  std::vector<std::shared_ptr<SafetensorsFile>> files_;
+  std::map<std::string, std::pair<int, TensorInfo>> index_;  // name -> (file index, info)
+};
+
+// Writes `tensors` (contiguous, in the given order) to `path` in safetensors format with optional
+// string metadata. Writes to a temporary file in the same directory and renames it into place.
+Status WriteSafetensors(const std::string& path,
+                        const std::vector<std::pair<std::string, Tensor>>& tensors,
+                        const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace lucid
