@@ -30,8 +30,9 @@ struct RopeConfig {
   int64_t original_max_position_embeddings = 4096;
   double beta_fast = 32.0;
   double beta_slow = 1.0;
-  double mscale = 1.0;
-  double mscale_all_dim = 0.0;
+  double mscale = 0.0;          // 0 means absent (transformers treats it as falsy)
+  double mscale_all_dim = 0.0;  // 0 means absent
+  double attention_factor = 0.0;  // 0 means absent: derived from mscale/mscale_all_dim
   bool truncate = true;  // transformers' yarn `truncate` (floor/ceil of the correction range)
 };
 

@@ -1,0 +1,74 @@
+// The paged KV cache: what MLA and the DSA indexer keep per token, per layer.
+//
+// Layout (KvDtype f32 is the only storage implemented so far; bf16 and fp8_e4m3 are sized here so
+// that planning is exact, and their storage arrives with the quantization work): one buffer per layer for the MLA rows and one per
+// layer for the indexer keys. Page p of layer l holds `page_size` consecutive token slots:
+//   mla[l]     : [num_pages][page_size][latent_dim + rope_dim]   (ckv then the roped k_pe)
+//   indexer[l] : [num_pages][page_size][indexer_dim]              (absent when indexer_dim == 0)
+// A sequence owns an ordered page table; token position u lives in page_table[u / page_size] at
+// slot u % page_size. Pages are handed out by KvPool's free list (the runtime's block manager will
+// own that decision later; the storage layout stays).
+// Thread-safety: none; owned by the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "ops/ops.h"
+
+namespace lucid {
+
+// kFp8E4M3 uses the FlashMLA layout for the MLA part: latent_dim e4m3 values + one f32 scale per
+// 128 of them + rope_dim bf16 values (656 bytes for 512 + 64); indexer keys: e4m3 + one f32 scale.
+enum class KvDtype { kF32, kBF16, kFp8E4M3 };
+const char* KvDtypeName(KvDtype d);
+
+// What a model keeps per token per layer; the memory planner sizes the pool from this.
+struct KvCacheSpec {
+  int64_t num_layers = 0;
+  int64_t latent_dim = 0;   // kv_lora_rank
+  int64_t rope_dim = 0;     // qk_rope_head_dim
+  int64_t indexer_dim = 0;  // index_head_dim, 0 without an indexer
+  int64_t mla_row() const { return latent_dim + rope_dim; }
+  // Bytes per token per layer for `dtype` (MLA part + indexer part).
+  int64_t BytesPerTokenPerLayer(KvDtype dtype) const;
+  int64_t BytesPerToken(KvDtype dtype) const { return num_layers * BytesPerTokenPerLayer(dtype); }
+};
+
+struct SequenceKv {
+  std::vector<int32_t> page_table;
+  int64_t length = 0;  // tokens whose KV is stored
+};
+
+class KvPool {
+ public:
+  KvPool(const KvCacheSpec& spec, int64_t num_pages, int64_t page_size, KvDtype dtype);
+
+  const KvCacheSpec& spec() const { return spec_; }
+  int64_t page_size() const { return page_size_; }
+  int64_t num_pages() const { return num_pages_; }
+  int64_t free_pages() const { return static_cast<int64_t>(free_.size()); }
+  uint64_t bytes() const;
+
+  // Ensures seq has pages for positions [0, new_length). ResourceExhausted if the pool is short
+  // (nothing is taken then).
+  Status Reserve(SequenceKv& seq, int64_t new_length);
+  // Returns all of seq's pages to the pool and empties it.
+  void Release(SequenceKv& seq);
+
+  float* MlaRow(int64_t layer, const SequenceKv& seq, int64_t pos);
+  float* IndexerRow(int64_t layer, const SequenceKv& seq, int64_t pos);
+  PagedRows MlaRows(int64_t layer, const SequenceKv& seq) const;
+  PagedRows IndexerRows(int64_t layer, const SequenceKv& seq) const;
+
+ private:
+  KvCacheSpec spec_;
+  int64_t num_pages_, page_size_;
+  KvDtype dtype_;
+  std::vector<std::vector<float>> mla_, indexer_;
+  std::vector<int32_t> free_;
+};
+
+}  // namespace lucid

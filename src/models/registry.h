@@ -1,0 +1,40 @@
+// The one table of supported architectures. Adding a model family: write models/<family>.cpp with
+// a Create function and add one row to kArchitectures in registry.cpp.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "formats/model_config.h"
+#include "formats/safetensors.h"
+#include "models/kv_cache.h"
+#include "models/model.h"
+#include "ops/ops.h"
+
+namespace lucid {
+
+struct ArchitectureInfo {
+  const char* architecture;  // config.json "architectures"[0]
+  const char* model_type;    // config.json "model_type"
+  const char* family;        // file that implements it, e.g. "deepseek_v3_family"
+  bool sparse_attention;     // has the DSA indexer
+  // Which tensor-parallel layouts the family supports (1 = single device only so far).
+  int max_tensor_parallel;
+  StatusOr<std::unique_ptr<Model>> (*create)(const ModelConfig& config, const Checkpoint& ckpt,
+                                             const Ops& ops, const ModelLoadOptions& options);
+};
+
+const std::vector<ArchitectureInfo>& SupportedArchitectures();
+// The row serving config.architecture; InvalidArgument listing every supported architecture
+// when there is none.
+StatusOr<const ArchitectureInfo*> FindArchitecture(const ModelConfig& config);
+// The KV cache a config needs (no weights read).
+KvCacheSpec KvSpecFor(const ModelConfig& config);
+
+// Reads config.json and the checkpoint in `model_dir` and builds the model.
+StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& model_dir, const Ops& ops,
+                                           const ModelLoadOptions& options = {});
+
+}  // namespace lucid

@@ -1,0 +1,127 @@
+// The narrow op interface that models call. A model never touches a kernel directly: it calls
+// these, by weight format, and a backend (backends/cpu is the reference; others are tested against
+// it) implements them.
+//
+// Conventions for every op: activations are contiguous row-major float32; "T" is the number of
+// token rows in the step; outputs are written, never accumulated into, unless a comment says so.
+// Ops do not allocate model state; scratch they need is their own business.
+// Thread-safety: an Ops object is stateless after construction; calls may run concurrently on
+// disjoint outputs.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/weight.h"
+
+namespace lucid {
+
+enum class RopeStyle { kInterleaved, kHalfSplit };
+
+// Rotary embedding parameters: inverse frequencies (dim/2 of them) and the factor that multiplies
+// cos and sin (yarn's attention factor; 1 for default rope).
+struct RopeTable {
+  std::vector<float> inv_freq;
+  float attention_factor = 1.0f;
+  int64_t dim() const { return static_cast<int64_t>(inv_freq.size()) * 2; }
+};
+
+// Read-only view of per-token rows stored in fixed-size pages: token u lives in page
+// page_table[u / page_size] at slot u % page_size; a row is `row_floats` float32 values at
+// `base + page * page_stride + slot * row_floats`.
+struct PagedRows {
+  const float* base = nullptr;
+  std::span<const int32_t> page_table;
+  int64_t page_size = 0;
+  int64_t page_stride = 0;  // floats per page
+  int64_t row_floats = 0;
+  const float* Row(int64_t u) const {
+    return base + page_table[u / page_size] * page_stride + (u % page_size) * row_floats;
+  }
+};
+
+// One MLA attention problem for one sequence: T query rows attending over cached tokens.
+// The key of token u is [ckv_u | kpe_u] (first `latent_dim` floats of its row, then `rope_dim`),
+// the value is ckv_u; queries come already absorbed: q_latent = q_nope · W_uk, so
+// score(t, u) = scale * (q_latent_t · ckv_u + q_rope_t · kpe_u). Query t attends to the tokens
+// listed in selected[t * selected_stride, + selected_count[t]) (sparse), which must all be
+// causal for t. Output: out_latent[t, h, :] = sum_u softmax_u(score) * ckv_u.
+struct MlaAttentionArgs {
+  const float* q_latent = nullptr;  // [T, heads, latent_dim]
+  const float* q_rope = nullptr;    // [T, heads, rope_dim]
+  int64_t tokens = 0;
+  int64_t heads = 0;
+  int64_t latent_dim = 0;
+  int64_t rope_dim = 0;
+  float scale = 1.0f;
+  PagedRows kv;
+  const int32_t* selected = nullptr;
+  int64_t selected_stride = 0;
+  const int32_t* selected_count = nullptr;  // [T]
+  float* out_latent = nullptr;              // [T, heads, latent_dim]
+};
+
+// The DSA lightning indexer's scores for one sequence:
+// scores[t, u] = sum_j w[t, j] * relu(q[t, j] · k_u) for u < causal_len[t]; the entries
+// u >= causal_len[t] of a row are left unspecified. (The dI^-0.5 and nI^-0.5 factors are folded
+// into w by the caller.)
+struct IndexerArgs {
+  const float* q = nullptr;  // [T, heads, head_dim]
+  const float* w = nullptr;  // [T, heads]
+  int64_t tokens = 0;
+  int64_t heads = 0;
+  int64_t head_dim = 0;
+  PagedRows keys;
+  const int64_t* causal_len = nullptr;  // [T]
+  float* scores = nullptr;              // [T, score_stride]
+  int64_t score_stride = 0;
+};
+
+// One expert's SwiGLU MLP: down(silu(gate x) * up x).
+struct ExpertWeights {
+  Weight gate, up, down;
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual const char* name() const = 0;
+
+  // y[T, w.rows] = x[T, w.cols] · W^T.
+  virtual void Linear(const Tensor& x, const Weight& w, Tensor& y) const = 0;
+  // y[T, w.cols] = x[T, w.rows] · W (used to absorb W_uk into the query).
+  virtual void LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const = 0;
+  // out[i, :] = row ids[i] of `table` (rows = vocabulary), converted to float32.
+  virtual void Embedding(const Weight& table, std::span<const int32_t> ids, Tensor& out) const = 0;
+  // Row-wise y = weight * (x * rsqrt(mean(x^2) + eps)); y may alias x. weight: f32 or bf16 [D].
+  virtual void RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) const = 0;
+  // Row-wise LayerNorm with affine weight and bias ([D], f32 or bf16); y may alias x.
+  virtual void LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                         Tensor& y) const = 0;
+  // In place: for every row t and head h of x viewed [T, heads, head_stride], rotates the
+  // table.dim() values starting at column `offset` by position positions[t].
+  virtual void Rope(Tensor& x, int64_t heads, int64_t head_stride, int64_t offset,
+                    const RopeTable& table, std::span<const int64_t> positions,
+                    RopeStyle style) const = 0;
+  // out[T, I] = silu(gate) * up.
+  virtual void SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) const = 0;
+  virtual void MlaAttention(const MlaAttentionArgs& a) const = 0;
+  virtual void IndexerScores(const IndexerArgs& a) const = 0;
+  // Indices of the k largest of scores[0..n) in descending order of score; ties broken by the
+  // lower index first. k <= n.
+  virtual void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const = 0;
+  // DeepSeek-V3 routing for T rows of router logits [T, E]: sigmoid, + bias for selection,
+  // group-limited (top-2 sum per group, keep topk_group groups), top-k, weights = sigmoid scores
+  // of the chosen (renormalized if norm_topk_prob) times scaling. Writes idx/weights [T, k].
+  virtual void MoeRoute(const Tensor& logits, const float* bias, int64_t n_group,
+                        int64_t topk_group, int64_t k, bool norm_topk_prob, float scaling,
+                        int32_t* idx, float* weights) const = 0;
+  // out[T, D] += sum over each row's k routed experts of weight * expert(x row).
+  virtual void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts,
+                          const int32_t* idx, const float* weights, int64_t k,
+                          Tensor& out) const = 0;
+};
+
+}  // namespace lucid
