@@ -44,6 +44,9 @@ class Model {
 struct ModelLoadOptions {
   // Override of index_topk (0 = from config); tests use it to compare sparse and dense attention.
   int64_t index_topk_override = 0;
+  // Skip the DSA indexer and attend to every causal token (dense MLA), for comparisons. The
+  // indexer's key cache is still sized but not written.
+  bool force_dense_attention = false;
 };
 
 }  // namespace lucid

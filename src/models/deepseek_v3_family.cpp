@@ -1,0 +1,321 @@
+#include "models/deepseek_v3_family.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "models/deepseek_v3_weights.h"
+#include "models/registry.h"
+#include "models/rope.h"
+
+namespace lucid {
+namespace {
+
+constexpr float kLatentNormEps = 1e-6f;   // q_a_layernorm / kv_a_layernorm (transformers)
+constexpr float kIndexerNormEps = 1e-6f;  // indexer.k_norm (nn.LayerNorm eps)
+
+RopeStyle StyleOf(RopeLayout l) {
+  return l == RopeLayout::kInterleaved ? RopeStyle::kInterleaved : RopeStyle::kHalfSplit;
+}
+
+Tensor F32(int64_t rows, int64_t cols) { return Tensor::Empty(DType::kF32, {rows, cols}); }
+
+// Copies columns [offset, offset + width) of each of `groups` groups of x ([N, groups * stride])
+// into a contiguous [N * groups... ] -> here [N, width] for one group g.
+void CopyGroup(const Tensor& x, int64_t stride, int64_t g, int64_t offset, int64_t width,
+               Tensor& out) {
+  const int64_t N = x.size(0), row = x.size(1);
+  for (int64_t t = 0; t < N; ++t)
+    std::memcpy(out.data<float>() + t * width, x.data<const float>() + t * row + g * stride + offset,
+                width * sizeof(float));
+}
+
+void AddInPlace(Tensor& x, const Tensor& y) {
+  float* a = x.data<float>();
+  const float* b = y.data<const float>();
+  for (int64_t i = 0; i < x.numel(); ++i) a[i] += b[i];
+}
+
+// The rows of one step: which sequence each token belongs to, at which position.
+struct StepLayout {
+  std::vector<int32_t> ids;
+  std::vector<int64_t> positions;
+  struct Span {
+    SequenceKv* seq;
+    int64_t begin, count, start_pos;
+  };
+  std::vector<Span> spans;
+};
+
+class DeepseekV3Model final : public Model {
+ public:
+  DeepseekV3Model(ModelConfig c, DeepseekV3Weights w, const Ops& ops, int64_t index_topk,
+                  bool dense)
+      : c_(std::move(c)),
+        w_(std::move(w)),
+        ops_(ops),
+        index_topk_(index_topk),
+        indexer_live_(c_.has_indexer && !dense) {
+    spec_ = KvSpecFor(c_);
+    rope_ = MakeRopeTable(c_.rope, c_.qk_rope_head_dim);
+    scale_ = static_cast<float>(c_.AttentionScale());
+  }
+
+  const ModelConfig& config() const override { return c_; }
+  const KvCacheSpec& kv_spec() const override { return spec_; }
+  uint64_t weight_bytes() const override { return w_.bytes; }
+
+  Status Forward(std::span<const SequenceChunk> batch, KvPool& pool, Tensor* logits) override;
+
+ private:
+  StatusOr<StepLayout> Layout(std::span<const SequenceChunk> batch, const KvPool& pool) const;
+  Tensor Attention(int64_t l, const Tensor& h, const StepLayout& s, KvPool& pool,
+                   std::vector<std::vector<int32_t>>& selected, int64_t* sel_stride);
+  void SelectTokens(int64_t l, const Tensor& h, const Tensor& cq, const StepLayout& s,
+                    KvPool& pool, std::vector<std::vector<int32_t>>& selected,
+                    int64_t* sel_stride);
+  Tensor Mlp(const MlpWeights& m, const Tensor& x);
+  Tensor Moe(const MoeWeights& m, const Tensor& x);
+
+  ModelConfig c_;
+  DeepseekV3Weights w_;
+  const Ops& ops_;
+  int64_t index_topk_;
+  bool indexer_live_;  // false: attend to every causal token (deepseek_v3, or forced dense)
+  KvCacheSpec spec_;
+  RopeTable rope_;
+  float scale_;
+};
+
+StatusOr<StepLayout> DeepseekV3Model::Layout(std::span<const SequenceChunk> batch,
+                                             const KvPool& pool) const {
+  StepLayout s;
+  for (const SequenceChunk& ch : batch) {
+    if (ch.seq == nullptr || ch.tokens.empty())
+      return InvalidArgument("forward: every chunk needs a sequence and at least one token");
+    const int64_t start = ch.seq->length, n = static_cast<int64_t>(ch.tokens.size());
+    if (start + n > c_.max_position_embeddings)
+      return InvalidArgument("forward: position " + std::to_string(start + n - 1) +
+                             " is past max_position_embeddings " +
+                             std::to_string(c_.max_position_embeddings));
+    if (static_cast<int64_t>(ch.seq->page_table.size()) * pool.page_size() < start + n)
+      return FailedPrecondition("forward: KV pages not reserved for the chunk");
+    s.spans.push_back({ch.seq, static_cast<int64_t>(s.ids.size()), n, start});
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t id = ch.tokens[i];
+      if (id < 0 || id >= c_.vocab_size)
+        return InvalidArgument("forward: token id " + std::to_string(id) + " outside [0, " +
+                               std::to_string(c_.vocab_size) + ")");
+      s.ids.push_back(id);
+      s.positions.push_back(start + i);
+    }
+  }
+  return s;
+}
+
+Status DeepseekV3Model::Forward(std::span<const SequenceChunk> batch, KvPool& pool,
+                                Tensor* logits) {
+  LUCID_ASSIGN_OR_RETURN(StepLayout s, Layout(batch, pool));
+  const int64_t N = static_cast<int64_t>(s.ids.size()), D = c_.hidden_size;
+  Tensor x = F32(N, D);
+  ops_.Embedding(w_.embed, s.ids, x);
+  Tensor h = F32(N, D);
+  std::vector<std::vector<int32_t>> selected;  // per span: [count, stride] chosen tokens
+  int64_t sel_stride = 0;
+  for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+    const LayerWeights& L = w_.layers[l];
+    ops_.RmsNorm(x, L.input_norm, static_cast<float>(c_.rms_norm_eps), h);
+    AddInPlace(x, Attention(l, h, s, pool, selected, &sel_stride));
+    ops_.RmsNorm(x, L.post_attn_norm, static_cast<float>(c_.rms_norm_eps), h);
+    AddInPlace(x, L.is_moe ? Moe(L.moe, h) : Mlp(L.dense, h));
+  }
+  ops_.RmsNorm(x, w_.final_norm, static_cast<float>(c_.rms_norm_eps), h);
+  *logits = F32(N, c_.vocab_size);
+  ops_.Linear(h, w_.lm_head, *logits);
+  for (const auto& sp : s.spans) sp.seq->length = sp.start_pos + sp.count;
+  return OkStatus();
+}
+
+Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& s, KvPool& pool,
+                                  std::vector<std::vector<int32_t>>& selected,
+                                  int64_t* sel_stride) {
+  const MlaWeights& a = w_.layers[l].attn;
+  const int64_t N = h.size(0), H = c_.num_attention_heads, dn = c_.qk_nope_head_dim;
+  const int64_t dr = c_.qk_rope_head_dim, dv = c_.v_head_dim, dq = c_.qk_head_dim();
+  const int64_t R = c_.kv_lora_rank;
+  // Queries.
+  Tensor cq, q = F32(N, H * dq);
+  if (c_.q_lora_rank > 0) {
+    cq = F32(N, c_.q_lora_rank);
+    ops_.Linear(h, a.q_a, cq);
+    ops_.RmsNorm(cq, a.q_a_norm, kLatentNormEps, cq);
+    ops_.Linear(cq, a.q_b, q);
+  } else {
+    ops_.Linear(h, a.q_proj, q);
+  }
+  ops_.Rope(q, H, dq, dn, rope_, s.positions, StyleOf(c_.mla_rope_layout));
+  // Latent KV for the new tokens, written to the cache.
+  Tensor kva = F32(N, R + dr);
+  ops_.Linear(h, a.kv_a, kva);
+  Tensor ckv = F32(N, R), kpe = F32(N, dr);
+  CopyGroup(kva, R + dr, 0, 0, R, ckv);
+  CopyGroup(kva, R + dr, 0, R, dr, kpe);
+  ops_.RmsNorm(ckv, a.kv_a_norm, kLatentNormEps, ckv);
+  ops_.Rope(kpe, 1, dr, 0, rope_, s.positions, StyleOf(c_.mla_rope_layout));
+  for (const auto& sp : s.spans)
+    for (int64_t i = 0; i < sp.count; ++i) {
+      float* row = pool.MlaRow(l, *sp.seq, sp.start_pos + i);
+      std::memcpy(row, ckv.data<float>() + (sp.begin + i) * R, R * sizeof(float));
+      std::memcpy(row + R, kpe.data<float>() + (sp.begin + i) * dr, dr * sizeof(float));
+    }
+  // Absorb W_uk into the queries: q_latent[t, h] = q_nope[t, h] · W_uk_h.
+  Tensor q_lat = F32(N, H * R), q_rope = F32(N, H * dr);
+  Tensor qh = F32(N, dn), yh = F32(N, R), rh = F32(N, dr);
+  for (int64_t hd = 0; hd < H; ++hd) {
+    CopyGroup(q, dq, hd, 0, dn, qh);
+    ops_.LinearTransposed(qh, a.kv_b.RowRange(hd * (dn + dv), dn), yh);
+    CopyGroup(q, dq, hd, dn, dr, rh);
+    for (int64_t t = 0; t < N; ++t) {
+      std::memcpy(q_lat.data<float>() + (t * H + hd) * R, yh.data<float>() + t * R, R * 4);
+      std::memcpy(q_rope.data<float>() + (t * H + hd) * dr, rh.data<float>() + t * dr, dr * 4);
+    }
+  }
+  SelectTokens(l, h, cq, s, pool, selected, sel_stride);
+  Tensor out_lat = F32(N, H * R);
+  for (size_t i = 0; i < s.spans.size(); ++i) {
+    const auto& sp = s.spans[i];
+    MlaAttentionArgs args;
+    args.q_latent = q_lat.data<float>() + sp.begin * H * R;
+    args.q_rope = q_rope.data<float>() + sp.begin * H * dr;
+    args.tokens = sp.count;
+    args.heads = H;
+    args.latent_dim = R;
+    args.rope_dim = dr;
+    args.scale = scale_;
+    args.kv = pool.MlaRows(l, *sp.seq);
+    args.selected = selected[i].data() + sp.count;  // counts first, then rows
+    args.selected_stride = *sel_stride;
+    args.selected_count = selected[i].data();
+    args.out_latent = out_lat.data<float>() + sp.begin * H * R;
+    ops_.MlaAttention(args);
+  }
+  // Up-project the latent output per head with W_uv, then o_proj.
+  Tensor o = F32(N, H * dv), oh = F32(N, dv), lh = F32(N, R);
+  for (int64_t hd = 0; hd < H; ++hd) {
+    CopyGroup(out_lat, R, hd, 0, R, lh);
+    ops_.Linear(lh, a.kv_b.RowRange(hd * (dn + dv) + dn, dv), oh);
+    for (int64_t t = 0; t < N; ++t)
+      std::memcpy(o.data<float>() + t * H * dv + hd * dv, oh.data<float>() + t * dv, dv * 4);
+  }
+  Tensor out = F32(N, c_.hidden_size);
+  ops_.Linear(o, a.o, out);
+  return out;
+}
+
+// Fills selected[span] = [count per row (sp.count ints), then rows of *sel_stride indices].
+// Full indexer layers compute it; shared layers keep the previous layer's; deepseek_v3 takes every
+// causal token.
+void DeepseekV3Model::SelectTokens(int64_t l, const Tensor& h, const Tensor& cq,
+                                   const StepLayout& s, KvPool& pool,
+                                   std::vector<std::vector<int32_t>>& selected,
+                                   int64_t* sel_stride) {
+  const IndexerWeights& x = w_.layers[l].indexer;
+  if (c_.has_indexer && !x.present) return;    // shared layer: reuse the last full layer's choice
+  if (!indexer_live_ && !selected.empty()) return;  // dense: every causal token, computed once
+  int64_t max_ctx = 0;
+  for (const auto& sp : s.spans) max_ctx = std::max(max_ctx, sp.start_pos + sp.count);
+  const int64_t K = indexer_live_ ? std::min(index_topk_, max_ctx) : max_ctx;
+  *sel_stride = K;
+  selected.assign(s.spans.size(), {});
+  const int64_t N = h.size(0), nI = c_.index_n_heads, dI = c_.index_head_dim;
+  Tensor qi, w;
+  if (indexer_live_) {
+    qi = F32(N, nI * dI);
+    ops_.Linear(cq, x.wq_b, qi);
+    ops_.Rope(qi, nI, dI, 0, rope_, s.positions, StyleOf(c_.indexer_rope_layout));
+    Tensor ki = F32(N, dI);
+    ops_.Linear(h, x.wk, ki);
+    ops_.LayerNorm(ki, x.k_norm_w, x.k_norm_b, kIndexerNormEps, ki);
+    ops_.Rope(ki, 1, dI, 0, rope_, s.positions, StyleOf(c_.indexer_rope_layout));
+    for (const auto& sp : s.spans)
+      for (int64_t i = 0; i < sp.count; ++i)
+        std::memcpy(pool.IndexerRow(l, *sp.seq, sp.start_pos + i),
+                    ki.data<float>() + (sp.begin + i) * dI, dI * sizeof(float));
+    w = F32(N, nI);
+    ops_.Linear(h, x.weights_proj, w);
+    const float fold = static_cast<float>(1.0 / std::sqrt(static_cast<double>(nI)) /
+                                          std::sqrt(static_cast<double>(dI)));
+    for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] *= fold;
+  }
+  for (size_t si = 0; si < s.spans.size(); ++si) {
+    const auto& sp = s.spans[si];
+    std::vector<int32_t>& sel = selected[si];
+    sel.assign(sp.count + sp.count * K, 0);
+    std::vector<int64_t> causal(sp.count);
+    for (int64_t i = 0; i < sp.count; ++i) causal[i] = sp.start_pos + i + 1;
+    std::vector<float> scores;
+    if (indexer_live_) {
+      scores.assign(sp.count * (sp.start_pos + sp.count), 0.0f);
+      IndexerArgs ia;
+      ia.q = qi.data<float>() + sp.begin * nI * dI;
+      ia.w = w.data<float>() + sp.begin * nI;
+      ia.tokens = sp.count;
+      ia.heads = nI;
+      ia.head_dim = dI;
+      ia.keys = pool.IndexerRows(l, *sp.seq);
+      ia.causal_len = causal.data();
+      ia.scores = scores.data();
+      ia.score_stride = sp.start_pos + sp.count;
+      ops_.IndexerScores(ia);
+    }
+    for (int64_t i = 0; i < sp.count; ++i) {
+      const int64_t k = std::min(K, causal[i]);
+      sel[i] = static_cast<int32_t>(k);
+      int32_t* row = sel.data() + sp.count + i * K;
+      if (indexer_live_ && k < causal[i]) {
+        ops_.TopK(scores.data() + i * (sp.start_pos + sp.count), causal[i], k, row);
+      } else {
+        for (int64_t u = 0; u < k; ++u) row[u] = static_cast<int32_t>(u);
+      }
+    }
+  }
+}
+
+Tensor DeepseekV3Model::Mlp(const MlpWeights& m, const Tensor& x) {
+  const int64_t N = x.size(0);
+  Tensor g = F32(N, m.gate.rows), u = F32(N, m.up.rows);
+  ops_.Linear(x, m.gate, g);
+  ops_.Linear(x, m.up, u);
+  ops_.SwiGlu(g, u, g);
+  Tensor out = F32(N, c_.hidden_size);
+  ops_.Linear(g, m.down, out);
+  return out;
+}
+
+Tensor DeepseekV3Model::Moe(const MoeWeights& m, const Tensor& x) {
+  const int64_t N = x.size(0), K = c_.num_experts_per_tok;
+  Tensor router_logits = F32(N, c_.n_routed_experts);
+  ops_.Linear(x, m.router, router_logits);
+  std::vector<int32_t> idx(N * K);
+  std::vector<float> wts(N * K);
+  ops_.MoeRoute(router_logits, m.router_bias.data(), c_.n_group, c_.topk_group, K,
+                c_.norm_topk_prob, static_cast<float>(c_.routed_scaling_factor), idx.data(),
+                wts.data());
+  Tensor out = F32(N, c_.hidden_size);
+  ops_.MoeExperts(x, m.experts, idx.data(), wts.data(), K, out);
+  if (c_.n_shared_experts > 0) AddInPlace(out, Mlp(m.shared, x));
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Model>> CreateDeepseekV3Family(const ModelConfig& config,
+                                                        const Checkpoint& ckpt, const Ops& ops,
+                                                        const ModelLoadOptions& options) {
+  LUCID_ASSIGN_OR_RETURN(DeepseekV3Weights w, LoadDeepseekV3Weights(config, ckpt));
+  const int64_t topk = options.index_topk_override > 0 ? options.index_topk_override
+                                                       : config.index_topk;
+  return std::unique_ptr<Model>(new DeepseekV3Model(config, std::move(w), ops, topk, options.force_dense_attention));
+}
+
+}  // namespace lucid

@@ -1,0 +1,23 @@
+// The DeepSeek-V3 family: DeepSeek-V3 / Kimi-K2 (dense MLA), DeepSeek-V3.2 and GLM-5 (MLA with the
+// DSA lightning indexer). The exact forward pass is docs/MODEL-GLM-DSA.md.
+//
+// Attention always runs in the absorbed form over the latent cache: q_latent = q_nope · W_uk per
+// head, scores against [ckv | k_pe], output latent · W_uv^T. Each query attends only to the tokens
+// its indexer selected (gathered by index; cost grows with index_topk, not with context length), or
+// to every causal token for deepseek_v3.
+#pragma once
+
+#include <memory>
+
+#include "models/model.h"
+#include "ops/ops.h"
+
+namespace lucid {
+
+class Checkpoint;
+
+StatusOr<std::unique_ptr<Model>> CreateDeepseekV3Family(const ModelConfig& config,
+                                                        const Checkpoint& ckpt, const Ops& ops,
+                                                        const ModelLoadOptions& options);
+
+}  // namespace lucid

@@ -1,0 +1,62 @@
+// Weights of the DeepSeek-V3 family (deepseek_v3, deepseek_v32, glm_moe_dsa), bound to checkpoint
+// tensors by name and validated against the config's shapes at load. Tensors borrow the
+// checkpoint's memory mapping; nothing is copied except tiny f32 vectors (router bias).
+#pragma once
+
+#include <vector>
+
+#include "formats/model_config.h"
+#include "formats/safetensors.h"
+#include "ops/ops.h"
+
+namespace lucid {
+
+struct MlaWeights {
+  Weight q_a, q_b, q_proj;  // q_a/q_b when q_lora_rank > 0, else q_proj
+  Tensor q_a_norm;
+  Weight kv_a;  // [Rkv + dr, D]
+  Tensor kv_a_norm;
+  Weight kv_b;  // [H * (dn + dv), Rkv]
+  Weight o;     // [D, H * dv]
+};
+
+struct IndexerWeights {
+  bool present = false;
+  Weight wq_b;          // [nI * dI, Rq]
+  Weight wk;            // [dI, D]
+  Tensor k_norm_w, k_norm_b;
+  Weight weights_proj;  // [nI, D]
+};
+
+struct MlpWeights {
+  Weight gate, up, down;
+};
+
+struct MoeWeights {
+  Weight router;                  // [E, D]
+  std::vector<float> router_bias;  // e_score_correction_bias [E]
+  std::vector<ExpertWeights> experts;
+  MlpWeights shared;
+};
+
+struct LayerWeights {
+  Tensor input_norm, post_attn_norm;
+  MlaWeights attn;
+  IndexerWeights indexer;
+  bool is_moe = false;
+  MlpWeights dense;
+  MoeWeights moe;
+};
+
+struct DeepseekV3Weights {
+  Weight embed;  // [V, D]
+  std::vector<LayerWeights> layers;
+  Tensor final_norm;
+  Weight lm_head;  // [V, D]
+  uint64_t bytes = 0;
+};
+
+// Binds and validates every tensor the config needs. Errors name the tensor, file and shapes.
+StatusOr<DeepseekV3Weights> LoadDeepseekV3Weights(const ModelConfig& c, const Checkpoint& ckpt);
+
+}  // namespace lucid

@@ -1,0 +1,54 @@
+#include "models/registry.h"
+
+#include "models/deepseek_v3_family.h"
+
+namespace lucid {
+
+const std::vector<ArchitectureInfo>& SupportedArchitectures() {
+  static const std::vector<ArchitectureInfo> kArchitectures = {
+      {"GlmMoeDsaForCausalLM", "glm_moe_dsa", "deepseek_v3_family", true, 1,
+       &CreateDeepseekV3Family},
+      {"DeepseekV32ForCausalLM", "deepseek_v32", "deepseek_v3_family", true, 1,
+       &CreateDeepseekV3Family},
+      {"DeepseekV3ForCausalLM", "deepseek_v3", "deepseek_v3_family", false, 1,
+       &CreateDeepseekV3Family},
+  };
+  return kArchitectures;
+}
+
+StatusOr<const ArchitectureInfo*> FindArchitecture(const ModelConfig& config) {
+  std::string names;
+  for (const ArchitectureInfo& a : SupportedArchitectures()) {
+    if (config.architecture == a.architecture) {
+      if (config.model_type != a.model_type)
+        return InvalidArgument("config.json: architecture " + config.architecture +
+                               " expects model_type \"" + a.model_type + "\", found \"" +
+                               config.model_type + "\"");
+      return &a;
+    }
+    names += std::string(names.empty() ? "" : ", ") + a.architecture;
+  }
+  return InvalidArgument("config.json: unsupported architecture \"" + config.architecture +
+                         "\" (supported: " + names + ")");
+}
+
+KvCacheSpec KvSpecFor(const ModelConfig& config) {
+  KvCacheSpec s;
+  s.num_layers = config.num_hidden_layers;
+  s.latent_dim = config.kv_lora_rank;
+  s.rope_dim = config.qk_rope_head_dim;
+  s.indexer_dim = config.has_indexer ? config.index_head_dim : 0;
+  return s;
+}
+
+StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& model_dir, const Ops& ops,
+                                           const ModelLoadOptions& options) {
+  LUCID_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
+  LUCID_ASSIGN_OR_RETURN(const ArchitectureInfo* arch, FindArchitecture(config));
+  LUCID_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(model_dir));
+  auto model = arch->create(config, ckpt, ops, options);
+  if (!model.ok()) return model.status().WithContext(model_dir);
+  return model;
+}
+
+}  // namespace lucid
