@@ -85,7 +85,7 @@ TEST_F(ParallelTest, NoMoreChunksThanGrainAllows) {
 
 // KNOWN BUG in parallel.cpp (disabled until fixed): the header promises chunks of at least `grain`
 // items, but n=51, grain=10 with 8 threads is split into six chunks of 9 (ceil(51/6)).
-TEST_F(ParallelTest, DISABLED_ChunksHoldAtLeastGrainItems) {
+TEST_F(ParallelTest, ChunksHoldAtLeastGrainItems) {
   SetNumThreads(8);
   const auto chunks = RecordChunks(51, 10);
   ExpectTiles(chunks, 51);
@@ -98,7 +98,7 @@ TEST_F(ParallelTest, DISABLED_ChunksHoldAtLeastGrainItems) {
 // *requested*; when the runtime grants fewer (OMP_DYNAMIC, OMP_THREAD_LIMIT), the chunks of the
 // missing threads are silently never run. With dynamic adjustment and 256 requested threads (more
 // than the machine has cores) libgomp grants at most one per core, so this reproduces reliably.
-TEST_F(ParallelTest, DISABLED_CoversRangeWhenRuntimeGrantsFewerThreads) {
+TEST_F(ParallelTest, CoversRangeWhenRuntimeGrantsFewerThreads) {
   const int saved_dynamic = omp_get_dynamic();
   omp_set_dynamic(1);
   SetNumThreads(256);
