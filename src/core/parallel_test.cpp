@@ -83,20 +83,19 @@ TEST_F(ParallelTest, NoMoreChunksThanGrainAllows) {
   }
 }
 
-// KNOWN BUG in parallel.cpp (disabled until fixed): the header promises chunks of at least `grain`
-// items, but n=51, grain=10 with 8 threads is split into six chunks of 9 (ceil(51/6)).
+// Regression: the header promises chunks of at least `grain` items (n=51, grain=10 with 8 threads
+// was once split into six chunks of 9).
 TEST_F(ParallelTest, ChunksHoldAtLeastGrainItems) {
   SetNumThreads(8);
   const auto chunks = RecordChunks(51, 10);
   ExpectTiles(chunks, 51);
-  for (size_t i = 0; i + 1 < chunks.size(); ++i) {  // only the last chunk may be short
+  for (size_t i = 0; i < chunks.size(); ++i) {
     EXPECT_GE(chunks[i].end - chunks[i].begin, 10) << "chunk " << i;
   }
 }
 
-// KNOWN BUG in parallel.cpp (disabled until fixed): chunks are sized for the number of threads
-// *requested*; when the runtime grants fewer (OMP_DYNAMIC, OMP_THREAD_LIMIT), the chunks of the
-// missing threads are silently never run. With dynamic adjustment and 256 requested threads (more
+// Regression: chunks were once sized for the number of threads *requested*; when the runtime
+// granted fewer (OMP_DYNAMIC, OMP_THREAD_LIMIT), the chunks of the missing threads never ran. With dynamic adjustment and 256 requested threads (more
 // than the machine has cores) libgomp grants at most one per core, so this reproduces reliably.
 TEST_F(ParallelTest, CoversRangeWhenRuntimeGrantsFewerThreads) {
   const int saved_dynamic = omp_get_dynamic();
