@@ -1,0 +1,97 @@
+// Runs build/lucid as a user would and checks its output against the transformers goldens.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "formats/npy.h"
+#include "formats/safetensors.h"
+
+namespace lucid {
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout and stderr
+};
+
+Result RunLucid(const std::string& args) {
+  Result r;
+  const std::string cmd = std::string(LUCID_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string Src(const std::string& rel) { return std::string(LUCID_SOURCE_DIR) + "/" + rel; }
+
+std::string Join(const Tensor& ids) {
+  std::string s;
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    s += (i ? "," : "") + std::to_string(ids.data<int64_t>()[i]);
+  return s;
+}
+
+TEST(CliTest, GenerateJsonAndDumpedLogitsMatchGolden) {
+  auto g = SafetensorsFile::Open(Src("tests/fixtures/golden/tiny_deepseek_v32.safetensors"));
+  ASSERT_TRUE(g.ok());
+  const Tensor prompt = (*g)->Get("prompt_ids").value();
+  const Tensor cont = (*g)->Get("continuation").value();
+  const Tensor want = (*g)->Get("logits").value();
+  const std::string npy = ::testing::TempDir() + "/lucid_cli_logits.npy";
+  Result r = RunLucid("generate --model-path " + Src("tests/fixtures/models/tiny_deepseek_v32") +
+                 " --prompt-ids " + Join(prompt) + " --max-new-tokens " +
+                 std::to_string(cont.numel()) + " --output json --dump-logits " + npy);
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  std::vector<int64_t> got = j["token_ids"];
+  ASSERT_EQ(static_cast<int64_t>(got.size()), cont.numel());
+  for (int64_t i = 0; i < cont.numel(); ++i) EXPECT_EQ(got[i], cont.data<int64_t>()[i]);
+  auto logits = ReadNpy(npy);
+  ASSERT_TRUE(logits.ok()) << logits.status().ToString();
+  ASSERT_EQ(logits->shape(), want.shape());
+  float err = 0, mx = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    err = std::max(err, std::abs(logits->data<float>()[i] - want.data<float>()[i]));
+    mx = std::max(mx, std::abs(want.data<float>()[i]));
+  }
+  EXPECT_LE(err, 1e-4f * mx);
+  std::filesystem::remove(npy);
+}
+
+TEST(CliTest, VersionHelpAndBadFlags) {
+  Result v = RunLucid("--version");
+  EXPECT_EQ(v.code, 0);
+  EXPECT_NE(v.out.find("lucid 0."), std::string::npos) << v.out;
+  Result h = RunLucid("generate --help");
+  EXPECT_EQ(h.code, 0);
+  EXPECT_NE(h.out.find("--prompt-ids"), std::string::npos);
+  Result u = RunLucid("generate --model-path x --prompt-ids 1 --no-such-flag");
+  EXPECT_EQ(u.code, 2) << u.out;
+  EXPECT_NE(u.out.find("--no-such-flag"), std::string::npos) << u.out;
+  Result ids = RunLucid("generate --model-path " + Src("tests/fixtures/models/tiny_deepseek_v3") +
+                   " --prompt-ids 1,x,3");
+  EXPECT_EQ(ids.code, 2);
+  EXPECT_NE(ids.out.find("\"x\" is not a token id"), std::string::npos) << ids.out;
+  Result range = RunLucid("generate --model-path " + Src("tests/fixtures/models/tiny_deepseek_v3") +
+                     " --prompt-ids 1,99999");
+  EXPECT_EQ(range.code, 2);
+  EXPECT_NE(range.out.find("99999"), std::string::npos) << range.out;
+}
+
+TEST(CliTest, MissingModelDirectoryIsAClearError) {
+  Result r = RunLucid("generate --model-path /nonexistent-lucid-model --prompt-ids 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("/nonexistent-lucid-model/config.json"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace lucid
