@@ -1,0 +1,99 @@
+// The kernel catalog: every backend of every kernel family and what it declares it supports.
+//
+// Declarations are source, not build: the catalog is the same in every build, so a CPU-only
+// build plans for a GPU target and says which of the chosen kernels it was not compiled with
+// (`compiled_in`). A declaration states the published capabilities of the kernel it names (for
+// the CUDA kernels SGLang/vLLM use; see docs/CONFIG.md for sources and uncertainty) or, for this
+// project's own `cpu` kernels, exactly what the code in backends/cpu implements today.
+//
+// Selection (config/kernel_selection.h) asks `Refusal(decl, situation)` for each candidate of a
+// priority list; an empty answer means the kernel supports exactly that situation.
+// Thread-safety: immutable after first use.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "models/kv_cache.h"
+#include "ops/weight.h"
+
+namespace lucid::config {
+
+enum class KernelFamily {
+  kDenseAttention,   // MLA over every causal token (deepseek_v3); flag --attention-backend
+  kSparseAttention,  // MLA over the indexer's top-k (DSA); flags --nsa-{prefill,decode}-backend
+  kIndexer,          // DSA lightning indexer scores + top-k; no flag (auto only)
+  kMatmul,           // linear layers, per weight format; --fp8-gemm-backend / --fp4-gemm-backend
+  kMoe,              // routed experts; --moe-runner-backend
+  kSampling,         // logits -> token; --sampling-backend
+};
+inline constexpr KernelFamily kAllFamilies[] = {
+    KernelFamily::kDenseAttention, KernelFamily::kSparseAttention, KernelFamily::kIndexer,
+    KernelFamily::kMatmul,         KernelFamily::kMoe,             KernelFamily::kSampling};
+const char* FamilyName(KernelFamily f);  // "dense_attention", "sparse_attention", ...
+
+enum class Device { kCpu, kCuda, kRocm };
+const char* DeviceName(Device d);
+
+enum class Phase { kPrefill, kDecode };
+const char* PhaseName(Phase p);
+
+// Compute capability as major*10+minor (90 = sm_90 = 9.0). 0 for non-CUDA.
+std::string SmName(int sm);  // "sm_90"
+
+// What one kernel choice must handle: frozen before selection (design principle 3).
+struct Situation {
+  Device device = Device::kCpu;
+  int sm = 0;
+  KernelFamily family = KernelFamily::kMatmul;
+  Phase phase = Phase::kPrefill;
+  WeightFormat weight_format = WeightFormat::kBF16;  // kMatmul / kMoe
+  bool ue8m0_scales = false;                         // fp8-block checkpoint scale_fmt
+  KvDtype kv_dtype = KvDtype::kBF16;                 // attention / indexer
+  DType compute_dtype = DType::kBF16;                // activations
+  int64_t page_size = 1;
+  int64_t mla_head_dim = 0;      // kv_lora_rank + qk_rope_head_dim (576 for the DeepSeek family)
+  int64_t indexer_head_dim = 0;  // index_head_dim (128)
+  bool graph_capture = false;    // decode kernels must be capturable in a CUDA graph
+};
+std::string DescribeSituation(const Situation& s);  // one line, for messages
+
+struct KernelDecl {
+  std::string name;  // the backend name as the flags spell it ("flashmla_kv")
+  KernelFamily family = KernelFamily::kMatmul;
+  Device device = Device::kCuda;
+  int min_sm = 0, max_sm = 0;                 // inclusive range, CUDA only
+  std::vector<WeightFormat> weight_formats;   // kMatmul/kMoe; empty = not applicable
+  std::vector<KvDtype> kv_dtypes;             // attention/indexer; empty = not applicable
+  std::vector<DType> compute_dtypes;          // activation dtypes
+  std::vector<int64_t> page_sizes;            // empty = any page size
+  std::vector<int64_t> head_dims;             // MLA 576 / indexer 128; empty = any
+  std::vector<Phase> phases;
+  bool graph_capture = false;
+  bool requires_ue8m0_on_sm100 = false;  // DeepGEMM on Blackwell reads ue8m0 block scales only
+  bool compiled_in = false;              // this build contains the kernel
+  std::string origin;                    // where it comes from / the capability source
+};
+
+// Every declaration. A backend name may appear in several families (e.g. "cpu", "tilelang").
+const std::vector<KernelDecl>& KernelCatalog();
+
+// Why `decl` cannot serve `s` (one clause, e.g. "needs compute capability 9.0-10.3, target has
+// 12.0"); nullopt when it supports exactly this situation. Does not look at compiled_in.
+std::optional<std::string> Refusal(const KernelDecl& decl, const Situation& s);
+
+// The declarations of `name` in `family` (several when the backend has one kernel per weight
+// format with different capabilities, e.g. "cutlass" fp8 and nvfp4); empty when there is none.
+std::vector<const KernelDecl*> FindKernels(KernelFamily family, const std::string& name);
+
+// Automatic-choice priority per family and device, best first.
+const std::vector<std::string>& PriorityList(KernelFamily family, Device device);
+
+// Distinct backend names declared for the families a flag governs, in catalog order (the allowed
+// values of the backend options).
+std::vector<std::string> BackendNames(const std::vector<KernelFamily>& families,
+                                      std::optional<WeightFormat> format = std::nullopt);
+
+}  // namespace lucid::config

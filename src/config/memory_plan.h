@@ -1,0 +1,77 @@
+// The memory planner: every byte the server will hold per device, before a weight is loaded.
+//
+// Per device (one GPU under tensor parallelism, or the whole system memory on cpu):
+//   static  = memory x mem_fraction_static   = weights + KV pool
+//   dynamic = memory - static               >= activations + graph reserve + runtime overhead
+//   KV capacity (tokens) = floor((static - weights) / kv_bytes_per_token / page) x page
+// Weights are the packed sizes (safetensors headers when present, else computed from config and
+// quantization metadata), split tensors divided by tp. KV bytes per token come from
+// models/kv_cache.h (the one source of KV sizes); the MLA latent cache is replicated on every
+// tensor-parallel rank (all heads read the same latent). Activations are the larger of one
+// chunked-prefill step and one decode step at max-running-requests (formula in memory_plan.cpp,
+// listed item by item in the plan). The graph reserve is the decode workspace at the largest
+// captured batch (graphs share one memory pool, captured largest first) plus a per-graph estimate.
+// Estimates are labelled as such in the plan; docs/CONFIG.md lists their constants.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/model_facts.h"
+#include "core/dtype.h"
+#include "models/kv_cache.h"
+
+namespace lucid::config {
+
+struct MemoryInputs {
+  bool cuda = false;
+  int64_t device_memory = 0;  // bytes per device (GPU memory, or system memory on cpu)
+  int64_t tp = 1;
+  KvDtype kv_dtype = KvDtype::kF32;
+  DType compute_dtype = DType::kF32;
+  int64_t page_size = 1;
+  int64_t context_length = 0;
+  int64_t chunked_prefill_size = 0;
+  int64_t max_running_requests = 0;
+  int64_t cuda_graph_max_bs = 0;  // 0: no graphs
+};
+
+struct MemoryItem {
+  std::string name;
+  uint64_t bytes = 0;
+  std::string detail;  // the arithmetic
+};
+
+struct MemoryPlan {
+  uint64_t device_memory = 0;
+  uint64_t weights = 0;                // per device
+  int64_t kv_bytes_per_token = 0;      // per device, all layers
+  int64_t kv_bytes_per_token_layer = 0;
+  std::vector<MemoryItem> activation_items;
+  uint64_t activations = 0;
+  std::vector<int64_t> graph_buckets;  // captured decode batch sizes
+  uint64_t graph_reserve = 0;
+  uint64_t runtime_overhead = 0;
+  uint64_t dynamic_need = 0;           // activations + graph_reserve + runtime_overhead
+  double max_fraction = 0;             // largest mem_fraction_static that leaves dynamic_need
+  double mem_fraction_static = 0;
+  uint64_t static_budget = 0;
+  int64_t kv_capacity_tokens = 0;      // what the static budget holds (page multiple)
+  int64_t max_total_tokens = 0;        // the pool actually sized (<= capacity)
+  uint64_t kv_pool_bytes = 0;
+  std::vector<std::string> notes;
+  nlohmann::json ToJson() const;
+};
+
+// Bytes of everything except the KV pool for `in` (fills all but the fraction-dependent fields).
+MemoryPlan PlanFixedParts(const ModelFacts& model, const MemoryInputs& in);
+// The captured batch sizes up to max_bs (1, 2, 4, 8, then every 8 to 256, then every 16).
+std::vector<int64_t> GraphBuckets(int64_t max_bs);
+// Completes `plan` for fraction `f` and an optional explicit max_total_tokens (0 = all that fits).
+void PlanKvPool(MemoryPlan* plan, double f, int64_t page_size, int64_t max_total_tokens);
+
+}  // namespace lucid::config

@@ -1,0 +1,65 @@
+// ModelFacts: what planning needs to know about a model, read without touching tensor data.
+//
+// Inputs: config.json (required), hf_quant_config.json (ModelOpt, optional) and the safetensors
+// headers when the directory has weights (a directory holding only the JSON files is valid: sizes
+// are then computed from the config and the quantization metadata, `sizes_from_checkpoint` false).
+// Every tensor is classified by name (docs/MODEL-GLM-DSA.md section 3) as split across tensor-
+// parallel ranks (attention heads, MLP/expert widths, vocabulary) or replicated (low-rank
+// projections, indexer, router, norms), as SGLang shards DeepSeek-family models without DP
+// attention. The MTP layer (index num_hidden_layers) is not loaded and not counted.
+// Thread-safety: values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "formats/model_config.h"
+#include "formats/safetensors.h"
+#include "ops/weight.h"
+
+namespace lucid::config {
+
+struct TensorEntry {
+  std::string name;
+  uint64_t bytes = 0;
+  bool split = false;   // divided across tensor-parallel ranks
+  bool expert = false;  // a routed expert's weight (MoE runner)
+  bool linear = false;  // a linear layer's weight (or its scales)
+  WeightFormat format = WeightFormat::kBF16;  // for linear weights
+};
+
+struct ModelFacts {
+  std::string dir;
+  ModelConfig config;
+  bool sparse_attention = false;  // has the DSA indexer
+  int max_tensor_parallel = 1;    // what the model registry implements today
+  std::string quant_method = "none";    // "none", "fp8", "modelopt"
+  std::string quant_algo;               // "FP8_BLOCK_128", "NVFP4", "" for none
+  bool ue8m0_scales = false;            // fp8 block scales are powers of two (scale_fmt ue8m0)
+  std::string kv_cache_quant_algo;      // ModelOpt kv_cache_quant_algo ("FP8") or ""
+  std::vector<WeightFormat> linear_formats;   // formats of non-expert linear layers, distinct
+  std::optional<WeightFormat> expert_format;  // routed experts (nullopt without MoE layers)
+  bool sizes_from_checkpoint = false;
+  std::vector<TensorEntry> tensors;
+
+  uint64_t TotalBytes() const;
+  // Bytes one device holds under tensor parallelism `tp` (split tensors divided, rounded up).
+  uint64_t BytesPerDevice(int64_t tp) const;
+  std::string QuantDescription() const;  // "NVFP4 (ModelOpt), experts + ...", "bf16"
+};
+
+// Reads `dir` (see file comment). NotFound naming config.json when it is missing.
+StatusOr<ModelFacts> LoadModelFacts(const std::string& dir);
+
+// The same from parsed JSON (hf_quant may be null) and optionally an opened checkpoint; used by
+// LoadModelFacts and by tests that synthesize models.
+StatusOr<ModelFacts> BuildModelFacts(const nlohmann::json& config_json,
+                                     const nlohmann::json& hf_quant, const Checkpoint* ckpt,
+                                     const std::string& dir);
+
+}  // namespace lucid::config

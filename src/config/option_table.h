@@ -1,0 +1,75 @@
+// The option table: every server setting, once. Flags, config-file keys, environment variables,
+// help text and value validation all come from this table (docs/CONFIG.md lists it).
+//
+// Naming: an option `tp-size` is the flag `--tp-size`, the config-file key `tp-size` or `tp_size`,
+// and the environment variable `LUCID_TP_SIZE`. Aliases (e.g. `dsa-prefill-backend`) are accepted
+// wherever the name is.
+// Values are nlohmann::json scalars after parsing: bool, integer, number or string. JSON null means
+// "auto": the resolver decides (by a rule) and says why. Options whose default is "auto" accept the
+// literal text "auto".
+// Thread-safety: the table is immutable after first use; all functions are safe to call
+// concurrently.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace lucid::config {
+
+enum class OptionType {
+  kString,
+  kInt,
+  kFloat,
+  kBool,
+  kEnum,   // one of `allowed`
+  kBytes,  // a size: "96GiB", "80GB", "1073741824"; parsed to an integer byte count
+};
+const char* OptionTypeName(OptionType t);
+
+struct OptionSpec {
+  std::string name;  // canonical spelling, without dashes in front: "tp-size"
+  OptionType type = OptionType::kString;
+  std::string default_text;  // "auto" when the resolver decides; "" for an empty string default
+  std::vector<std::string> allowed;  // kEnum: valid values (without "auto")
+  double min = 0, max = 0;           // kInt/kFloat/kBytes: inclusive range when min < max
+  std::string help;
+  std::string group;
+  std::vector<std::string> aliases;  // other accepted names ("dsa-prefill-backend")
+  bool secret = false;               // never printed (api-key)
+  bool server_only = false;          // has no effect on a plan (host, port, ...)
+
+  bool auto_default() const { return default_text == "auto"; }
+  std::string flag() const { return "--" + name; }
+  std::string env_name() const;  // "LUCID_TP_SIZE"
+  std::string key() const;       // "tp_size" (JSON output key)
+};
+
+// The whole table, in display order. Backend options list the backends of the kernel catalog
+// (config/kernel_catalog.h) as their allowed values: the catalog is their single source.
+const std::vector<OptionSpec>& Options();
+
+// The spec named `name` (canonical, alias, with dashes or underscores, with or without a leading
+// "--"); nullptr when unknown.
+const OptionSpec* FindOption(std::string_view name);
+
+// Parses `text` for `spec`. "auto" gives JSON null when the option's default is auto. Errors are
+// InvalidArgument with one line naming the flag, the value and what is valid (the list of values
+// for enums, the range for numbers).
+StatusOr<nlohmann::json> ParseOptionValue(const OptionSpec& spec, const std::string& text);
+
+// The option's default as a JSON value (null for auto).
+nlohmann::json DefaultValue(const OptionSpec& spec);
+
+// "96 GiB", "1.5 GiB", "512 MiB", "100 B": a human-readable binary size.
+std::string FormatBytes(double bytes);
+// Parses a size ("96GiB", "96 GB", "80G", "1e9"): decimal units KB/MB/GB/TB, binary units
+// KiB/MiB/GiB/TiB and the single letters K/M/G/T (binary). InvalidArgument on anything else.
+StatusOr<int64_t> ParseBytes(const std::string& text);
+
+}  // namespace lucid::config

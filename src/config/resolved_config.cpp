@@ -1,0 +1,126 @@
+#include "config/resolved_config.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "config/option_table.h"
+
+namespace lucid::config {
+namespace {
+
+std::string Pad(const std::string& s, size_t w) {
+  return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' ');
+}
+
+std::string Bytes(uint64_t b) { return FormatBytes(static_cast<double>(b)); }
+
+}  // namespace
+
+std::string ResolvedField::Provenance() const {
+  if (source == Source::kRule) return "rule:" + rule_id;
+  return SourceName(source);
+}
+
+std::string ResolvedField::ValueText() const {
+  if (secret) return value.is_string() && !value.get<std::string>().empty() ? "<set>" : "<unset>";
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_null()) return "-";
+  return value.dump();
+}
+
+const ResolvedField* ResolvedConfig::Field(const std::string& name) const {
+  for (const ResolvedField& f : d_.fields)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+const nlohmann::json& ResolvedConfig::Value(const std::string& name) const {
+  const ResolvedField* f = Field(name);
+  LUCID_CHECK(f != nullptr, "no resolved field " + name);
+  return f->value;
+}
+
+nlohmann::json ResolvedConfig::ToJson() const {
+  nlohmann::json settings = nlohmann::json::object();
+  for (const ResolvedField& f : d_.fields) {
+    nlohmann::json e = {{"value", f.secret ? nlohmann::json(f.ValueText()) : f.value},
+                        {"source", f.Provenance()}};
+    if (!f.origin.empty()) e["origin"] = f.origin;
+    if (!f.reason.empty()) e["reason"] = f.reason;
+    settings[f.name] = e;
+  }
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const KernelChoice& k : d_.kernels) {
+    nlohmann::json cands = nlohmann::json::array();
+    for (const CandidateReport& c : k.candidates)
+      cands.push_back({{"name", c.name}, {"taken", c.taken}, {"supported", c.supported},
+                       {"compiled_in", c.compiled_in}, {"reason", c.reason}});
+    kernels.push_back({{"family", FamilyName(k.family)}, {"phases", k.phases},
+                       {"situation", k.what}, {"kernel", k.kernel}, {"flag", k.flag},
+                       {"source", k.source == Source::kRule ? "rule:" + k.rule_id
+                                                            : std::string(SourceName(k.source))},
+                       {"reason", k.reason}, {"compiled_in", k.compiled_in},
+                       {"candidates", cands}});
+  }
+  return {{"valid", true},
+          {"target", d_.target.Describe()},
+          {"model", d_.model_summary},
+          {"settings", settings},
+          {"kernels", kernels},
+          {"memory", d_.memory.ToJson()},
+          {"notes", d_.notes},
+          {"runnable_here", d_.not_runnable_here.empty()},
+          {"not_runnable_here", d_.not_runnable_here}};
+}
+
+std::string ResolvedConfig::ToText() const {
+  std::ostringstream o;
+  o << "Target: " << d_.target.Describe() << "\n";
+  o << "Model:  " << d_.model_summary << "\n\nSettings\n";
+  for (const ResolvedField& f : d_.fields) {
+    o << "  " << Pad(f.name, 22) << Pad(f.ValueText(), 18) << Pad(f.Provenance(), 28);
+    if (!f.reason.empty()) o << f.reason;
+    else if (!f.origin.empty() && IsUser(f.source)) o << f.origin;
+    o << "\n";
+  }
+  o << "\nKernels\n";
+  for (const KernelChoice& k : d_.kernels) {
+    o << "  " << Pad(std::string(FamilyName(k.family)) + " " + k.phases, 34)
+      << Pad(k.kernel, 18)
+      << (k.source == Source::kRule ? "rule:" + k.rule_id : std::string(SourceName(k.source)) +
+                                                                " " + k.flag)
+      << (k.compiled_in ? "" : "  [not compiled in]") << "\n";
+    o << "      " << k.what << "\n";
+    for (const CandidateReport& c : k.candidates) {
+      if (c.taken) continue;
+      o << "      - " << Pad(c.name, 18) << (c.supported ? "" : "refused: ") << c.reason << "\n";
+    }
+  }
+  const MemoryPlan& m = d_.memory;
+  o << "\nMemory plan (per device)\n";
+  o << "  device memory          " << Bytes(m.device_memory) << "\n";
+  o << "  mem-fraction-static    " << m.mem_fraction_static << " -> static budget "
+    << Bytes(m.static_budget) << " (largest that fits: " << m.max_fraction << ")\n";
+  o << "  weights                " << Bytes(m.weights) << "\n";
+  o << "  KV per token           " << m.kv_bytes_per_token << " B (" << m.kv_bytes_per_token_layer
+    << " B per layer)\n";
+  o << "  KV capacity            " << m.kv_capacity_tokens << " tokens; pool sized for "
+    << m.max_total_tokens << " tokens = " << Bytes(m.kv_pool_bytes) << "\n";
+  o << "  activations            " << Bytes(m.activations) << "\n";
+  for (const MemoryItem& i : m.activation_items)
+    o << "      " << Pad(i.name, 44) << Pad(Bytes(i.bytes), 12) << i.detail << "\n";
+  if (!m.graph_buckets.empty())
+    o << "  CUDA graph reserve     " << Bytes(m.graph_reserve) << " (estimate; "
+      << m.graph_buckets.size() << " batch sizes up to " << m.graph_buckets.back() << ")\n";
+  o << "  runtime overhead       " << Bytes(m.runtime_overhead) << " (estimate)\n";
+  for (const std::string& n : m.notes) o << "  note: " << n << "\n";
+  if (!d_.notes.empty()) o << "\nNotes\n";
+  for (const std::string& n : d_.notes) o << "  - " << n << "\n";
+  if (!d_.not_runnable_here.empty()) {
+    o << "\nThe plan is valid for the target, but this build cannot run it yet:\n";
+    for (const std::string& n : d_.not_runnable_here) o << "  - " << n << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace lucid::config

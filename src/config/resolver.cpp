@@ -1,0 +1,187 @@
+#include "config/resolver.h"
+
+#include "config/option_table.h"
+#include "config/resolver_internal.h"
+
+namespace lucid::config {
+namespace internal {
+
+using json = nlohmann::json;
+
+const ExplicitValue* Resolver::User(const std::string& name) const {
+  const ExplicitValue* v = s_.Get(name);
+  return v != nullptr && !v->value.is_null() ? v : nullptr;
+}
+
+void Resolver::SetUser(const std::string& name) {
+  const ExplicitValue* v = s_.Get(name);
+  const OptionSpec* spec = FindOption(name);
+  ResolvedField f{name, v->value, v->source, v->origin, "", "", spec->secret};
+  values_[name] = v->value;
+  fields_[name] = f;
+}
+
+void Resolver::SetDefault(const std::string& name) {
+  const OptionSpec* spec = FindOption(name);
+  ResolvedField f{name, DefaultValue(*spec), Source::kDefault, "", "", "", spec->secret};
+  values_[name] = f.value;
+  fields_[name] = f;
+}
+
+void Resolver::SetRule(const std::string& name, const Rule& rule, json value,
+                       const std::string& reason_suffix) {
+  RuleContext ctx{model_, target_, values_};
+  ResolvedField f{name, value, Source::kRule, "", rule.id, rule.reason(ctx) + reason_suffix, false};
+  // An explicit "auto" is recorded as where the decision was asked for.
+  if (const ExplicitValue* v = s_.Get(name)) f.origin = v->origin + " = auto";
+  values_[name] = value;
+  fields_[name] = f;
+}
+
+Status Resolver::FillFromRule(const std::string& name) {
+  if (User(name)) {
+    SetUser(name);
+    return OkStatus();
+  }
+  const OptionSpec* spec = FindOption(name);
+  if (!spec->auto_default()) {
+    SetDefault(name);
+    return OkStatus();
+  }
+  RuleContext ctx{model_, target_, values_};
+  const Rule* r = FirstRule(name, ctx);
+  if (r == nullptr) return Internal("no rule resolves " + name);
+  SetRule(name, *r, r->value(ctx));
+  return OkStatus();
+}
+
+std::string Resolver::Cite(const std::string& name) const {
+  auto it = fields_.find(name);
+  const std::string value = it != fields_.end() ? it->second.ValueText()
+                            : s_.Get(name)      ? s_.Get(name)->text
+                                                : "auto";
+  const std::string prov = it != fields_.end()    ? it->second.Provenance()
+                           : s_.Get(name) != nullptr ? SourceName(s_.Get(name)->source)
+                                                     : "unset";
+  return "--" + name + " " + value + " (" + prov + ")";
+}
+
+Status Resolver::ResolveTargetFields() {
+  if (User("target")) SetUser("target"); else SetDefault("target");
+  LUCID_ASSIGN_OR_RETURN(Target t, ParseTargetSpec(V("target").get<std::string>()));
+  target_ = t;
+  if (!target_.has_gpu) {
+    for (const char* g : {"gpu-memory", "gpu-count"})
+      if (User(g))
+        return InvalidArgument(Cite(g) + " describes GPUs, but --target " + target_.spec +
+                               " has none (use --target cuda:sm_<NN> to plan for GPUs)");
+  } else if (!User("gpu-memory")) {
+    return InvalidArgument("--target " + target_.spec +
+                           " needs --gpu-memory (memory per GPU, e.g. 96GiB)");
+  }
+  LUCID_RETURN_IF_ERROR(FillFromRule("gpu-count"));
+  LUCID_RETURN_IF_ERROR(FillFromRule("gpu-memory"));
+  LUCID_RETURN_IF_ERROR(FillFromRule("cpu-memory"));
+  target_.gpu_count = V("gpu-count").get<int64_t>();
+  target_.gpu_memory = V("gpu-memory").get<int64_t>();
+  target_.cpu_memory = V("cpu-memory").get<int64_t>();
+  LUCID_RETURN_IF_ERROR(FillFromRule("device"));
+  if (V("device") == "cuda" && !target_.has_gpu)
+    return InvalidArgument(Cite("device") + " needs a GPU, but --target " + target_.spec +
+                           " has none (would work: --device cpu, or --target cuda:sm_<NN>)");
+  return OkStatus();
+}
+
+Status Resolver::ResolveModelFields() {
+  LUCID_RETURN_IF_ERROR(FillFromRule("model-path"));
+  LUCID_RETURN_IF_ERROR(FillFromRule("served-model-name"));
+  LUCID_RETURN_IF_ERROR(FillFromRule("tp-size"));
+  const int64_t tp = V("tp-size").get<int64_t>();
+  const int64_t heads = model_.config.num_attention_heads;
+  if (tp > 1 && V("device") == "cpu")
+    return InvalidArgument(Cite("tp-size") +
+                           ": the cpu device runs one process (would work: --tp-size 1)");
+  if (V("device") == "cuda") {
+    std::string ok;
+    for (int64_t t = 1; t <= target_.gpu_count; ++t)
+      if (heads % t == 0) ok += (ok.empty() ? "" : ", ") + std::to_string(t);
+    if (tp > target_.gpu_count || heads % tp != 0)
+      return InvalidArgument(Cite("tp-size") + " needs " +
+                             (heads % tp != 0 ? "to divide the model's " + std::to_string(heads) +
+                                                    " attention heads"
+                                              : std::to_string(tp) + " GPUs, the target has " +
+                                                    std::to_string(target_.gpu_count)) +
+                             " (would work: --tp-size " + ok + ")");
+  }
+  LUCID_RETURN_IF_ERROR(FillFromRule("dtype"));
+  LUCID_RETURN_IF_ERROR(FillFromRule("context-length"));
+  const int64_t max_pos = model_.config.max_position_embeddings;
+  if (max_pos > 0 && V("context-length").get<int64_t>() > max_pos)
+    return InvalidArgument(Cite("context-length") + " exceeds the model's max_position_embeddings " +
+                           std::to_string(max_pos) + " (would work: --context-length <= " +
+                           std::to_string(max_pos) + ")");
+  LUCID_RETURN_IF_ERROR(FillFromRule("disable-cuda-graph"));
+  if (V("disable-cuda-graph") == false && V("device") == "cpu")
+    return InvalidArgument(Cite("disable-cuda-graph") +
+                           " asks for CUDA graphs, but the device is cpu (would work: "
+                           "--disable-cuda-graph true)");
+  return OkStatus();
+}
+
+StatusOr<ResolvedConfig> Resolver::Run() {
+  LUCID_RETURN_IF_ERROR(ResolveTargetFields());
+  LUCID_RETURN_IF_ERROR(ResolveModelFields());
+  LUCID_RETURN_IF_ERROR(ResolveKernels());
+  LUCID_RETURN_IF_ERROR(FillFromRule("chunked-prefill-size"));
+  LUCID_RETURN_IF_ERROR(FillFromRule("max-running-requests"));
+  LUCID_RETURN_IF_ERROR(FillFromRule("cuda-graph-max-bs"));
+  if (User("cuda-graph-max-bs") && V("disable-cuda-graph") == true)
+    notes_.push_back(Cite("cuda-graph-max-bs") + " has no effect: CUDA graphs are off (" +
+                     Cite("disable-cuda-graph") + ")");
+  LUCID_RETURN_IF_ERROR(ResolveMemory());
+  for (const OptionSpec& o : Options())
+    if (!fields_.count(o.name)) LUCID_RETURN_IF_ERROR(FillFromRule(o.name));
+
+  ResolvedData d;
+  for (const OptionSpec& o : Options()) d.fields.push_back(fields_.at(o.name));
+  d.target = target_;
+  const ModelConfig& c = model_.config;
+  d.model_summary = c.architecture + " (" + c.model_type + "), " +
+                    std::to_string(c.num_hidden_layers) + " layers, " +
+                    (model_.sparse_attention ? "DSA sparse attention" : "dense MLA") + "; " +
+                    model_.QuantDescription() + "; weights " +
+                    FormatBytes(static_cast<double>(model_.TotalBytes())) +
+                    (model_.sizes_from_checkpoint ? " (safetensors headers)"
+                                                  : " (computed from config.json: no weights)");
+  d.kernels = kernels_;
+  d.memory = memory_;
+  d.notes = notes_;
+  for (const KernelChoice& k : kernels_)
+    if (!k.compiled_in)
+      d.not_runnable_here.push_back(std::string(FamilyName(k.family)) + " " + k.phases +
+                                    ": kernel " + k.kernel + " is not compiled into this build");
+  if (V("device") == "cuda")
+    d.not_runnable_here.push_back("this build has no CUDA backend (configure with -DLUCID_CUDA=ON)");
+  if (V("tp-size").get<int64_t>() > model_.max_tensor_parallel)
+    d.not_runnable_here.push_back("tensor parallelism " + V("tp-size").dump() + ": the model registry implements tp <= " +
+                                  std::to_string(model_.max_tensor_parallel) + " so far");
+  return ResolvedConfig(std::move(d));
+}
+
+}  // namespace internal
+
+StatusOr<ResolvedConfig> Resolve(const ExplicitSettings& settings, const ResolveOptions& options) {
+  ModelFacts model;
+  if (options.model != nullptr) {
+    model = *options.model;
+  } else {
+    const ExplicitValue* mp = settings.Get("model-path");
+    if (mp == nullptr || !mp->value.is_string() || mp->value.get<std::string>().empty())
+      return InvalidArgument("--model-path is required (a directory with config.json)");
+    LUCID_ASSIGN_OR_RETURN(model, LoadModelFacts(mp->value.get<std::string>()));
+  }
+  internal::Resolver r(settings, std::move(model), Target{});
+  return r.Run();
+}
+
+}  // namespace lucid::config
