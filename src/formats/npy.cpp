@@ -32,16 +32,20 @@ constexpr NpyType kTypes[] = {{DType::kF32, "<f4"},
 Status ErrnoStatus(int err, const std::string& what) {
   std::string msg = what + ": " + std::strerror(err);
   switch (err) {
-    case ENOENT: return NotFound(msg);
+    case ENOENT:
+      return NotFound(msg);
     case EACCES:
     case EPERM:
     case EROFS:
     case EISDIR:
-    case ENOTDIR: return FailedPrecondition(msg);
+    case ENOTDIR:
+      return FailedPrecondition(msg);
     case ENOSPC:
     case EDQUOT:
-    case ENOMEM: return ResourceExhausted(msg);
-    default: return Internal(msg);
+    case ENOMEM:
+      return ResourceExhausted(msg);
+    default:
+      return Internal(msg);
   }
 }
 
@@ -139,8 +143,8 @@ class HeaderParser {
     return true;
   }
   void SkipWs() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\t' ||
-                                s_[pos_] == '\r'))
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\t' || s_[pos_] == '\r'))
       ++pos_;
   }
   bool Word(const char* w) {
@@ -206,7 +210,8 @@ Status WriteNpy(const std::string& path, const Tensor& t) {
   if (!t.valid()) return InvalidArgument(where + ": tensor has no data");
   if (!t.is_contiguous()) return InvalidArgument(where + ": tensor is not contiguous");
   for (int64_t d : t.shape())
-    if (d < 0) return InvalidArgument(where + ": negative dimension in " + ShapeToString(t.shape()));
+    if (d < 0)
+      return InvalidArgument(where + ": negative dimension in " + ShapeToString(t.shape()));
 
   std::string dict = std::string("{'descr': '") + type->descr +
                      "', 'fortran_order': False, 'shape': " + ShapeRepr(t.shape()) + ", }";
@@ -226,7 +231,8 @@ Status WriteNpy(const std::string& path, const Tensor& t) {
   std::string head(kMagic, kMagicLen);
   head.push_back(static_cast<char>(len_bytes == 2 ? 1 : 2));
   head.push_back(0);
-  for (size_t i = 0; i < len_bytes; ++i) head.push_back(static_cast<char>((hlen >> (8 * i)) & 0xFF));
+  for (size_t i = 0; i < len_bytes; ++i)
+    head.push_back(static_cast<char>((hlen >> (8 * i)) & 0xFF));
   head += dict;
   head.append(total - head.size() - 1, ' ');
   head.push_back('\n');
@@ -257,8 +263,8 @@ StatusOr<Tensor> ReadNpy(const std::string& path) {
   if (std::memcmp(pre, kMagic, kMagicLen) != 0) return DataLoss(path + ": not a .npy file");
   const int major = pre[kMagicLen], minor = pre[kMagicLen + 1];
   if (major < 1 || major > 3 || minor != 0) {
-    return Unimplemented(path + ": unsupported .npy format version " + std::to_string(major) +
-                         "." + std::to_string(minor));
+    return Unimplemented(path + ": unsupported .npy format version " + std::to_string(major) + "." +
+                         std::to_string(minor));
   }
   const size_t len_bytes = major == 1 ? 2 : 4;
   uint8_t lb[4] = {0, 0, 0, 0};

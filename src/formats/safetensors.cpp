@@ -12,10 +12,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 namespace lucid {
 namespace {
@@ -31,16 +30,20 @@ std::string Quote(const std::string& s) { return "\"" + s + "\""; }
 Status ErrnoStatus(int err, const std::string& what) {
   std::string msg = what + ": " + std::strerror(err);
   switch (err) {
-    case ENOENT: return NotFound(msg);
+    case ENOENT:
+      return NotFound(msg);
     case EACCES:
     case EPERM:
     case EROFS:
     case EISDIR:
-    case ENOTDIR: return FailedPrecondition(msg);
+    case ENOTDIR:
+      return FailedPrecondition(msg);
     case ENOSPC:
     case EDQUOT:
-    case ENOMEM: return ResourceExhausted(msg);
-    default: return Internal(msg);
+    case ENOMEM:
+      return ResourceExhausted(msg);
+    default:
+      return Internal(msg);
   }
 }
 
@@ -141,8 +144,8 @@ struct SafetensorsFileAccess {
                       SafetensorsName(info->dtype) + " needs " + std::to_string(bytes));
     }
     if (info->data_end > data_size) {
-      return DataLoss(span + " run past the end of the data section (" +
-                      std::to_string(data_size) + " bytes; truncated file?)");
+      return DataLoss(span + " run past the end of the data section (" + std::to_string(data_size) +
+                      " bytes; truncated file?)");
     }
     return OkStatus();
   }
@@ -405,30 +408,33 @@ Status WriteSafetensors(const std::string& path,
                         const std::vector<std::pair<std::string, Tensor>>& tensors,
                         const std::map<std::string, std::string>& metadata) {
   const std::string where = "WriteSafetensors(" + path + ")";
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  // The header is assembled as text (linear in the tensor count; a JSON object would search
+  // linearly to keep insertion order). dump() escapes names and rejects invalid UTF-8.
+  std::string text = "{";
+  std::set<std::string> seen;
   uint64_t offset = 0;
   std::vector<uint64_t> sizes;
-  for (const auto& [name, t] : tensors) {
-    const std::string tw = where + ": tensor " + Quote(name);
-    if (name == "__metadata__") return InvalidArgument(tw + ": reserved name");
-    if (header.contains(name)) return InvalidArgument(tw + ": name given twice");
-    if (!t.valid()) return InvalidArgument(tw + ": tensor has no data");
-    if (!t.is_contiguous()) return InvalidArgument(tw + ": tensor is not contiguous");
-    auto bytes = CheckedBytes(t.dtype(), t.shape());
-    if (!bytes.ok()) return InvalidArgument(tw + ": " + bytes.status().message());
-    header[name] = {{"dtype", SafetensorsName(t.dtype())},
-                    {"shape", t.shape()},
-                    {"data_offsets", {offset, offset + *bytes}}};
-    offset += *bytes;
-    sizes.push_back(*bytes);
-  }
-  std::string text;
   try {
-    text = header.dump();
-  } catch (const nlohmann::json::exception& e) {
+    if (!metadata.empty()) text += "\"__metadata__\":" + json(metadata).dump();
+    for (const auto& [name, t] : tensors) {
+      const std::string tw = where + ": tensor " + Quote(name);
+      if (name == "__metadata__") return InvalidArgument(tw + ": reserved name");
+      if (!seen.insert(name).second) return InvalidArgument(tw + ": name given twice");
+      if (!t.valid()) return InvalidArgument(tw + ": tensor has no data");
+      if (!t.is_contiguous()) return InvalidArgument(tw + ": tensor is not contiguous");
+      auto bytes = CheckedBytes(t.dtype(), t.shape());
+      if (!bytes.ok()) return InvalidArgument(tw + ": " + bytes.status().message());
+      text += (text.size() > 1 ? "," : "") + json(name).dump() + ":{\"dtype\":\"" +
+              SafetensorsName(t.dtype()) + "\",\"shape\":" + json(t.shape()).dump() +
+              ",\"data_offsets\":[" + std::to_string(offset) + "," +
+              std::to_string(offset + *bytes) + "]}";
+      offset += *bytes;
+      sizes.push_back(*bytes);
+    }
+  } catch (const json::exception& e) {
     return InvalidArgument(where + ": names and metadata must be valid UTF-8: " + e.what());
   }
+  text += "}";
   text.append((8 - text.size() % 8) % 8, ' ');  // as the Python library pads
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(uint64_t{text.size()} >> (8 * i));

@@ -9,6 +9,15 @@
 // spans lie inside the data section and do not overlap each other.
 // Tensors handed out are views into the mapping; they keep the mapping alive (shared ownership),
 // so a Tensor may outlive the SafetensorsFile/Checkpoint object.
+// Status codes: NotFound for a missing file; DataLoss for anything corrupt or truncated (short
+// file, header length, JSON syntax or types, duplicate keys, negative or overflowing shapes, span
+// size, span past the end, overlap, bad __metadata__); Unimplemented for a dtype lucid does not
+// know (the message lists the known ones); FailedPrecondition for a non-regular file or no access.
+// The mapping is read-only (PROT_READ): writing through a Tensor from Get() faults. Data pointers
+// are only as aligned as the file lays them out. Another process truncating a mapped file makes
+// later reads fault (SIGBUS); that cannot be validated away.
+// Packed F4 entries whose last dimension is odd (allowed by the format when the element count is
+// even) open fine but Get() returns Unimplemented: lucid's Tensor needs an even last dimension.
 // Thread-safety: after Open, all const methods are safe to call concurrently.
 #pragma once
 
@@ -64,6 +73,9 @@ class SafetensorsFile {
 // `model.safetensors.index.json` ({"weight_map": {tensor: shard file}}), or, lacking both, every
 // `*.safetensors` file in the directory. Validates that every shard exists and opens, that each
 // tensor the index names is in its shard, and that no tensor name appears twice.
+// With an index only the shards it names are opened, and every tensor in them is served (also one
+// the index happens not to list). Missing shard: NotFound naming the shard and a tensor mapped to
+// it; indexed tensor absent from its shard, or a name in two shards: DataLoss naming both.
 class Checkpoint {
  public:
   static StatusOr<Checkpoint> Open(const std::string& dir);
@@ -87,6 +99,11 @@ class Checkpoint {
 
 // Writes `tensors` (contiguous, in the given order) to `path` in safetensors format with optional
 // string metadata. Writes to a temporary file in the same directory and renames it into place.
+// Layout: compact JSON header ("__metadata__" first when non-empty, then the tensors in the given
+// order), padded with spaces to a multiple of 8 bytes, then the data packed in the same order.
+// Bad input (duplicate or reserved name, invalid or non-contiguous tensor, packed F4 with an odd
+// element count, names/metadata not UTF-8) is InvalidArgument; I/O errors map errno (ENOENT ->
+// NotFound, ...). On failure the temp file `path + ".tmp.<pid>"` is removed and `path` untouched.
 Status WriteSafetensors(const std::string& path,
                         const std::vector<std::pair<std::string, Tensor>>& tensors,
                         const std::map<std::string, std::string>& metadata = {});
