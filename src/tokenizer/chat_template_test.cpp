@@ -1,0 +1,91 @@
+// Chat templates rendered byte for byte like Python jinja2 with transformers' settings
+// (goldens from tools/reference/tokenizer/gen_template_goldens.py), plus error reporting.
+#include "tokenizer/chat_template.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/tokenizer_test_util.h"
+
+namespace lucid::tok {
+namespace {
+
+using json = nlohmann::ordered_json;
+using testing::FixturePath;
+using testing::ReadFile;
+
+TEST(ChatTemplateGolden, MatchesJinja2) {
+  const json goldens = json::parse(ReadFile(FixturePath("chat_templates/goldens.json")));
+  ASSERT_GE(goldens.size(), 100u);
+  int checked = 0, real_templates = 0;
+  for (const auto& g : goldens) {
+    const std::string name = g["template"].get<std::string>();
+    const std::string source = g.contains("source")
+                                   ? g["source"].get<std::string>()
+                                   : ReadFile(FixturePath("chat_templates/" + name));
+    const std::string label = name + " " + g.value("conversation", "") + " " + g["context"].dump();
+    auto tpl = ChatTemplate::Parse(source);
+    if (!tpl.ok()) {
+      EXPECT_TRUE(g.contains("error")) << label << ": " << tpl.status().ToString();
+      ++checked;
+      continue;
+    }
+    auto out = tpl->Render(g["context"]);
+    if (g.contains("error")) {
+      EXPECT_FALSE(out.ok()) << label << " rendered " << json(out.ok() ? *out : "").dump()
+                             << " but jinja2 raised " << g["error"];
+    } else {
+      ASSERT_TRUE(out.ok()) << label << ": " << out.status().ToString();
+      EXPECT_EQ(*out, g["output"].get<std::string>()) << label;
+    }
+    ++checked;
+    real_templates += !g.contains("source");
+  }
+  EXPECT_EQ(checked, static_cast<int>(goldens.size()));
+  EXPECT_GE(real_templates, 100);
+}
+
+TEST(ChatTemplate, ApplyBuildsTransformersContext) {
+  auto tpl = ChatTemplate::Parse(
+      "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+      "{% if tools is none %}[no tools]{% endif %}{% if add_generation_prompt %}<assistant>"
+      "{% endif %}{{ flavor }}");
+  ASSERT_TRUE(tpl.ok()) << tpl.status().ToString();
+  ChatRequest r;
+  r.messages = json::array({{{"role", "user"}, {"content", "hi"}}});
+  r.add_generation_prompt = true;
+  r.bos_token = "<s>";
+  r.extra = {{"flavor", "!"}};
+  auto out = tpl->Apply(r);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(*out, "<s><user>hi[no tools]<assistant>!");
+}
+
+TEST(ChatTemplate, ErrorsNameTheLine) {
+  auto tpl =
+      ChatTemplate::Parse("line1\n{% if true %}\n{{ raise_exception('bad role') }}\n{% endif %}");
+  ASSERT_TRUE(tpl.ok());
+  auto out = tpl->Render(json::object());
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("line 3"), std::string::npos) << out.status().message();
+  EXPECT_NE(out.status().message().find("bad role"), std::string::npos);
+
+  auto bad = ChatTemplate::Parse("ok\n\n{% for x in y %}\n{{ x }");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("line 4"), std::string::npos) << bad.status().message();
+}
+
+TEST(ChatTemplate, RunawayTemplatesAreBounded) {
+  auto tpl = ChatTemplate::Parse(
+      "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}");
+  ASSERT_TRUE(tpl.ok());
+  EXPECT_FALSE(tpl->Render(json::object()).ok());
+  auto rec = ChatTemplate::Parse("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
+  ASSERT_TRUE(rec.ok());
+  EXPECT_FALSE(rec->Render(json::object()).ok());
+}
+
+}  // namespace
+}  // namespace lucid::tok
