@@ -1,0 +1,107 @@
+// Engine: continuous batching over the paged KV cache. The contract between the HTTP server
+// (server/, which only parses, enqueues and streams) and everything that touches the model.
+//
+// Threading: one engine thread owns the Model, the KvPool, the block manager and the scheduler.
+// Submit/Abort/Stats are thread-safe and never block on model work. Each request's events are
+// delivered, in order, by calling its sink on the engine thread; a sink must return quickly (push
+// to a queue and notify) and must not call back into the engine.
+// Lifetime: Stop() finishes or fails in-flight requests (each gets a final event) and joins the
+// thread; the destructor calls Stop().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "models/model.h"
+
+namespace lucid {
+
+namespace tok {
+class Tokenizer;
+}
+
+struct SamplingParams {
+  float temperature = 1.0f;  // 0 = greedy
+  float top_p = 1.0f;        // (0, 1]
+  int32_t top_k = 0;         // 0 = off
+  float min_p = 0.0f;
+  std::optional<uint64_t> seed;  // same seed + same prompt + same params = same output
+  float repetition_penalty = 1.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  int64_t max_tokens = 16;
+  std::vector<int32_t> stop_token_ids;  // besides the model's EOS ids (unless ignore_eos)
+  std::vector<std::string> stop;        // matched on detokenized text, not emitted
+  bool ignore_eos = false;
+  int32_t logprobs = -1;  // -1: none; k >= 0: the chosen token's logprob plus top-k alternatives
+  bool skip_special_tokens = true;
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;  // token ids (text requests are tokenized by the server)
+  SamplingParams sampling;
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;  // top alternatives, best first
+};
+
+// One event for one request. Events arrive in order; exactly one has finished == true.
+struct RequestOutput {
+  std::vector<int32_t> new_tokens;  // tokens generated since the previous event
+  std::string text;                 // their detokenized text (empty without a tokenizer)
+  std::vector<TokenLogprob> logprobs;
+  bool finished = false;
+  std::string finish_reason;  // "stop", "length", "abort", "error" (when finished)
+  Status error;               // set when finish_reason == "error": says what failed and where
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;  // so far
+  int64_t cached_tokens = 0;      // prompt tokens served from the prefix cache
+};
+
+struct EngineOptions {
+  int64_t page_size = 64;
+  int64_t num_pages = 0;  // KV pool size (from the memory planner)
+  int64_t max_running_requests = 64;
+  int64_t chunked_prefill_size = 2048;  // max tokens computed per step
+  int64_t context_length = 0;           // 0 = the model's max_position_embeddings
+  enum class NanCheck { kOff, kLogits, kLayers } nan_check = NanCheck::kLogits;
+  bool enable_prefix_cache = true;
+};
+
+struct EngineStats {
+  int64_t running = 0, queued = 0;
+  int64_t pages_total = 0, pages_used = 0, pages_cached = 0;
+  int64_t prefix_hit_tokens = 0;  // cumulative
+  int64_t prompt_tokens = 0, generated_tokens = 0;  // cumulative
+  int64_t requests_ok = 0, requests_error = 0, requests_aborted = 0;  // cumulative
+};
+
+class Engine {
+ public:
+  using Sink = std::function<void(const RequestOutput&)>;
+  virtual ~Engine() = default;
+
+  // Validates (prompt non-empty, ids in range, prompt + max_tokens within the context, sampling
+  // values in range) and enqueues. Errors are returned here, synchronously, and no event follows.
+  virtual StatusOr<uint64_t> Submit(GenerationRequest request, Sink sink) = 0;
+  // Frees the request's pages; its sink gets a final event with finish_reason "abort".
+  virtual void Abort(uint64_t id) = 0;
+  virtual EngineStats Stats() const = 0;
+  virtual const ModelConfig& model_config() const = 0;
+  virtual void Stop() = 0;
+};
+
+// The engine over a loaded model; `tokenizer` (may be null) is used for stop strings and text.
+std::unique_ptr<Engine> MakeEngine(std::unique_ptr<Model> model,
+                                   std::shared_ptr<const tok::Tokenizer> tokenizer,
+                                   const EngineOptions& options);
+
+}  // namespace lucid
