@@ -9,7 +9,7 @@ namespace lucid::jinja {
 namespace {
 
 constexpr size_t kMaxOutput = 16 << 20;
-constexpr int64_t kMaxSteps = 20'000'000;
+constexpr int64_t kMaxSteps = 2'000'000;
 constexpr int kMaxDepth = 128;
 
 const Value* FindKw(CallArgs& a, const char* name) {

@@ -98,7 +98,7 @@ size_t CompleteUtf8Prefix(std::string_view s) {
     size_t len;
     if (DecodeUtf8(s, i, &len) < 0 && i + len == s.size()) {
       // Invalid only because it is truncated? Then it may still complete.
-      const int need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 1;
+      const int need = c >= 0xF5 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 1;
       if (need > 1 && static_cast<int>(s.size() - i) < need) return i;
     }
   }
