@@ -9,9 +9,13 @@ namespace lucid::cli {
 using RegisterFn = void (*)(CLI::App& app, int* exit_code);
 
 void RegisterGenerateCommand(CLI::App& app, int* exit_code);
+void RegisterExplainCommand(CLI::App& app, int* exit_code);
+void RegisterBackendsCommand(CLI::App& app, int* exit_code);
 
 inline constexpr RegisterFn kCommands[] = {
     &RegisterGenerateCommand,
+    &RegisterExplainCommand,
+    &RegisterBackendsCommand,
 };
 
 }  // namespace lucid::cli

@@ -41,6 +41,7 @@ struct KernelChoice {
   std::string rule_id, reason;
   bool compiled_in = false;
   std::vector<CandidateReport> candidates;
+  std::vector<Situation> situations;  // exactly what the kernel was checked against
 };
 
 struct ResolvedData {

@@ -171,17 +171,15 @@ StatusOr<ResolvedConfig> Resolver::Run() {
 }  // namespace internal
 
 StatusOr<ResolvedConfig> Resolve(const ExplicitSettings& settings, const ResolveOptions& options) {
+  if (options.model != nullptr) return internal::Resolver(settings, *options.model).Run();
   ModelFacts model;
-  if (options.model != nullptr) {
-    model = *options.model;
-  } else {
+  {
     const ExplicitValue* mp = settings.Get("model-path");
     if (mp == nullptr || !mp->value.is_string() || mp->value.get<std::string>().empty())
       return InvalidArgument("--model-path is required (a directory with config.json)");
     LUCID_ASSIGN_OR_RETURN(model, LoadModelFacts(mp->value.get<std::string>()));
   }
-  internal::Resolver r(settings, std::move(model), Target{});
-  return r.Run();
+  return internal::Resolver(settings, model).Run();
 }
 
 }  // namespace lucid::config

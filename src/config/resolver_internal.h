@@ -56,8 +56,8 @@ DType ComputeDTypeFromName(const std::string& s);
 
 class Resolver {
  public:
-  Resolver(const ExplicitSettings& s, ModelFacts model, Target target)
-      : s_(s), model_(std::move(model)), target_(std::move(target)) {}
+  // `model` must outlive the Resolver.
+  Resolver(const ExplicitSettings& s, const ModelFacts& model) : s_(s), model_(model) {}
   StatusOr<ResolvedConfig> Run();
 
   // Fields (resolver.cpp).
@@ -84,7 +84,7 @@ class Resolver {
                            const std::vector<int64_t>& pages, std::vector<std::string>* implicated) const;
 
   const ExplicitSettings& s_;
-  ModelFacts model_;
+  const ModelFacts& model_;
   Target target_;
   std::map<std::string, nlohmann::json> values_;
   std::map<std::string, ResolvedField> fields_;

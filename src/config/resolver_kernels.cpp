@@ -2,6 +2,7 @@
 // needs, explicit backends checked and never replaced; on failure, the alternatives that would
 // work, found by re-running the same search with one explicit setting changed.
 #include <algorithm>
+#include <functional>
 
 #include "config/option_table.h"
 #include "config/resolver_internal.h"
@@ -103,9 +104,12 @@ KernelAttempt TryKernels(const ModelFacts& m, const std::vector<Need>& needs, co
     what.replace(what.find(PhaseName(sits.front().phase)),
                  std::string(PhaseName(sits.front().phase)).size(), PhasesText(n.phases));
     if (!sel.ok) {
-      a.failed_flag = flag_used;
-      a.failure = what + ": " + sel.failure;
-      return a;
+      // Report a refused explicit choice in preference to a family that found nothing.
+      if (a.failure.empty() || (a.failed_flag.empty() && !flag_used.empty())) {
+        a.failed_flag = flag_used;
+        a.failure = what + ": " + sel.failure;
+      }
+      continue;
     }
     KernelChoice c;
     c.family = n.family;
@@ -121,10 +125,11 @@ KernelAttempt TryKernels(const ModelFacts& m, const std::vector<Need>& needs, co
                    : "named by --" + flag_used;
     c.compiled_in = sel.compiled_in;
     c.candidates = sel.candidates;
+    c.situations = sits;
     a.choices.push_back(std::move(c));
     a.situations.push_back(std::move(sits));
   }
-  a.ok = true;
+  a.ok = a.failure.empty();
   return a;
 }
 
@@ -154,55 +159,76 @@ bool Resolver::AnyCombinationWorks(const KernelEnv& env, const std::vector<KvDty
 std::string Resolver::Alternatives(const KernelEnv& env, const std::vector<KvDtype>& kvs,
                                    const std::vector<int64_t>& pages,
                                    std::vector<std::string>* implicated) const {
-  std::vector<std::string> parts;
-  auto consider = [&](const std::string& name, const std::vector<std::string>& works) {
-    if (works.empty()) return;
-    implicated->push_back(name);
-    parts.push_back("--" + name + " " + Join(works, " | "));
+  // Every single change of one explicit kernel-relevant setting.
+  struct Change {
+    std::string flag, value;
+    std::function<void(KernelEnv&, std::vector<KvDtype>&, std::vector<int64_t>&)> apply;
   };
-  if (User("kv-cache-dtype")) {
-    std::vector<std::string> works;
+  std::vector<Change> changes;
+  if (User("kv-cache-dtype"))
     for (const std::string& v : FindOption("kv-cache-dtype")->allowed)
-      if (v != V("kv-cache-dtype") && AnyCombinationWorks(env, {*KvDtypeFromName(v)}, pages))
-        works.push_back(v);
-    consider("kv-cache-dtype", works);
-  }
-  if (User("page-size")) {
-    std::vector<std::string> works;
+      if (v != V("kv-cache-dtype"))
+        changes.push_back({"kv-cache-dtype", v, [v](KernelEnv&, auto& k, auto&) {
+                             k = {*KvDtypeFromName(v)};
+                           }});
+  if (User("page-size"))
     for (int64_t p : {1, 16, 32, 64, 128})
-      if (p != V("page-size").get<int64_t>() && AnyCombinationWorks(env, kvs, {p}))
-        works.push_back(std::to_string(p));
-    consider("page-size", works);
-  }
-  if (User("dtype")) {
-    std::vector<std::string> works;
-    for (const std::string& v : FindOption("dtype")->allowed) {
-      KernelEnv e = env;
-      e.compute = ComputeDTypeFromName(v);
-      if (v != V("dtype") && AnyCombinationWorks(e, kvs, pages)) works.push_back(v);
-    }
-    consider("dtype", works);
-  }
-  if (User("disable-cuda-graph") && env.device == Device::kCuda) {
-    KernelEnv e = env;
-    e.graphs = !e.graphs;
-    if (AnyCombinationWorks(e, kvs, pages))
-      consider("disable-cuda-graph", {e.graphs ? "false" : "true"});
-  }
+      if (p != V("page-size").get<int64_t>())
+        changes.push_back({"page-size", std::to_string(p), [p](KernelEnv&, auto&, auto& pg) {
+                             pg = {p};
+                           }});
+  if (User("dtype"))
+    for (const std::string& v : FindOption("dtype")->allowed)
+      if (v != V("dtype"))
+        changes.push_back({"dtype", v, [v](KernelEnv& e, auto&, auto&) {
+                             e.compute = ComputeDTypeFromName(v);
+                           }});
+  if (User("disable-cuda-graph") && env.device == Device::kCuda)
+    changes.push_back({"disable-cuda-graph", env.graphs ? "true" : "false",
+                       [](KernelEnv& e, auto&, auto&) { e.graphs = !e.graphs; }});
   for (const auto& [flag, current] : env.backends) {
-    std::vector<std::string> works;
     std::vector<std::string> values = {"auto"};
     for (const std::string& v : FindOption(flag)->allowed) values.push_back(v);
     for (const std::string& v : values) {
       if (v == current) continue;
-      KernelEnv e = env;
-      if (v == "auto") e.backends.erase(flag); else e.backends[flag] = v;
-      if (AnyCombinationWorks(e, kvs, pages)) works.push_back(v);
+      const std::string f = flag;
+      changes.push_back({flag, v, [f, v](KernelEnv& e, auto&, auto&) {
+                           if (v == "auto") e.backends.erase(f); else e.backends[f] = v;
+                         }});
     }
-    consider(flag, works);
   }
-  if (parts.empty()) return "no single change of an explicit setting makes it work";
-  return "would work (changing one setting): " + Join(parts, "; ");
+  auto works = [&](std::initializer_list<const Change*> cs) {
+    KernelEnv e = env;
+    std::vector<KvDtype> k = kvs;
+    std::vector<int64_t> p = pages;
+    for (const Change* c : cs) c->apply(e, k, p);
+    return AnyCombinationWorks(e, k, p);
+  };
+  std::vector<std::string> parts;  // "--flag v1 | v2"
+  std::string last_flag;
+  for (const Change& c : changes) {
+    if (!works({&c})) continue;
+    if (c.flag != last_flag) {
+      parts.push_back("--" + c.flag + " " + c.value);
+      implicated->push_back(c.flag);
+      last_flag = c.flag;
+    } else {
+      parts.back() += " | " + c.value;
+    }
+  }
+  if (!parts.empty()) return "would work (changing one setting): " + Join(parts, "; ");
+  std::vector<std::string> pairs;
+  for (size_t i = 0; i < changes.size() && pairs.size() < 6; ++i)
+    for (size_t j = i + 1; j < changes.size() && pairs.size() < 6; ++j) {
+      if (changes[i].flag == changes[j].flag || !works({&changes[i], &changes[j]})) continue;
+      pairs.push_back("--" + changes[i].flag + " " + changes[i].value + " --" + changes[j].flag +
+                      " " + changes[j].value);
+      for (const std::string& f : {changes[i].flag, changes[j].flag})
+        if (std::find(implicated->begin(), implicated->end(), f) == implicated->end())
+          implicated->push_back(f);
+    }
+  if (!pairs.empty()) return "would work (changing two settings): " + Join(pairs, " | ");
+  return "no change of one or two explicit settings makes it work on this target";
 }
 
 Status Resolver::ResolveKernels() {

@@ -1,0 +1,58 @@
+// `lucid backends [--json] [--self-test]`: every backend of every kernel family, whether it is
+// compiled in and usable on this machine (and why not), what it supports; --self-test runs each
+// usable kernel on random inputs against a double-precision evaluation of the op and prints the
+// max error and pass/fail (exit status 1 if any check fails).
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "config/backends_report.h"
+
+namespace lucid::cli {
+
+void RegisterBackendsCommand(CLI::App& app, int* exit_code) {
+  auto json_out = std::make_shared<bool>(false);
+  auto self_test = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("backends", "List every kernel backend and what it supports");
+  cmd->add_flag("--json", *json_out, "Print as JSON");
+  cmd->add_flag("--self-test", *self_test,
+                "Run each usable kernel on random inputs and compare with the reference");
+  cmd->callback([json_out, self_test, exit_code] {
+    const std::vector<config::BackendRow> rows = config::BackendRows();
+    std::vector<config::SelfTestResult> tests;
+    if (*self_test) tests = config::RunSelfTest(rows);
+    bool all_pass = true;
+    for (const config::SelfTestResult& t : tests) all_pass = all_pass && (t.passed || t.skipped);
+    if (*json_out) {
+      nlohmann::json j = {{"backends", config::BackendsJson(rows)}};
+      if (*self_test) {
+        nlohmann::json tj = nlohmann::json::array();
+        for (const config::SelfTestResult& t : tests)
+          tj.push_back({{"family", t.family}, {"kernel", t.kernel}, {"check", t.check},
+                        {"max_error", t.max_error}, {"tolerance", t.tolerance},
+                        {"passed", t.passed}, {"skipped", t.skipped}, {"note", t.note}});
+        j["self_test"] = tj;
+      }
+      std::cout << j.dump(2) << "\n";
+    } else {
+      std::cout << config::BackendsText(rows);
+      if (*self_test) {
+        std::cout << "\nSelf-test (against a double-precision evaluation of each op)\n";
+        for (const config::SelfTestResult& t : tests) {
+          char line[256];
+          std::snprintf(line, sizeof line, "  %-18s %-6s %-40s max error %.3g  %s\n",
+                        t.family.c_str(), t.kernel.c_str(), t.check.c_str(), t.max_error,
+                        t.skipped ? "SKIPPED" : t.passed ? "PASS" : "FAIL");
+          std::cout << line;
+          if (!t.note.empty()) std::cout << "      " << t.note << "\n";
+        }
+      }
+    }
+    *exit_code = all_pass ? 0 : 1;
+  });
+}
+
+}  // namespace lucid::cli

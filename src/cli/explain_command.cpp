@@ -1,0 +1,42 @@
+// `lucid explain [serve flags] [--target ...] [--json]`: resolves the configuration for a model
+// directory (config.json is enough) and a target without reading tensor data, and prints every
+// setting with its provenance, the kernel chosen per family and phase with the refused
+// alternatives, and the memory plan. Exit status 0 when the plan is valid, 2 with the error.
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "config/cli_options.h"
+#include "config/resolver.h"
+
+namespace lucid::cli {
+
+void RegisterExplainCommand(CLI::App& app, int* exit_code) {
+  auto opts = std::make_shared<config::CliOptions>();
+  auto json_out = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand(
+      "explain", "Show what `serve` would do with these flags on a target, and why (no weights read)");
+  opts->AddTo(cmd);
+  cmd->add_flag("--json", *json_out, "Print the resolved configuration as JSON");
+  cmd->callback([opts, json_out, exit_code] {
+    StatusOr<config::ExplicitSettings> settings = opts->Collect();
+    StatusOr<config::ResolvedConfig> resolved =
+        settings.ok() ? config::Resolve(*settings) : StatusOr<config::ResolvedConfig>(settings.status());
+    if (!resolved.ok()) {
+      const std::string& m = resolved.status().message();
+      if (*json_out) std::cout << nlohmann::json{{"valid", false}, {"error", m}}.dump(2) << "\n";
+      std::cerr << "lucid explain: " << m << "\n";
+      *exit_code = 2;
+      return;
+    }
+    if (*json_out)
+      std::cout << resolved->ToJson().dump(2) << "\n";
+    else
+      std::cout << resolved->ToText();
+    *exit_code = 0;
+  });
+}
+
+}  // namespace lucid::cli
