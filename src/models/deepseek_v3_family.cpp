@@ -163,11 +163,9 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
   ops_.RmsNorm(ckv, a.kv_a_norm, kLatentNormEps, ckv);
   ops_.Rope(kpe, 1, dr, 0, rope_, s.positions, StyleOf(c_.mla_rope_layout));
   for (const auto& sp : s.spans)
-    for (int64_t i = 0; i < sp.count; ++i) {
-      float* row = pool.MlaRow(l, *sp.seq, sp.start_pos + i);
-      std::memcpy(row, ckv.data<float>() + (sp.begin + i) * R, R * sizeof(float));
-      std::memcpy(row + R, kpe.data<float>() + (sp.begin + i) * dr, dr * sizeof(float));
-    }
+    for (int64_t i = 0; i < sp.count; ++i)
+      pool.WriteMla(l, *sp.seq, sp.start_pos + i, ckv.data<float>() + (sp.begin + i) * R,
+                    kpe.data<float>() + (sp.begin + i) * dr);
   // Absorb W_uk into the queries: q_latent[t, h] = q_nope[t, h] · W_uk_h.
   Tensor q_lat = F32(N, H * R), q_rope = F32(N, H * dr);
   Tensor qh = F32(N, dn), yh = F32(N, R), rh = F32(N, dr);
@@ -239,8 +237,7 @@ void DeepseekV3Model::SelectTokens(int64_t l, const Tensor& h, const Tensor& cq,
     ops_.Rope(ki, 1, dI, 0, rope_, s.positions, StyleOf(c_.indexer_rope_layout));
     for (const auto& sp : s.spans)
       for (int64_t i = 0; i < sp.count; ++i)
-        std::memcpy(pool.IndexerRow(l, *sp.seq, sp.start_pos + i),
-                    ki.data<float>() + (sp.begin + i) * dI, dI * sizeof(float));
+        pool.WriteIndexerKey(l, *sp.seq, sp.start_pos + i, ki.data<float>() + (sp.begin + i) * dI);
     w = F32(N, nI);
     ops_.Linear(h, x.weights_proj, w);
     const float fold = static_cast<float>(1.0 / std::sqrt(static_cast<double>(nI)) /

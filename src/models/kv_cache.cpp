@@ -66,14 +66,18 @@ void KvPool::Release(SequenceKv& seq) {
   seq.length = 0;
 }
 
-float* KvPool::MlaRow(int64_t layer, const SequenceKv& seq, int64_t pos) {
+void KvPool::WriteMla(int64_t layer, const SequenceKv& seq, int64_t pos, const float* ckv,
+                      const float* kpe) {
   const int64_t page = seq.page_table[pos / page_size_];
-  return mla_[layer].data() + (page * page_size_ + pos % page_size_) * spec_.mla_row();
+  float* row = mla_[layer].data() + (page * page_size_ + pos % page_size_) * spec_.mla_row();
+  std::copy_n(ckv, spec_.latent_dim, row);
+  std::copy_n(kpe, spec_.rope_dim, row + spec_.latent_dim);
 }
 
-float* KvPool::IndexerRow(int64_t layer, const SequenceKv& seq, int64_t pos) {
+void KvPool::WriteIndexerKey(int64_t layer, const SequenceKv& seq, int64_t pos, const float* key) {
   const int64_t page = seq.page_table[pos / page_size_];
-  return indexer_[layer].data() + (page * page_size_ + pos % page_size_) * spec_.indexer_dim;
+  std::copy_n(key, spec_.indexer_dim,
+              indexer_[layer].data() + (page * page_size_ + pos % page_size_) * spec_.indexer_dim);
 }
 
 PagedRows KvPool::MlaRows(int64_t layer, const SequenceKv& seq) const {

@@ -58,8 +58,11 @@ class KvPool {
   // Returns all of seq's pages to the pool and empties it.
   void Release(SequenceKv& seq);
 
-  float* MlaRow(int64_t layer, const SequenceKv& seq, int64_t pos);
-  float* IndexerRow(int64_t layer, const SequenceKv& seq, int64_t pos);
+  // Stores token `pos` of `seq`: its normalized latent ckv[latent_dim] and roped k_pe[rope_dim]
+  // (converted to the pool's KV dtype), or its indexer key [indexer_dim].
+  void WriteMla(int64_t layer, const SequenceKv& seq, int64_t pos, const float* ckv,
+                const float* kpe);
+  void WriteIndexerKey(int64_t layer, const SequenceKv& seq, int64_t pos, const float* key);
   PagedRows MlaRows(int64_t layer, const SequenceKv& seq) const;
   PagedRows IndexerRows(int64_t layer, const SequenceKv& seq) const;
 
