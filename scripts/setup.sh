@@ -7,6 +7,7 @@ PKGS=(
   libpcre2-dev libicu-dev libhwy-dev libxxhash-dev libcpp-httplib-dev libomp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3
+  clang-14 libclang-rt-14-dev
 )
 missing=()
 for p in "${PKGS[@]}"; do
