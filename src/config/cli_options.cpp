@@ -47,4 +47,10 @@ StatusOr<ExplicitSettings> CliOptions::Collect(const EnvLookup& getenv) const {
   return s;
 }
 
+void UseOneLineErrors(CLI::App* app) {
+  app->failure_message([](const CLI::App*, const CLI::Error& e) {
+    return std::string("lucid: ") + e.what() + " (see --help)\n";
+  });
+}
+
 }  // namespace lucid::config

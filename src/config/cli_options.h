@@ -39,4 +39,8 @@ class CliOptions {
   std::string config_path_;
 };
 
+// Makes CLI11 parse errors (unknown flag, missing value) print as one line, "lucid: <message>",
+// like every other error of the command line. main.cpp should call it on the top-level app.
+void UseOneLineErrors(CLI::App* app);
+
 }  // namespace lucid::config

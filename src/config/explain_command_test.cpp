@@ -1,0 +1,173 @@
+// `lucid explain` / `lucid backends` driven through their CLI11 registration (as main.cpp does):
+// exit statuses, one-line errors for bad input, JSON output; and `explain` agreeing with what the
+// model actually allocates (`generate` loads through the same LoadModel).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/cpu/cpu_ops.h"
+#include "cli/commands.h"
+#include "config/cli_options.h"
+#include "config/resolver.h"
+#include "models/registry.h"
+
+namespace lucid::config {
+namespace {
+
+struct CliResult {
+  int code = 0;
+  std::string out, err;
+};
+
+// Runs `lucid <args>` with the explain and backends subcommands registered, mapping parse errors
+// to exit status 2 exactly as src/cli/main.cpp does.
+CliResult RunCli(std::vector<std::string> args) {
+  CLI::App app{"lucid"};
+  app.require_subcommand(1);
+  UseOneLineErrors(&app);  // as main.cpp should (see the report)
+  int exit_code = 0;
+  cli::RegisterExplainCommand(app, &exit_code);
+  cli::RegisterBackendsCommand(app, &exit_code);
+  std::ostringstream out, err;
+  auto* old_out = std::cout.rdbuf(out.rdbuf());
+  auto* old_err = std::cerr.rdbuf(err.rdbuf());
+  std::vector<std::string> rev(args.rbegin(), args.rend());
+  CliResult r;
+  try {
+    app.parse(rev);
+    r.code = exit_code;
+  } catch (const CLI::ParseError& e) {
+    r.code = app.exit(e, out, err) == 0 ? 0 : 2;
+  }
+  std::cout.rdbuf(old_out);
+  std::cerr.rdbuf(old_err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+std::string Src(const std::string& rel) { return std::string(LUCID_SOURCE_DIR) + "/" + rel; }
+const std::string kGlm = Src("tests/fixtures/configs/GLM-5-NVFP4");
+
+int Lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+TEST(ExplainCommandTest, ValidPlanExitsZeroAndPrintsJson) {
+  CliResult r = RunCli({"explain", "--model-path", kGlm, "--target", "cuda:sm_120", "--gpu-memory",
+                        "96GiB", "--gpu-count", "8", "--tp-size", "8", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["valid"], true);
+  EXPECT_EQ(j["settings"]["kv-cache-dtype"]["source"], "rule:kv-fp8-dsa-blackwell");
+  EXPECT_EQ(j["settings"]["tp-size"]["source"], "user:cli");
+  EXPECT_GT(j["memory"]["kv_capacity_tokens"].get<int64_t>(), 0);
+  EXPECT_FALSE(j["kernels"].empty());
+}
+
+TEST(ExplainCommandTest, ConflictExitsTwoNamingBothSettings) {
+  CliResult r = RunCli({"explain", "--model-path", kGlm, "--target", "cuda:sm_120", "--gpu-memory",
+                        "96GiB", "--gpu-count", "8", "--tp-size", "8", "--kv-cache-dtype",
+                        "fp8_e4m3", "--dsa-decode-backend", "tilelang"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("--nsa-decode-backend tilelang"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--kv-cache-dtype fp8_e4m3"), std::string::npos) << r.err;
+}
+
+struct BadInput {
+  std::vector<std::string> args;
+  std::string expect;  // a substring of the one-line error
+};
+
+TEST(ExplainCommandTest, BadInputIsOneLineAndExitTwo) {
+  const std::vector<BadInput> cases = {
+      {{"--no-such-flag", "1"}, "no-such-flag"},
+      {{"--attention-backend", "flashmlaa"}, "valid: auto, flashmla, trtllm_mla"},
+      {{"--mem-fraction-static", "1.5"}, "out of range"},
+      {{"--tp-size", "0"}, "out of range"},
+      {{"--gpu-memory", "lots"}, "is not a size"},
+      {{"--config", Src("tests/fixtures/configs/malformed.json")}, "malformed JSON"},
+      {{"--config", Src("tests/fixtures/configs/malformed.yaml")}, "nested YAML"},
+      {{"--target", "cuda:sm_xx"}, "unknown target"},
+  };
+  for (const BadInput& c : cases) {
+    std::vector<std::string> args = {"explain", "--model-path", kGlm};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    CliResult r = RunCli(args);
+    EXPECT_EQ(r.code, 2) << c.args[0];
+    EXPECT_EQ(Lines(r.err), 1) << c.args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args[0] << ": " << r.err;
+  }
+  CliResult none = RunCli({"explain", "--model-path", Src("tests/fixtures/configs/no-config")});
+  EXPECT_EQ(none.code, 2);
+  EXPECT_EQ(Lines(none.err), 1) << none.err;
+  EXPECT_NE(none.err.find("has no config.json"), std::string::npos) << none.err;
+}
+
+TEST(ExplainCommandTest, ConfigFileAndEnvironmentFeedTheSameTable) {
+  setenv("LUCID_TP_SIZE", "4", 1);  // lower precedence than the file's 8
+  setenv("LUCID_PAGE_SIZE", "64", 1);
+  CliResult r = RunCli({"explain", "--model-path", kGlm, "--config",
+                        Src("tests/fixtures/configs/serve.yaml"), "--json"});
+  unsetenv("LUCID_TP_SIZE");
+  unsetenv("LUCID_PAGE_SIZE");
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["settings"]["tp-size"]["value"], 8);
+  EXPECT_EQ(j["settings"]["tp-size"]["source"], "user:file");
+  EXPECT_EQ(j["settings"]["page-size"]["source"], "user:env");
+  EXPECT_EQ(j["settings"]["page-size"]["origin"], "LUCID_PAGE_SIZE");
+}
+
+TEST(BackendsCommandTest, ListsEveryBackendAndSelfTestPasses) {
+  CliResult r = RunCli({"backends", "--json", "--self-test"});
+  ASSERT_EQ(r.code, 0) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  int cpu_usable = 0, cuda_rows = 0;
+  for (const auto& b : j["backends"]) {
+    if (b["device"] == "cpu") cpu_usable += b["usable_here"].get<bool>();
+    if (b["device"] == "cuda") {
+      ++cuda_rows;
+      EXPECT_FALSE(b["usable_here"].get<bool>());
+      EXPECT_NE(b["why_not"].get<std::string>().find("not compiled in"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(cpu_usable, 6);
+  EXPECT_GT(cuda_rows, 20);
+  int passed = 0;
+  for (const auto& t : j["self_test"]) passed += t["passed"].get<bool>();
+  EXPECT_EQ(passed, 4);  // matmul, dense + sparse attention, indexer
+}
+
+// What explain plans for the tiny fixtures equals what the loaded model holds.
+TEST(ExplainAgreesWithModel, KvBytesPerTokenAndWeightBytes) {
+  for (const char* name : {"tiny_glm_moe_dsa", "tiny_deepseek_v32", "tiny_deepseek_v3"}) {
+    const std::string dir = Src(std::string("tests/fixtures/models/") + name);
+    if (!std::filesystem::exists(dir + "/model.safetensors")) GTEST_SKIP() << dir << " missing";
+    ExplicitSettings s;
+    ASSERT_TRUE(s.Set("model-path", dir, Source::kCli, "--model-path").ok());
+    ASSERT_TRUE(s.Set("target", "cpu", Source::kCli, "--target").ok());
+    ASSERT_TRUE(s.Set("cpu-memory", "8GiB", Source::kCli, "--cpu-memory").ok());
+    auto r = Resolve(s);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    CpuOps ops;
+    auto model = LoadModel(dir, ops);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    EXPECT_EQ(r->Value("kv-cache-dtype"), "f32") << name;
+    EXPECT_EQ(r->memory().kv_bytes_per_token,
+              (*model)->kv_spec().BytesPerToken(KvDtype::kF32)) << name;
+    EXPECT_EQ(r->memory().weights, (*model)->weight_bytes()) << name;
+  }
+}
+
+}  // namespace
+}  // namespace lucid::config
