@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -31,9 +30,14 @@ void RegisterBackendsCommand(CLI::App& app, int* exit_code) {
       if (*self_test) {
         nlohmann::json tj = nlohmann::json::array();
         for (const config::SelfTestResult& t : tests)
-          tj.push_back({{"family", t.family}, {"kernel", t.kernel}, {"check", t.check},
-                        {"max_error", t.max_error}, {"tolerance", t.tolerance},
-                        {"passed", t.passed}, {"skipped", t.skipped}, {"note", t.note}});
+          tj.push_back({{"family", t.family},
+                        {"kernel", t.kernel},
+                        {"check", t.check},
+                        {"max_error", t.max_error},
+                        {"tolerance", t.tolerance},
+                        {"passed", t.passed},
+                        {"skipped", t.skipped},
+                        {"note", t.note}});
         j["self_test"] = tj;
       }
       std::cout << j.dump(2) << "\n";
@@ -45,7 +49,9 @@ void RegisterBackendsCommand(CLI::App& app, int* exit_code) {
           char line[256];
           std::snprintf(line, sizeof line, "  %-18s %-6s %-40s max error %.3g  %s\n",
                         t.family.c_str(), t.kernel.c_str(), t.check.c_str(), t.max_error,
-                        t.skipped ? "SKIPPED" : t.passed ? "PASS" : "FAIL");
+                        t.skipped  ? "SKIPPED"
+                        : t.passed ? "PASS"
+                                   : "FAIL");
           std::cout << line;
           if (!t.note.empty()) std::cout << "      " << t.note << "\n";
         }

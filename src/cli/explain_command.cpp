@@ -4,7 +4,6 @@
 // alternatives, and the memory plan. Exit status 0 when the plan is valid, 2 with the error.
 #include <iostream>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -17,13 +16,15 @@ void RegisterExplainCommand(CLI::App& app, int* exit_code) {
   auto opts = std::make_shared<config::CliOptions>();
   auto json_out = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
-      "explain", "Show what `serve` would do with these flags on a target, and why (no weights read)");
+      "explain",
+      "Show what `serve` would do with these flags on a target, and why (no weights read)");
   opts->AddTo(cmd);
   cmd->add_flag("--json", *json_out, "Print the resolved configuration as JSON");
   cmd->callback([opts, json_out, exit_code] {
     StatusOr<config::ExplicitSettings> settings = opts->Collect();
     StatusOr<config::ResolvedConfig> resolved =
-        settings.ok() ? config::Resolve(*settings) : StatusOr<config::ResolvedConfig>(settings.status());
+        settings.ok() ? config::Resolve(*settings)
+                      : StatusOr<config::ResolvedConfig>(settings.status());
     if (!resolved.ok()) {
       const std::string& m = resolved.status().message();
       if (*json_out) std::cout << nlohmann::json{{"valid", false}, {"error", m}}.dump(2) << "\n";

@@ -57,7 +57,8 @@ SelfTestResult TestLinear(const Ops& ops, std::mt19937& rng) {
     for (int64_t o = 0; o < out; ++o)
       for (int64_t i = 0; i < in; ++i) ref[t * out + o] += double(x[t * in + i]) * w[o * in + i];
   std::vector<float> got(y.data<float>(), y.data<float>() + T * out);
-  SelfTestResult r{"matmul", "cpu", "Linear f32 [5x48]x[24x48]^T", MaxAbs(got, ref), 1e-4, false, false, ""};
+  SelfTestResult r{"matmul", "cpu", "Linear f32 [5x48]x[24x48]^T", MaxAbs(got, ref), 1e-4, false,
+                   false,    ""};
   return r;
 }
 
@@ -104,9 +105,14 @@ SelfTestResult TestAttention(const Ops& ops, std::mt19937& rng, bool sparse) {
         for (int64_t j = 0; j < L; ++j) ref[(t * H + h) * L + j] += s[i] / sum * row[j];
       }
     }
-  return {sparse ? "sparse_attention" : "dense_attention", "cpu",
+  return {sparse ? "sparse_attention" : "dense_attention",
+          "cpu",
           std::string("MlaAttention paged, ") + (sparse ? "sparse" : "dense") + " selection",
-          MaxAbs(out, ref), 1e-4, false, false, ""};
+          MaxAbs(out, ref),
+          1e-4,
+          false,
+          false,
+          ""};
 }
 
 SelfTestResult TestIndexer(const Ops& ops, std::mt19937& rng) {
@@ -116,8 +122,9 @@ SelfTestResult TestIndexer(const Ops& ops, std::mt19937& rng) {
   std::vector<int32_t> table = {1, 2, 0};
   std::vector<int64_t> causal = {7, 8, 9};
   std::vector<float> scores(T * U, 0.0f);
-  IndexerArgs a{q.data(), w.data(), T, H, D, PagedRows{keys.data(), table, page, page * D, D},
-                causal.data(), scores.data(), U};
+  IndexerArgs a{
+      q.data(),      w.data(),      T, H, D, PagedRows{keys.data(), table, page, page * D, D},
+      causal.data(), scores.data(), U};
   ops.IndexerScores(a);
   double err = 0;
   for (int64_t t = 0; t < T; ++t)
@@ -166,20 +173,19 @@ nlohmann::json BackendsJson(const std::vector<BackendRow>& rows) {
   nlohmann::json out = nlohmann::json::array();
   for (const BackendRow& r : rows) {
     const KernelDecl& d = *r.decl;
-    nlohmann::json j = {
-        {"family", FamilyName(d.family)},
-        {"name", d.name},
-        {"device", DeviceName(d.device)},
-        {"compiled_in", d.compiled_in},
-        {"usable_here", r.usable_here},
-        {"phases", Names(d.phases, PhaseName)},
-        {"weight_formats", Names(d.weight_formats, WeightFormatName)},
-        {"kv_dtypes", Names(d.kv_dtypes, KvDtypeName)},
-        {"compute_dtypes", Names(d.compute_dtypes, DTypeName)},
-        {"page_sizes", d.page_sizes},
-        {"head_dims", d.head_dims},
-        {"graph_capture", d.graph_capture},
-        {"origin", d.origin}};
+    nlohmann::json j = {{"family", FamilyName(d.family)},
+                        {"name", d.name},
+                        {"device", DeviceName(d.device)},
+                        {"compiled_in", d.compiled_in},
+                        {"usable_here", r.usable_here},
+                        {"phases", Names(d.phases, PhaseName)},
+                        {"weight_formats", Names(d.weight_formats, WeightFormatName)},
+                        {"kv_dtypes", Names(d.kv_dtypes, KvDtypeName)},
+                        {"compute_dtypes", Names(d.compute_dtypes, DTypeName)},
+                        {"page_sizes", d.page_sizes},
+                        {"head_dims", d.head_dims},
+                        {"graph_capture", d.graph_capture},
+                        {"origin", d.origin}};
     if (d.device == Device::kCuda) j["compute_capability"] = {SmName(d.min_sm), SmName(d.max_sm)};
     if (!r.usable_here) j["why_not"] = r.why_not;
     out.push_back(j);
@@ -198,11 +204,12 @@ std::string BackendsText(const std::vector<BackendRow>& rows) {
     last = d.family;
     std::string where = DeviceName(d.device);
     if (d.device == Device::kCuda) where += ":" + SmName(d.min_sm) + ".." + SmName(d.max_sm);
-    o << "  " << d.name << std::string(d.name.size() < 20 ? 20 - d.name.size() : 1, ' ')
-      << where << "  compiled=" << (d.compiled_in ? "yes" : "no")
+    o << "  " << d.name << std::string(d.name.size() < 20 ? 20 - d.name.size() : 1, ' ') << where
+      << "  compiled=" << (d.compiled_in ? "yes" : "no")
       << " usable=" << (r.usable_here ? "yes" : "no (" + r.why_not + ")") << "\n      phases "
       << Join(Names(d.phases, PhaseName));
-    if (!d.weight_formats.empty()) o << "; weights " << Join(Names(d.weight_formats, WeightFormatName));
+    if (!d.weight_formats.empty())
+      o << "; weights " << Join(Names(d.weight_formats, WeightFormatName));
     if (!d.kv_dtypes.empty()) o << "; KV " << Join(Names(d.kv_dtypes, KvDtypeName));
     o << "; compute " << Join(Names(d.compute_dtypes, DTypeName));
     if (!d.page_sizes.empty())
@@ -221,12 +228,26 @@ std::vector<SelfTestResult> RunSelfTest(const std::vector<BackendRow>& rows) {
     const KernelDecl& d = *r.decl;
     SelfTestResult t;
     switch (d.family) {
-      case KernelFamily::kMatmul: t = TestLinear(cpu, rng); break;
-      case KernelFamily::kDenseAttention: t = TestAttention(cpu, rng, false); break;
-      case KernelFamily::kSparseAttention: t = TestAttention(cpu, rng, true); break;
-      case KernelFamily::kIndexer: t = TestIndexer(cpu, rng); break;
+      case KernelFamily::kMatmul:
+        t = TestLinear(cpu, rng);
+        break;
+      case KernelFamily::kDenseAttention:
+        t = TestAttention(cpu, rng, false);
+        break;
+      case KernelFamily::kSparseAttention:
+        t = TestAttention(cpu, rng, true);
+        break;
+      case KernelFamily::kIndexer:
+        t = TestIndexer(cpu, rng);
+        break;
       default:
-        t = {FamilyName(d.family), d.name, "-", 0, 0, false, true,
+        t = {FamilyName(d.family),
+             d.name,
+             "-",
+             0,
+             0,
+             false,
+             true,
              "no self-test yet (MoE runner and sampler checks arrive with their ops)"};
         out.push_back(t);
         continue;

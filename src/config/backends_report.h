@@ -5,10 +5,9 @@
 // Thread-safety: pure functions (the self-test allocates its own inputs).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "config/kernel_catalog.h"
 

@@ -13,11 +13,10 @@
 // Thread-safety: use from the parsing thread only.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <map>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "config/settings.h"
 

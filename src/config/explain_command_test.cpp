@@ -5,11 +5,10 @@
 
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "backends/cpu/cpu_ops.h"
 #include "cli/commands.h"
@@ -163,8 +162,8 @@ TEST(ExplainAgreesWithModel, KvBytesPerTokenAndWeightBytes) {
     auto model = LoadModel(dir, ops);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     EXPECT_EQ(r->Value("kv-cache-dtype"), "f32") << name;
-    EXPECT_EQ(r->memory().kv_bytes_per_token,
-              (*model)->kv_spec().BytesPerToken(KvDtype::kF32)) << name;
+    EXPECT_EQ(r->memory().kv_bytes_per_token, (*model)->kv_spec().BytesPerToken(KvDtype::kF32))
+        << name;
     EXPECT_EQ(r->memory().weights, (*model)->weight_bytes()) << name;
   }
 }

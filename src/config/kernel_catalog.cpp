@@ -72,26 +72,37 @@ std::vector<KernelDecl> BuildCatalog() {
   using F = KernelFamily;
   std::vector<KernelDecl> c;
   auto add = [&](KernelDecl d) { c.push_back(std::move(d)); };
-  auto kv = [](KernelDecl d, std::vector<KD> v) { return With(std::move(d), &KernelDecl::kv_dtypes, v); };
+  auto kv = [](KernelDecl d, std::vector<KD> v) {
+    return With(std::move(d), &KernelDecl::kv_dtypes, v);
+  };
   auto pages = [](KernelDecl d, std::vector<int64_t> v) {
     return With(std::move(d), &KernelDecl::page_sizes, v);
   };
-  auto phases = [](KernelDecl d, std::vector<Phase> v) { return With(std::move(d), &KernelDecl::phases, v); };
+  auto phases = [](KernelDecl d, std::vector<Phase> v) {
+    return With(std::move(d), &KernelDecl::phases, v);
+  };
   auto wf = [](KernelDecl d, std::vector<WF> v) {
     return With(std::move(d), &KernelDecl::weight_formats, v);
   };
 
   // Dense MLA attention (--attention-backend).
-  add(pages(kv(Cuda("flashmla", F::kDenseAttention, 90, 103, "FlashMLA dense decode (SGLang flashmla)"),
-               {KD::kBF16, KD::kFp8E4M3}), {64}));
-  add(pages(kv(Cuda("trtllm_mla", F::kDenseAttention, 100, 103, "TRT-LLM gen MLA (SGLang trtllm_mla)"),
-               {KD::kBF16, KD::kFp8E4M3}), {32, 64}));
-  add(pages(kv(Cuda("cutlass_mla", F::kDenseAttention, 100, 103, "CUTLASS MLA (SGLang cutlass_mla)"),
-               {KD::kBF16, KD::kFp8E4M3}), {128}));
+  add(pages(
+      kv(Cuda("flashmla", F::kDenseAttention, 90, 103, "FlashMLA dense decode (SGLang flashmla)"),
+         {KD::kBF16, KD::kFp8E4M3}),
+      {64}));
+  add(pages(
+      kv(Cuda("trtllm_mla", F::kDenseAttention, 100, 103, "TRT-LLM gen MLA (SGLang trtllm_mla)"),
+         {KD::kBF16, KD::kFp8E4M3}),
+      {32, 64}));
+  add(pages(
+      kv(Cuda("cutlass_mla", F::kDenseAttention, 100, 103, "CUTLASS MLA (SGLang cutlass_mla)"),
+         {KD::kBF16, KD::kFp8E4M3}),
+      {128}));
   add(kv(Cuda("fa3", F::kDenseAttention, 90, 90, "FlashAttention-3 (Hopper only)"), {KD::kBF16}));
   add(kv(Cuda("flashinfer", F::kDenseAttention, 80, 120, "FlashInfer MLA"), {KD::kBF16}));
   {
-    KernelDecl t = kv(Cuda("triton", F::kDenseAttention, 80, 120, "SGLang Triton MLA"), {KD::kBF16});
+    KernelDecl t =
+        kv(Cuda("triton", F::kDenseAttention, 80, 120, "SGLang Triton MLA"), {KD::kBF16});
     t.compute_dtypes = {DType::kBF16, DType::kF16, DType::kF32};
     add(t);
   }
@@ -101,50 +112,65 @@ std::vector<KernelDecl> BuildCatalog() {
   // Sparse MLA attention (--nsa-prefill-backend / --nsa-decode-backend).
   add(pages(phases(kv(Cuda("flashmla_auto", F::kSparseAttention, 90, 103,
                            "SGLang: picks flashmla_sparse or flashmla_kv per batch"),
-                      {KD::kBF16, KD::kFp8E4M3}), {Phase::kPrefill}), {64}));
+                      {KD::kBF16, KD::kFp8E4M3}),
+                   {Phase::kPrefill}),
+            {64}));
   add(pages(phases(kv(Cuda("flashmla_kv", F::kSparseAttention, 90, 103,
                            "FlashMLA sparse decode over the FP8 (656 B) cache"),
-                      {KD::kFp8E4M3}), {Phase::kDecode}), {64}));
+                      {KD::kFp8E4M3}),
+                   {Phase::kDecode}),
+            {64}));
   add(pages(kv(Cuda("flashmla_sparse", F::kSparseAttention, 90, 103,
                     "FlashMLA sparse prefill kernel (bf16 KV; fp8 cache dequantized first)"),
-               {KD::kBF16, KD::kFp8E4M3}), {64}));
+               {KD::kBF16, KD::kFp8E4M3}),
+            {64}));
   add(pages(kv(Cuda("trtllm", F::kSparseAttention, 100, 103, "TRT-LLM gen sparse MLA"),
-               {KD::kBF16, KD::kFp8E4M3}), {32, 64}));
+               {KD::kBF16, KD::kFp8E4M3}),
+            {32, 64}));
   add(kv(Cuda("fa3", F::kSparseAttention, 90, 90, "FlashAttention-3 with top-k page table"),
          {KD::kBF16}));
   add(pages(kv(Cuda("tilelang", F::kSparseAttention, 90, 120, "TileLang sparse MLA (DeepSeek)"),
-               {KD::kBF16}), {64}));
-  add(kv(Rocm("aiter", F::kSparseAttention, "AMD aiter sparse MLA (ROCm)"), {KD::kBF16, KD::kFp8E4M3}));
+               {KD::kBF16}),
+            {64}));
+  add(kv(Rocm("aiter", F::kSparseAttention, "AMD aiter sparse MLA (ROCm)"),
+         {KD::kBF16, KD::kFp8E4M3}));
   add(Cpu(F::kSparseAttention));
 
   // DSA indexer (auto only).
   add(pages(kv(Cuda("deep_gemm", F::kIndexer, 90, 103, "DeepGEMM fp8_mqa_logits / paged"),
-               {KD::kFp8E4M3}), {64}));
+               {KD::kFp8E4M3}),
+            {64}));
   add(pages(kv(Cuda("tilelang", F::kIndexer, 90, 120, "TileLang indexer (DeepSeek)"),
-               {KD::kBF16, KD::kFp8E4M3}), {64}));
+               {KD::kBF16, KD::kFp8E4M3}),
+            {64}));
   add(kv(Rocm("aiter", F::kIndexer, "AMD aiter indexer (ROCm)"), {KD::kBF16, KD::kFp8E4M3}));
   add(Cpu(F::kIndexer));
 
   // Linear layers by weight format (--fp8-gemm-backend, --fp4-gemm-backend; bf16 is auto only).
   {
-    KernelDecl d = wf(Cuda("cublas", F::kMatmul, 70, 120, "cuBLAS / cuBLASLt"), {WF::kBF16, WF::kF32});
+    KernelDecl d =
+        wf(Cuda("cublas", F::kMatmul, 70, 120, "cuBLAS / cuBLASLt"), {WF::kBF16, WF::kF32});
     d.compute_dtypes = {DType::kBF16, DType::kF16, DType::kF32};
     add(d);
   }
   {
-    KernelDecl d = wf(Cuda("deep_gemm", F::kMatmul, 90, 103, "DeepGEMM fp8 1x128/128x128"),
-                      {WF::kFp8Block});
+    KernelDecl d =
+        wf(Cuda("deep_gemm", F::kMatmul, 90, 103, "DeepGEMM fp8 1x128/128x128"), {WF::kFp8Block});
     d.requires_ue8m0_on_sm100 = true;
     add(d);
   }
   add(wf(Cuda("flashinfer_trtllm", F::kMatmul, 100, 103, "FlashInfer TRT-LLM gen GEMM"),
          {WF::kFp8Block, WF::kNvfp4}));
-  add(wf(Cuda("cutlass", F::kMatmul, 90, 120, "CUTLASS blockwise fp8 (sgl-kernel)"), {WF::kFp8Block}));
+  add(wf(Cuda("cutlass", F::kMatmul, 90, 120, "CUTLASS blockwise fp8 (sgl-kernel)"),
+         {WF::kFp8Block}));
   add(wf(Cuda("cutlass", F::kMatmul, 100, 120, "CUTLASS NVFP4 block-scaled GEMM"), {WF::kNvfp4}));
   add(wf(Cuda("triton", F::kMatmul, 89, 120, "SGLang Triton w8a8 block fp8"), {WF::kFp8Block}));
-  add(wf(Cuda("flashinfer_cutlass", F::kMatmul, 100, 120, "FlashInfer CUTLASS FP4 GEMM"), {WF::kNvfp4}));
-  add(wf(Cuda("flashinfer_cudnn", F::kMatmul, 100, 120, "FlashInfer cuDNN FP4 GEMM"), {WF::kNvfp4}));
-  add(wf(Cuda("marlin", F::kMatmul, 80, 120, "Marlin W4A16 NVFP4 (vLLM; weight-only)"), {WF::kNvfp4}));
+  add(wf(Cuda("flashinfer_cutlass", F::kMatmul, 100, 120, "FlashInfer CUTLASS FP4 GEMM"),
+         {WF::kNvfp4}));
+  add(wf(Cuda("flashinfer_cudnn", F::kMatmul, 100, 120, "FlashInfer cuDNN FP4 GEMM"),
+         {WF::kNvfp4}));
+  add(wf(Cuda("marlin", F::kMatmul, 80, 120, "Marlin W4A16 NVFP4 (vLLM; weight-only)"),
+         {WF::kNvfp4}));
   add(wf(Rocm("aiter", F::kMatmul, "AMD aiter fp8 GEMM (ROCm)"), {WF::kFp8Block, WF::kBF16}));
   add(Cpu(F::kMatmul));
 
@@ -152,7 +178,8 @@ std::vector<KernelDecl> BuildCatalog() {
   add(wf(Cuda("flashinfer_trtllm", F::kMoe, 100, 103, "FlashInfer TRT-LLM gen fused MoE"),
          {WF::kFp8Block, WF::kNvfp4, WF::kBF16}));
   {
-    KernelDecl d = wf(Cuda("deep_gemm", F::kMoe, 90, 103, "DeepGEMM grouped fp8 GEMM"), {WF::kFp8Block});
+    KernelDecl d =
+        wf(Cuda("deep_gemm", F::kMoe, 90, 103, "DeepGEMM grouped fp8 GEMM"), {WF::kFp8Block});
     d.requires_ue8m0_on_sm100 = true;
     add(d);
   }
@@ -198,21 +225,30 @@ bool Contains(const std::vector<T>& v, const T& x) {
 
 const char* FamilyName(KernelFamily f) {
   switch (f) {
-    case KernelFamily::kDenseAttention: return "dense_attention";
-    case KernelFamily::kSparseAttention: return "sparse_attention";
-    case KernelFamily::kIndexer: return "indexer";
-    case KernelFamily::kMatmul: return "matmul";
-    case KernelFamily::kMoe: return "moe";
-    case KernelFamily::kSampling: return "sampling";
+    case KernelFamily::kDenseAttention:
+      return "dense_attention";
+    case KernelFamily::kSparseAttention:
+      return "sparse_attention";
+    case KernelFamily::kIndexer:
+      return "indexer";
+    case KernelFamily::kMatmul:
+      return "matmul";
+    case KernelFamily::kMoe:
+      return "moe";
+    case KernelFamily::kSampling:
+      return "sampling";
   }
   return "?";
 }
 
 const char* DeviceName(Device d) {
   switch (d) {
-    case Device::kCpu: return "cpu";
-    case Device::kCuda: return "cuda";
-    case Device::kRocm: return "rocm";
+    case Device::kCpu:
+      return "cpu";
+    case Device::kCuda:
+      return "cuda";
+    case Device::kRocm:
+      return "rocm";
   }
   return "?";
 }
@@ -250,8 +286,8 @@ std::optional<std::string> Refusal(const KernelDecl& d, const Situation& s) {
            JoinNames(d.phases, PhaseName) + ")";
   const bool weights = s.family == KernelFamily::kMatmul || s.family == KernelFamily::kMoe;
   if (weights && !Contains(d.weight_formats, s.weight_format))
-    return std::string("does not handle ") + WeightFormatName(s.weight_format) +
-           " weights (only " + JoinNames(d.weight_formats, WeightFormatName) + ")";
+    return std::string("does not handle ") + WeightFormatName(s.weight_format) + " weights (only " +
+           JoinNames(d.weight_formats, WeightFormatName) + ")";
   if (weights && d.requires_ue8m0_on_sm100 && s.sm >= 100 && s.weight_format == WF::kFp8Block &&
       !s.ue8m0_scales)
     return "needs ue8m0 (power-of-two) block scales on " + SmName(s.sm) +

@@ -29,9 +29,12 @@ enum class KernelFamily {
   kMoe,              // routed experts; --moe-runner-backend
   kSampling,         // logits -> token; --sampling-backend
 };
-inline constexpr KernelFamily kAllFamilies[] = {
-    KernelFamily::kDenseAttention, KernelFamily::kSparseAttention, KernelFamily::kIndexer,
-    KernelFamily::kMatmul,         KernelFamily::kMoe,             KernelFamily::kSampling};
+inline constexpr KernelFamily kAllFamilies[] = {KernelFamily::kDenseAttention,
+                                                KernelFamily::kSparseAttention,
+                                                KernelFamily::kIndexer,
+                                                KernelFamily::kMatmul,
+                                                KernelFamily::kMoe,
+                                                KernelFamily::kSampling};
 const char* FamilyName(KernelFamily f);  // "dense_attention", "sparse_attention", ...
 
 enum class Device { kCpu, kCuda, kRocm };
@@ -64,12 +67,12 @@ struct KernelDecl {
   std::string name;  // the backend name as the flags spell it ("flashmla_kv")
   KernelFamily family = KernelFamily::kMatmul;
   Device device = Device::kCuda;
-  int min_sm = 0, max_sm = 0;                 // inclusive range, CUDA only
-  std::vector<WeightFormat> weight_formats;   // kMatmul/kMoe; empty = not applicable
-  std::vector<KvDtype> kv_dtypes;             // attention/indexer; empty = not applicable
-  std::vector<DType> compute_dtypes;          // activation dtypes
-  std::vector<int64_t> page_sizes;            // empty = any page size
-  std::vector<int64_t> head_dims;             // MLA 576 / indexer 128; empty = any
+  int min_sm = 0, max_sm = 0;                // inclusive range, CUDA only
+  std::vector<WeightFormat> weight_formats;  // kMatmul/kMoe; empty = not applicable
+  std::vector<KvDtype> kv_dtypes;            // attention/indexer; empty = not applicable
+  std::vector<DType> compute_dtypes;         // activation dtypes
+  std::vector<int64_t> page_sizes;           // empty = any page size
+  std::vector<int64_t> head_dims;            // MLA 576 / indexer 128; empty = any
   std::vector<Phase> phases;
   bool graph_capture = false;
   bool requires_ue8m0_on_sm100 = false;  // DeepGEMM on Blackwell reads ue8m0 block scales only

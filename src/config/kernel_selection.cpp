@@ -43,9 +43,8 @@ Selection SelectKernel(const std::vector<Situation>& situations, const std::stri
   Selection sel;
   if (situations.empty()) return sel;
   const std::vector<std::string> list =
-      explicit_name.empty()
-          ? PriorityList(situations.front().family, situations.front().device)
-          : std::vector<std::string>{explicit_name};
+      explicit_name.empty() ? PriorityList(situations.front().family, situations.front().device)
+                            : std::vector<std::string>{explicit_name};
   for (const std::string& name : list) {
     CandidateReport c;
     c.name = name;

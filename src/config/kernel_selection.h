@@ -22,7 +22,7 @@ struct CandidateReport {
 
 struct Selection {
   bool ok = false;
-  std::string kernel;                       // chosen backend name when ok
+  std::string kernel;  // chosen backend name when ok
   bool compiled_in = false;
   std::vector<CandidateReport> candidates;  // in the order examined
   std::string failure;                      // when !ok: one clause per refused candidate

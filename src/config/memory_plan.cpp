@@ -110,7 +110,8 @@ MemoryPlan PlanFixedParts(const ModelFacts& model, const MemoryInputs& in) {
       p.device_memory == 0
           ? 0
           : std::floor(100.0 * (static_cast<double>(p.device_memory) - p.dynamic_need) /
-                       p.device_memory) / 100.0;
+                       p.device_memory) /
+                100.0;
   return p;
 }
 
@@ -120,9 +121,8 @@ void PlanKvPool(MemoryPlan* p, double f, int64_t page_size, int64_t max_total_to
   const int64_t pool = static_cast<int64_t>(p->static_budget) - static_cast<int64_t>(p->weights);
   const int64_t page_bytes = p->kv_bytes_per_token * page_size;
   p->kv_capacity_tokens = pool > 0 && page_bytes > 0 ? (pool / page_bytes) * page_size : 0;
-  p->max_total_tokens = max_total_tokens > 0
-                            ? std::min(max_total_tokens, p->kv_capacity_tokens)
-                            : p->kv_capacity_tokens;
+  p->max_total_tokens = max_total_tokens > 0 ? std::min(max_total_tokens, p->kv_capacity_tokens)
+                                             : p->kv_capacity_tokens;
   // The pool holds whole pages.
   const int64_t pages = (p->max_total_tokens + page_size - 1) / std::max<int64_t>(page_size, 1);
   p->kv_pool_bytes = U(pages) * U(page_bytes);

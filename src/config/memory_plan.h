@@ -16,10 +16,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "config/model_facts.h"
 #include "core/dtype.h"
@@ -48,20 +47,20 @@ struct MemoryItem {
 
 struct MemoryPlan {
   uint64_t device_memory = 0;
-  uint64_t weights = 0;                // per device
-  int64_t kv_bytes_per_token = 0;      // per device, all layers
+  uint64_t weights = 0;            // per device
+  int64_t kv_bytes_per_token = 0;  // per device, all layers
   int64_t kv_bytes_per_token_layer = 0;
   std::vector<MemoryItem> activation_items;
   uint64_t activations = 0;
   std::vector<int64_t> graph_buckets;  // captured decode batch sizes
   uint64_t graph_reserve = 0;
   uint64_t runtime_overhead = 0;
-  uint64_t dynamic_need = 0;           // activations + graph_reserve + runtime_overhead
-  double max_fraction = 0;             // largest mem_fraction_static that leaves dynamic_need
+  uint64_t dynamic_need = 0;  // activations + graph_reserve + runtime_overhead
+  double max_fraction = 0;    // largest mem_fraction_static that leaves dynamic_need
   double mem_fraction_static = 0;
   uint64_t static_budget = 0;
-  int64_t kv_capacity_tokens = 0;      // what the static budget holds (page multiple)
-  int64_t max_total_tokens = 0;        // the pool actually sized (<= capacity)
+  int64_t kv_capacity_tokens = 0;  // what the static budget holds (page multiple)
+  int64_t max_total_tokens = 0;    // the pool actually sized (<= capacity)
   uint64_t kv_pool_bytes = 0;
   std::vector<std::string> notes;
   nlohmann::json ToJson() const;

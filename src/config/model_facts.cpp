@@ -80,7 +80,8 @@ struct Role {
 };
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 Role Classify(const std::string& name) {
@@ -133,10 +134,14 @@ WeightFormat FormatFor(const QuantInfo& q, const Role& r, WeightFormat plain) {
 uint64_t LinearBytes(WeightFormat f, int64_t out, int64_t in, int plain_bytes) {
   const uint64_t o = out, i = in;
   switch (f) {
-    case WeightFormat::kFp8Block: return o * i + ((o + 127) / 128) * ((i + 127) / 128) * 4;
-    case WeightFormat::kNvfp4: return o * i / 2 + o * ((i + 15) / 16) + 4 + 4;
-    case WeightFormat::kF32: return o * i * 4;
-    case WeightFormat::kBF16: return o * i * plain_bytes;
+    case WeightFormat::kFp8Block:
+      return o * i + ((o + 127) / 128) * ((i + 127) / 128) * 4;
+    case WeightFormat::kNvfp4:
+      return o * i / 2 + o * ((i + 15) / 16) + 4 + 4;
+    case WeightFormat::kF32:
+      return o * i * 4;
+    case WeightFormat::kBF16:
+      return o * i * plain_bytes;
   }
   return o * i * plain_bytes;
 }
@@ -216,7 +221,8 @@ StatusOr<std::vector<TensorEntry>> FromCheckpoint(const Checkpoint& ck, const Mo
     Role r = Classify(n);
     if (r.layer >= c.num_hidden_layers) continue;  // MTP layer: not loaded
     LUCID_ASSIGN_OR_RETURN(TensorInfo info, ck.Info(n));
-    TensorEntry e{n, info.data_end - info.data_begin, r.split, r.expert, r.linear, WeightFormat::kBF16};
+    TensorEntry e{
+        n, info.data_end - info.data_begin, r.split, r.expert, r.linear, WeightFormat::kBF16};
     if (r.linear) {
       const std::string w = r.module + ".weight";
       StatusOr<TensorInfo> wi = ck.Info(w);
@@ -278,7 +284,8 @@ StatusOr<ModelFacts> BuildModelFacts(const json& config_json, const json& hf_qua
   ModelFacts f;
   f.dir = dir;
   StatusOr<ModelConfig> cfg = ParseModelConfig(config_json);
-  if (!cfg.ok()) return cfg.status().WithContext(dir.empty() ? "config.json" : dir + "/config.json");
+  if (!cfg.ok())
+    return cfg.status().WithContext(dir.empty() ? "config.json" : dir + "/config.json");
   f.config = std::move(cfg).value();
   LUCID_ASSIGN_OR_RETURN(const ArchitectureInfo* arch, FindArchitecture(f.config));
   f.sparse_attention = arch->sparse_attention;

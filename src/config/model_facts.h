@@ -11,11 +11,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "formats/model_config.h"
@@ -27,22 +26,22 @@ namespace lucid::config {
 struct TensorEntry {
   std::string name;
   uint64_t bytes = 0;
-  bool split = false;   // divided across tensor-parallel ranks
-  bool expert = false;  // a routed expert's weight (MoE runner)
-  bool linear = false;  // a linear layer's weight (or its scales)
+  bool split = false;                         // divided across tensor-parallel ranks
+  bool expert = false;                        // a routed expert's weight (MoE runner)
+  bool linear = false;                        // a linear layer's weight (or its scales)
   WeightFormat format = WeightFormat::kBF16;  // for linear weights
 };
 
 struct ModelFacts {
   std::string dir;
   ModelConfig config;
-  bool sparse_attention = false;  // has the DSA indexer
-  int max_tensor_parallel = 1;    // what the model registry implements today
-  std::string quant_method = "none";    // "none", "fp8", "modelopt"
-  std::string quant_algo;               // "FP8_BLOCK_128", "NVFP4", "" for none
-  bool ue8m0_scales = false;            // fp8 block scales are powers of two (scale_fmt ue8m0)
-  std::string kv_cache_quant_algo;      // ModelOpt kv_cache_quant_algo ("FP8") or ""
-  std::vector<WeightFormat> linear_formats;   // formats of non-expert linear layers, distinct
+  bool sparse_attention = false;             // has the DSA indexer
+  int max_tensor_parallel = 1;               // what the model registry implements today
+  std::string quant_method = "none";         // "none", "fp8", "modelopt"
+  std::string quant_algo;                    // "FP8_BLOCK_128", "NVFP4", "" for none
+  bool ue8m0_scales = false;                 // fp8 block scales are powers of two (scale_fmt ue8m0)
+  std::string kv_cache_quant_algo;           // ModelOpt kv_cache_quant_algo ("FP8") or ""
+  std::vector<WeightFormat> linear_formats;  // formats of non-expert linear layers, distinct
   std::optional<WeightFormat> expert_format;  // routed experts (nullopt without MoE layers)
   bool sizes_from_checkpoint = false;
   std::vector<TensorEntry> tensors;

@@ -30,8 +30,8 @@ OptionSpec Range(OptionSpec o, double lo, double hi) {
 
 OptionSpec Enum(std::string name, std::string def, std::vector<std::string> allowed,
                 std::string group, std::string help) {
-  OptionSpec o = Opt(std::move(name), OptionType::kEnum, std::move(def), std::move(group),
-                     std::move(help));
+  OptionSpec o =
+      Opt(std::move(name), OptionType::kEnum, std::move(def), std::move(group), std::move(help));
   o.allowed = std::move(allowed);
   return o;
 }
@@ -63,27 +63,27 @@ std::vector<OptionSpec> BuildTable() {
                         "Fraction of device memory for weights + KV cache; the rest must hold "
                         "activations, graph capture and runtime overhead"),
                     0.01, 1.0));
-  t.push_back(Range(Opt("max-running-requests", OptionType::kInt, "auto", kMem,
-                        "Most requests decoded together"),
-                    1, 1 << 20));
+  t.push_back(Range(
+      Opt("max-running-requests", OptionType::kInt, "auto", kMem, "Most requests decoded together"),
+      1, 1 << 20));
   t.push_back(Range(Opt("max-total-tokens", OptionType::kInt, "auto", kMem,
                         "KV cache capacity in tokens (auto: everything the memory plan leaves)"),
                     1, kMaxI));
   t.push_back(Range(Opt("chunked-prefill-size", OptionType::kInt, "auto", kMem,
                         "Most prompt tokens computed in one step"),
                     1, 1 << 20));
-  t.push_back(Range(Opt("page-size", OptionType::kInt, "auto", kMem, "Tokens per KV cache page"),
-                    1, 4096));
+  t.push_back(
+      Range(Opt("page-size", OptionType::kInt, "auto", kMem, "Tokens per KV cache page"), 1, 4096));
   t.push_back(Enum("attention-backend", "auto",
                    BackendNames({F::kDenseAttention, F::kSparseAttention}), kKern,
                    "MLA attention kernel; for DSA models also the sparse phases unless "
                    "--nsa-prefill-backend / --nsa-decode-backend are given"));
-  OptionSpec nsa_p = Enum("nsa-prefill-backend", "auto", BackendNames({F::kSparseAttention}),
-                          kKern, "Sparse (DSA) attention kernel for prefill");
+  OptionSpec nsa_p = Enum("nsa-prefill-backend", "auto", BackendNames({F::kSparseAttention}), kKern,
+                          "Sparse (DSA) attention kernel for prefill");
   nsa_p.aliases = {"dsa-prefill-backend"};
   t.push_back(nsa_p);
-  OptionSpec nsa_d = Enum("nsa-decode-backend", "auto", BackendNames({F::kSparseAttention}),
-                          kKern, "Sparse (DSA) attention kernel for decode");
+  OptionSpec nsa_d = Enum("nsa-decode-backend", "auto", BackendNames({F::kSparseAttention}), kKern,
+                          "Sparse (DSA) attention kernel for decode");
   nsa_d.aliases = {"dsa-decode-backend"};
   t.push_back(nsa_d);
   t.push_back(Enum("moe-runner-backend", "auto", BackendNames({F::kMoe}), kKern,
@@ -92,21 +92,22 @@ std::vector<OptionSpec> BuildTable() {
                    kKern, "GEMM kernel for fp8 block-quantized linear layers"));
   t.push_back(Enum("fp4-gemm-backend", "auto", BackendNames({F::kMatmul}, WeightFormat::kNvfp4),
                    kKern, "GEMM kernel for NVFP4 linear layers"));
-  t.push_back(Enum("sampling-backend", "auto", BackendNames({F::kSampling}), kKern,
-                   "Sampling kernel"));
+  t.push_back(
+      Enum("sampling-backend", "auto", BackendNames({F::kSampling}), kKern, "Sampling kernel"));
   t.push_back(Range(Opt("cuda-graph-max-bs", OptionType::kInt, "auto", kGraph,
                         "Largest decode batch captured in a CUDA graph"),
                     1, 4096));
   t.push_back(Opt("disable-cuda-graph", OptionType::kBool, "auto", kGraph,
                   "Do not capture CUDA graphs (auto: captured on cuda, never on cpu)"));
   t.push_back(Opt("host", OptionType::kString, "127.0.0.1", kServer, "Address to listen on"));
-  t.push_back(Range(Opt("port", OptionType::kInt, "30000", kServer, "Port to listen on"), 1, 65535));
+  t.push_back(
+      Range(Opt("port", OptionType::kInt, "30000", kServer, "Port to listen on"), 1, 65535));
   OptionSpec key = Opt("api-key", OptionType::kString, "", kServer,
                        "Require this bearer token on API requests (never printed)");
   key.secret = true;
   t.push_back(key);
-  t.push_back(Enum("log-level", "info", {"debug", "info", "warning", "error"}, kServer,
-                   "Log verbosity"));
+  t.push_back(
+      Enum("log-level", "info", {"debug", "info", "warning", "error"}, kServer, "Log verbosity"));
   t.push_back(Enum("nan-check", "logits", {"off", "logits", "layers"}, kDebug,
                    "Non-finite checks: off, on the logits before sampling, or after every layer "
                    "(names the first layer and op)"));
@@ -157,8 +158,7 @@ StatusOr<double> ParseNumber(const std::string& flag, const std::string& text, b
   } catch (...) {
     used = 0;
   }
-  if (used == 0 || used != text.size() || !std::isfinite(v) ||
-      (integer && v != std::floor(v)))
+  if (used == 0 || used != text.size() || !std::isfinite(v) || (integer && v != std::floor(v)))
     return InvalidArgument(flag + ": \"" + text + "\" is not " +
                            (integer ? "an integer" : "a number"));
   return v;
@@ -168,12 +168,18 @@ StatusOr<double> ParseNumber(const std::string& flag, const std::string& text, b
 
 const char* OptionTypeName(OptionType t) {
   switch (t) {
-    case OptionType::kString: return "string";
-    case OptionType::kInt: return "int";
-    case OptionType::kFloat: return "float";
-    case OptionType::kBool: return "bool";
-    case OptionType::kEnum: return "enum";
-    case OptionType::kBytes: return "bytes";
+    case OptionType::kString:
+      return "string";
+    case OptionType::kInt:
+      return "int";
+    case OptionType::kFloat:
+      return "float";
+    case OptionType::kBool:
+      return "bool";
+    case OptionType::kEnum:
+      return "enum";
+    case OptionType::kBytes:
+      return "bytes";
   }
   return "?";
 }
@@ -221,9 +227,9 @@ StatusOr<nlohmann::json> ParseOptionValue(const OptionSpec& spec, const std::str
     case OptionType::kEnum: {
       for (const std::string& a : spec.allowed)
         if (a == text) return nlohmann::json(text);
-      return InvalidArgument(flag + ": unknown value \"" + text + "\" (valid: " +
-                             (spec.auto_default() ? "auto, " : "") + Join(spec.allowed, ", ") +
-                             ")");
+      return InvalidArgument(flag + ": unknown value \"" + text +
+                             "\" (valid: " + (spec.auto_default() ? "auto, " : "") +
+                             Join(spec.allowed, ", ") + ")");
     }
     case OptionType::kInt:
     case OptionType::kFloat:
@@ -283,11 +289,20 @@ StatusOr<int64_t> ParseBytes(const std::string& text) {
     const char* name;
     double mul;
   };
-  static const U kUnits[] = {{"", 1},          {"B", 1},          {"KB", 1e3},
-                             {"MB", 1e6},      {"GB", 1e9},       {"TB", 1e12},
-                             {"KiB", 1024.0},  {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-                             {"TiB", 1099511627776.0},             {"K", 1024.0},
-                             {"M", 1048576.0}, {"G", 1073741824.0}, {"T", 1099511627776.0}};
+  static const U kUnits[] = {{"", 1},
+                             {"B", 1},
+                             {"KB", 1e3},
+                             {"MB", 1e6},
+                             {"GB", 1e9},
+                             {"TB", 1e12},
+                             {"KiB", 1024.0},
+                             {"MiB", 1048576.0},
+                             {"GiB", 1073741824.0},
+                             {"TiB", 1099511627776.0},
+                             {"K", 1024.0},
+                             {"M", 1048576.0},
+                             {"G", 1073741824.0},
+                             {"T", 1099511627776.0}};
   if (used > 0 && std::isfinite(v) && v >= 0) {
     for (const U& u : kUnits)
       if (unit == u.name) return static_cast<int64_t>(std::llround(v * u.mul));

@@ -22,6 +22,9 @@ std::string ResolvedField::Provenance() const {
 }
 
 std::string ResolvedField::ValueText() const {
+  const OptionSpec* spec = FindOption(name);
+  if (spec != nullptr && spec->type == OptionType::kBytes && value.is_number_integer())
+    return value.get<int64_t>() == 0 ? "0" : FormatBytes(value.get<double>());
   if (secret) return value.is_string() && !value.get<std::string>().empty() ? "<set>" : "<unset>";
   if (value.is_string()) return value.get<std::string>();
   if (value.is_null()) return "-";
@@ -53,13 +56,20 @@ nlohmann::json ResolvedConfig::ToJson() const {
   for (const KernelChoice& k : d_.kernels) {
     nlohmann::json cands = nlohmann::json::array();
     for (const CandidateReport& c : k.candidates)
-      cands.push_back({{"name", c.name}, {"taken", c.taken}, {"supported", c.supported},
-                       {"compiled_in", c.compiled_in}, {"reason", c.reason}});
-    kernels.push_back({{"family", FamilyName(k.family)}, {"phases", k.phases},
-                       {"situation", k.what}, {"kernel", k.kernel}, {"flag", k.flag},
+      cands.push_back({{"name", c.name},
+                       {"taken", c.taken},
+                       {"supported", c.supported},
+                       {"compiled_in", c.compiled_in},
+                       {"reason", c.reason}});
+    kernels.push_back({{"family", FamilyName(k.family)},
+                       {"phases", k.phases},
+                       {"situation", k.what},
+                       {"kernel", k.kernel},
+                       {"flag", k.flag},
                        {"source", k.source == Source::kRule ? "rule:" + k.rule_id
                                                             : std::string(SourceName(k.source))},
-                       {"reason", k.reason}, {"compiled_in", k.compiled_in},
+                       {"reason", k.reason},
+                       {"compiled_in", k.compiled_in},
                        {"candidates", cands}});
   }
   return {{"valid", true},
@@ -79,16 +89,17 @@ std::string ResolvedConfig::ToText() const {
   o << "Model:  " << d_.model_summary << "\n\nSettings\n";
   for (const ResolvedField& f : d_.fields) {
     o << "  " << Pad(f.name, 22) << Pad(f.ValueText(), 18) << Pad(f.Provenance(), 28);
-    if (!f.reason.empty()) o << f.reason;
-    else if (!f.origin.empty() && IsUser(f.source)) o << f.origin;
+    if (!f.reason.empty())
+      o << f.reason;
+    else if (!f.origin.empty() && IsUser(f.source))
+      o << f.origin;
     o << "\n";
   }
   o << "\nKernels\n";
   for (const KernelChoice& k : d_.kernels) {
-    o << "  " << Pad(std::string(FamilyName(k.family)) + " " + k.phases, 34)
-      << Pad(k.kernel, 18)
-      << (k.source == Source::kRule ? "rule:" + k.rule_id : std::string(SourceName(k.source)) +
-                                                                " " + k.flag)
+    o << "  " << Pad(std::string(FamilyName(k.family)) + " " + k.phases, 34) << Pad(k.kernel, 18)
+      << (k.source == Source::kRule ? "rule:" + k.rule_id
+                                    : std::string(SourceName(k.source)) + " " + k.flag)
       << (k.compiled_in ? "" : "  [not compiled in]") << "\n";
     o << "      " << k.what << "\n";
     for (const CandidateReport& c : k.candidates) {

@@ -6,11 +6,10 @@
 // Thread-safety: immutable after construction; safe to share between threads.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "config/kernel_selection.h"
 #include "config/memory_plan.h"
@@ -20,12 +19,12 @@
 namespace lucid::config {
 
 struct ResolvedField {
-  std::string name;       // option name ("kv-cache-dtype")
-  nlohmann::json value;   // typed value; null only for a setting with no value (e.g. no api key)
+  std::string name;      // option name ("kv-cache-dtype")
+  nlohmann::json value;  // typed value; null only for a setting with no value (e.g. no api key)
   Source source = Source::kDefault;
-  std::string origin;     // for user values: the flag, file + key, or environment variable
-  std::string rule_id;    // for Source::kRule
-  std::string reason;     // for Source::kRule: the rule's one-line reason
+  std::string origin;   // for user values: the flag, file + key, or environment variable
+  std::string rule_id;  // for Source::kRule
+  std::string reason;   // for Source::kRule: the rule's one-line reason
   bool secret = false;
   std::string Provenance() const;  // "user:cli", "default", "rule:kv-fp8-dsa-blackwell"
   std::string ValueText() const;   // printable value ("<set>" for secrets)
@@ -33,10 +32,10 @@ struct ResolvedField {
 
 struct KernelChoice {
   KernelFamily family = KernelFamily::kMatmul;
-  std::string phases;           // "prefill", "decode", "prefill+decode"
-  std::string what;             // "fp8_block weights", "KV fp8_e4m3" ... (situation summary)
+  std::string phases;  // "prefill", "decode", "prefill+decode"
+  std::string what;    // "fp8_block weights", "KV fp8_e4m3" ... (situation summary)
   std::string kernel;
-  std::string flag;             // option that governs it ("" for auto-only families)
+  std::string flag;               // option that governs it ("" for auto-only families)
   Source source = Source::kRule;  // user:* when the flag picked it
   std::string rule_id, reason;
   bool compiled_in = false;
@@ -50,7 +49,7 @@ struct ResolvedData {
   std::string model_summary;  // architecture, layers, quantization, where sizes came from
   std::vector<KernelChoice> kernels;
   MemoryPlan memory;
-  std::vector<std::string> notes;            // things the user should know (never silent)
+  std::vector<std::string> notes;              // things the user should know (never silent)
   std::vector<std::string> not_runnable_here;  // why this build cannot run the plan as is
 };
 

@@ -60,14 +60,17 @@ std::string Resolver::Cite(const std::string& name) const {
   const std::string value = it != fields_.end() ? it->second.ValueText()
                             : s_.Get(name)      ? s_.Get(name)->text
                                                 : "auto";
-  const std::string prov = it != fields_.end()    ? it->second.Provenance()
+  const std::string prov = it != fields_.end()       ? it->second.Provenance()
                            : s_.Get(name) != nullptr ? SourceName(s_.Get(name)->source)
                                                      : "unset";
   return "--" + name + " " + value + " (" + prov + ")";
 }
 
 Status Resolver::ResolveTargetFields() {
-  if (User("target")) SetUser("target"); else SetDefault("target");
+  if (User("target"))
+    SetUser("target");
+  else
+    SetDefault("target");
   LUCID_ASSIGN_OR_RETURN(Target t, ParseTargetSpec(V("target").get<std::string>()));
   target_ = t;
   if (!target_.has_gpu) {
@@ -106,20 +109,21 @@ Status Resolver::ResolveModelFields() {
     for (int64_t t = 1; t <= target_.gpu_count; ++t)
       if (heads % t == 0) ok += (ok.empty() ? "" : ", ") + std::to_string(t);
     if (tp > target_.gpu_count || heads % tp != 0)
-      return InvalidArgument(Cite("tp-size") + " needs " +
-                             (heads % tp != 0 ? "to divide the model's " + std::to_string(heads) +
-                                                    " attention heads"
-                                              : std::to_string(tp) + " GPUs, the target has " +
-                                                    std::to_string(target_.gpu_count)) +
-                             " (would work: --tp-size " + ok + ")");
+      return InvalidArgument(
+          Cite("tp-size") + " needs " +
+          (heads % tp != 0 ? "to divide the model's " + std::to_string(heads) + " attention heads"
+                           : std::to_string(tp) + " GPUs, the target has " +
+                                 std::to_string(target_.gpu_count)) +
+          " (would work: --tp-size " + ok + ")");
   }
   LUCID_RETURN_IF_ERROR(FillFromRule("dtype"));
   LUCID_RETURN_IF_ERROR(FillFromRule("context-length"));
   const int64_t max_pos = model_.config.max_position_embeddings;
   if (max_pos > 0 && V("context-length").get<int64_t>() > max_pos)
-    return InvalidArgument(Cite("context-length") + " exceeds the model's max_position_embeddings " +
-                           std::to_string(max_pos) + " (would work: --context-length <= " +
-                           std::to_string(max_pos) + ")");
+    return InvalidArgument(Cite("context-length") +
+                           " exceeds the model's max_position_embeddings " +
+                           std::to_string(max_pos) +
+                           " (would work: --context-length <= " + std::to_string(max_pos) + ")");
   LUCID_RETURN_IF_ERROR(FillFromRule("disable-cuda-graph"));
   if (V("disable-cuda-graph") == false && V("device") == "cpu")
     return InvalidArgument(Cite("disable-cuda-graph") +
@@ -161,9 +165,11 @@ StatusOr<ResolvedConfig> Resolver::Run() {
       d.not_runnable_here.push_back(std::string(FamilyName(k.family)) + " " + k.phases +
                                     ": kernel " + k.kernel + " is not compiled into this build");
   if (V("device") == "cuda")
-    d.not_runnable_here.push_back("this build has no CUDA backend (configure with -DLUCID_CUDA=ON)");
+    d.not_runnable_here.push_back(
+        "this build has no CUDA backend (configure with -DLUCID_CUDA=ON)");
   if (V("tp-size").get<int64_t>() > model_.max_tensor_parallel)
-    d.not_runnable_here.push_back("tensor parallelism " + V("tp-size").dump() + ": the model registry implements tp <= " +
+    d.not_runnable_here.push_back("tensor parallelism " + V("tp-size").dump() +
+                                  ": the model registry implements tp <= " +
                                   std::to_string(model_.max_tensor_parallel) + " so far");
   return ResolvedConfig(std::move(d));
 }

@@ -25,6 +25,7 @@ struct ResolveOptions {
   const ModelFacts* model = nullptr;
 };
 
-StatusOr<ResolvedConfig> Resolve(const ExplicitSettings& settings, const ResolveOptions& options = {});
+StatusOr<ResolvedConfig> Resolve(const ExplicitSettings& settings,
+                                 const ResolveOptions& options = {});
 
 }  // namespace lucid::config

@@ -66,22 +66,23 @@ class Resolver {
   void SetDefault(const std::string& name);
   void SetRule(const std::string& name, const Rule& rule, nlohmann::json value,
                const std::string& reason_suffix = "");
-  Status FillFromRule(const std::string& name);  // user, else non-auto default, else first rule
+  Status FillFromRule(const std::string& name);     // user, else non-auto default, else first rule
   std::string Cite(const std::string& name) const;  // "--kv-cache-dtype fp8_e4m3 (user:cli)"
   const nlohmann::json& V(const std::string& name) const { return values_.at(name); }
 
   // Stages.
   Status ResolveTargetFields();
   Status ResolveModelFields();
-  Status ResolveKernels();   // resolver_kernels.cpp
-  Status ResolveMemory();    // resolver_memory.cpp
+  Status ResolveKernels();  // resolver_kernels.cpp
+  Status ResolveMemory();   // resolver_memory.cpp
 
   // resolver_kernels.cpp helpers.
   KernelEnv BaseEnv() const;
   bool AnyCombinationWorks(const KernelEnv& env, const std::vector<KvDtype>& kvs,
                            const std::vector<int64_t>& pages) const;
   std::string Alternatives(const KernelEnv& env, const std::vector<KvDtype>& kvs,
-                           const std::vector<int64_t>& pages, std::vector<std::string>* implicated) const;
+                           const std::vector<int64_t>& pages,
+                           std::vector<std::string>* implicated) const;
 
   const ExplicitSettings& s_;
   const ModelFacts& model_;

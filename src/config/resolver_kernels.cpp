@@ -12,10 +12,9 @@ namespace {
 
 using json = nlohmann::json;
 
-const char* const kBackendOptions[] = {"attention-backend",  "nsa-prefill-backend",
-                                       "nsa-decode-backend", "moe-runner-backend",
-                                       "fp8-gemm-backend",   "fp4-gemm-backend",
-                                       "sampling-backend"};
+const char* const kBackendOptions[] = {
+    "attention-backend", "nsa-prefill-backend", "nsa-decode-backend", "moe-runner-backend",
+    "fp8-gemm-backend",  "fp4-gemm-backend",    "sampling-backend"};
 
 std::string PhasesText(const std::vector<Phase>& phases) {
   std::string s;
@@ -66,9 +65,15 @@ std::vector<Need> NeedsFor(const ModelFacts& m) {
   const std::vector<Phase> both = {Phase::kPrefill, Phase::kDecode};
   std::vector<Need> n;
   if (m.sparse_attention) {
-    n.push_back({F::kSparseAttention, {Phase::kPrefill}, std::nullopt, "nsa-prefill-backend",
+    n.push_back({F::kSparseAttention,
+                 {Phase::kPrefill},
+                 std::nullopt,
+                 "nsa-prefill-backend",
                  "attention-backend"});
-    n.push_back({F::kSparseAttention, {Phase::kDecode}, std::nullopt, "nsa-decode-backend",
+    n.push_back({F::kSparseAttention,
+                 {Phase::kDecode},
+                 std::nullopt,
+                 "nsa-decode-backend",
                  "attention-backend"});
     n.push_back({F::kIndexer, both, std::nullopt, "", ""});
   } else {
@@ -119,10 +124,9 @@ KernelAttempt TryKernels(const ModelFacts& m, const std::vector<Need>& needs, co
     c.flag = flag_used.empty() ? n.flag : flag_used;
     c.source = flag_used.empty() ? Source::kRule : Source::kCli;  // refined by the caller
     c.rule_id = flag_used.empty() ? "kernel-priority" : "";
-    c.reason = flag_used.empty()
-                   ? "first of the " + std::string(DeviceName(e.device)) +
-                         " priority list that supports it"
-                   : "named by --" + flag_used;
+    c.reason = flag_used.empty() ? "first of the " + std::string(DeviceName(e.device)) +
+                                       " priority list that supports it"
+                                 : "named by --" + flag_used;
     c.compiled_in = sel.compiled_in;
     c.candidates = sel.candidates;
     c.situations = sits;
@@ -168,21 +172,18 @@ std::string Resolver::Alternatives(const KernelEnv& env, const std::vector<KvDty
   if (User("kv-cache-dtype"))
     for (const std::string& v : FindOption("kv-cache-dtype")->allowed)
       if (v != V("kv-cache-dtype"))
-        changes.push_back({"kv-cache-dtype", v, [v](KernelEnv&, auto& k, auto&) {
-                             k = {*KvDtypeFromName(v)};
-                           }});
+        changes.push_back(
+            {"kv-cache-dtype", v, [v](KernelEnv&, auto& k, auto&) { k = {*KvDtypeFromName(v)}; }});
   if (User("page-size"))
     for (int64_t p : {1, 16, 32, 64, 128})
       if (p != V("page-size").get<int64_t>())
-        changes.push_back({"page-size", std::to_string(p), [p](KernelEnv&, auto&, auto& pg) {
-                             pg = {p};
-                           }});
+        changes.push_back(
+            {"page-size", std::to_string(p), [p](KernelEnv&, auto&, auto& pg) { pg = {p}; }});
   if (User("dtype"))
     for (const std::string& v : FindOption("dtype")->allowed)
       if (v != V("dtype"))
-        changes.push_back({"dtype", v, [v](KernelEnv& e, auto&, auto&) {
-                             e.compute = ComputeDTypeFromName(v);
-                           }});
+        changes.push_back(
+            {"dtype", v, [v](KernelEnv& e, auto&, auto&) { e.compute = ComputeDTypeFromName(v); }});
   if (User("disable-cuda-graph") && env.device == Device::kCuda)
     changes.push_back({"disable-cuda-graph", env.graphs ? "true" : "false",
                        [](KernelEnv& e, auto&, auto&) { e.graphs = !e.graphs; }});
@@ -193,7 +194,10 @@ std::string Resolver::Alternatives(const KernelEnv& env, const std::vector<KvDty
       if (v == current) continue;
       const std::string f = flag;
       changes.push_back({flag, v, [f, v](KernelEnv& e, auto&, auto&) {
-                           if (v == "auto") e.backends.erase(f); else e.backends[f] = v;
+                           if (v == "auto")
+                             e.backends.erase(f);
+                           else
+                             e.backends[f] = v;
                          }});
     }
   }

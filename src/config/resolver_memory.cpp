@@ -39,7 +39,8 @@ Status Resolver::ResolveMemory() {
   in.context_length = V("context-length").get<int64_t>();
   in.chunked_prefill_size = V("chunked-prefill-size").get<int64_t>();
   in.max_running_requests = V("max-running-requests").get<int64_t>();
-  in.cuda_graph_max_bs = V("disable-cuda-graph") == true ? 0 : V("cuda-graph-max-bs").get<int64_t>();
+  in.cuda_graph_max_bs =
+      V("disable-cuda-graph") == true ? 0 : V("cuda-graph-max-bs").get<int64_t>();
   if (in.device_memory <= 0)
     return InvalidArgument("the target's memory is unknown (give --cpu-memory, e.g. 64GiB)");
   MemoryPlan plan = PlanFixedParts(model_, in);
@@ -60,9 +61,9 @@ Status Resolver::ResolveMemory() {
         if (f <= p.max_fraction + 1e-9) {
           SetRule("cuda-graph-max-bs", *RuleById("graph-bs-fits-memory"), *it,
                   ": graphs up to batch " + std::to_string(in.cuda_graph_max_bs) + " need " +
-                      B(full.graph_reserve) + ", but " + Cite("mem-fraction-static") +
-                      " leaves " + B(full.device_memory - static_cast<uint64_t>(f * full.device_memory)) +
-                      " " + where);
+                      B(full.graph_reserve) + ", but " + Cite("mem-fraction-static") + " leaves " +
+                      B(full.device_memory - static_cast<uint64_t>(f * full.device_memory)) + " " +
+                      where);
           in = smaller;
           plan = p;
           break;
@@ -115,21 +116,20 @@ Status Resolver::ResolveMemory() {
         }
       }
     }
-    return InvalidArgument("weights need " + B(plan.weights) + " " + where + " (tp-size " +
-                           std::to_string(in.tp) + "), more than the static budget " +
-                           B(plan.static_budget) + " of " + Cite("mem-fraction-static") +
-                           " leaves for weights and KV cache; " +
-                           (would.empty() ? "the model does not fit this target"
-                                          : "would work: " + would.substr(3)));
+    return InvalidArgument(
+        "weights need " + B(plan.weights) + " " + where + " (tp-size " + std::to_string(in.tp) +
+        "), more than the static budget " + B(plan.static_budget) + " of " +
+        Cite("mem-fraction-static") + " leaves for weights and KV cache; " +
+        (would.empty() ? "the model does not fit this target" : "would work: " + would.substr(3)));
   }
   if (mtt != nullptr) {
     if (mtt->value.get<int64_t>() > plan.kv_capacity_tokens)
-      return InvalidArgument(Cite("max-total-tokens") + " needs " +
-                             B(static_cast<double>(mtt->value.get<int64_t>()) * plan.kv_bytes_per_token) +
-                             " of KV cache " + where + ", but the plan has room for " +
-                             std::to_string(plan.kv_capacity_tokens) +
-                             " tokens; would work: --max-total-tokens <= " +
-                             std::to_string(plan.kv_capacity_tokens));
+      return InvalidArgument(
+          Cite("max-total-tokens") + " needs " +
+          B(static_cast<double>(mtt->value.get<int64_t>()) * plan.kv_bytes_per_token) +
+          " of KV cache " + where + ", but the plan has room for " +
+          std::to_string(plan.kv_capacity_tokens) +
+          " tokens; would work: --max-total-tokens <= " + std::to_string(plan.kv_capacity_tokens));
     SetUser("max-total-tokens");
   } else {
     SetRule("max-total-tokens", *RuleById("kv-capacity-from-plan"), plan.kv_capacity_tokens,

@@ -24,13 +24,16 @@ std::string Fixture(const std::string& name) {
 json Quantized(json c, const std::string& q) {
   c.erase("quantization_config");
   if (q == "fp8")
-    c["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}},
-                                {"activation_scheme", "dynamic"}, {"fmt", "e4m3"}};
+    c["quantization_config"] = {{"quant_method", "fp8"},
+                                {"weight_block_size", {128, 128}},
+                                {"activation_scheme", "dynamic"},
+                                {"fmt", "e4m3"}};
   if (q == "fp8-ue8m0")
-    c["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}},
-                                {"scale_fmt", "ue8m0"}};
+    c["quantization_config"] = {
+        {"quant_method", "fp8"}, {"weight_block_size", {128, 128}}, {"scale_fmt", "ue8m0"}};
   if (q == "nvfp4")
-    c["quantization_config"] = {{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"},
+    c["quantization_config"] = {{"quant_method", "modelopt"},
+                                {"quant_algo", "NVFP4"},
                                 {"ignore", {"lm_head", "model.layers.*.self_attn*"}}};
   return c;
 }
@@ -58,9 +61,9 @@ TEST(ResolverPropertyTest, EveryCombinationResolvesHonestlyOrFails) {
   };
   // Each backend flag unset (the first entry) or set to each of its values, one at a time.
   std::vector<std::pair<std::string, std::string>> backend_choices = {{"", ""}};
-  for (const char* b : {"attention-backend", "nsa-prefill-backend", "nsa-decode-backend",
-                        "moe-runner-backend", "fp8-gemm-backend", "fp4-gemm-backend",
-                        "sampling-backend"})
+  for (const char* b :
+       {"attention-backend", "nsa-prefill-backend", "nsa-decode-backend", "moe-runner-backend",
+        "fp8-gemm-backend", "fp4-gemm-backend", "sampling-backend"})
     for (const std::string& v : FindOption(b)->allowed) backend_choices.push_back({b, v});
 
   int resolved = 0, refused = 0;
@@ -78,8 +81,8 @@ TEST(ResolverPropertyTest, EveryCombinationResolvesHonestlyOrFails) {
           if (!bflag.empty()) {
             ASSERT_TRUE(s.Set(bflag, bvalue, Source::kEnv, bflag).ok());
           }
-          const std::string where = model.dir + " " + target.flags[0].second + " kv=" + kv +
-                                    " " + bflag + "=" + bvalue;
+          const std::string where =
+              model.dir + " " + target.flags[0].second + " kv=" + kv + " " + bflag + "=" + bvalue;
           ResolveOptions o;
           o.model = &model;
           StatusOr<ResolvedConfig> r = Resolve(s, o);
@@ -106,7 +109,8 @@ TEST(ResolverPropertyTest, EveryCombinationResolvesHonestlyOrFails) {
           const std::string device = r->Value("device").get<std::string>();
           for (const KernelChoice& k : r->kernels()) {
             ASSERT_FALSE(k.situations.empty());
-            EXPECT_FALSE(RefusalByName(k.kernel, k.situations).has_value()) << where << " " << k.kernel;
+            EXPECT_FALSE(RefusalByName(k.kernel, k.situations).has_value())
+                << where << " " << k.kernel;
             for (const Situation& sit : k.situations) {
               EXPECT_EQ(DeviceName(sit.device), device) << where;
               EXPECT_EQ(KvDtypeName(sit.kv_dtype), r->Value("kv-cache-dtype")) << where;
@@ -116,7 +120,8 @@ TEST(ResolverPropertyTest, EveryCombinationResolvesHonestlyOrFails) {
                                            : dt == "float16" ? DType::kF16
                                                              : DType::kBF16)
                   << where;
-              EXPECT_EQ(sit.graph_capture, device == "cuda" && r->Value("disable-cuda-graph") == false);
+              EXPECT_EQ(sit.graph_capture,
+                        device == "cuda" && r->Value("disable-cuda-graph") == false);
             }
             if (!k.flag.empty() && s.Get(k.flag) != nullptr) {
               EXPECT_EQ(k.kernel, s.Get(k.flag)->value) << where;

@@ -28,8 +28,8 @@ StatusOr<ResolvedConfig> ResolveFixture(const std::string& model, Flags flags) {
   return Resolve(s);
 }
 
-const Flags kRtxPro8 = {{"target", "cuda:sm_120"}, {"gpu-memory", "96GiB"}, {"gpu-count", "8"},
-                        {"tp-size", "8"}};
+const Flags kRtxPro8 = {
+    {"target", "cuda:sm_120"}, {"gpu-memory", "96GiB"}, {"gpu-count", "8"}, {"tp-size", "8"}};
 
 Flags With(Flags base, const Flags& more) {
   base.insert(base.end(), more.begin(), more.end());
@@ -38,7 +38,7 @@ Flags With(Flags base, const Flags& more) {
 
 TEST(ScenarioTest, Glm5Sm120ExplicitFp8KvWithSparseBackendThatCannotNamesBoth) {
   auto r = ResolveFixture("GLM-5-NVFP4", With(kRtxPro8, {{"kv-cache-dtype", "fp8_e4m3"},
-                                              {"nsa-decode-backend", "tilelang"}}));
+                                                         {"nsa-decode-backend", "tilelang"}}));
   ASSERT_FALSE(r.ok());
   const std::string m = r.status().message();
   EXPECT_NE(m.find("--nsa-decode-backend tilelang (user:cli)"), std::string::npos) << m;
@@ -50,7 +50,7 @@ TEST(ScenarioTest, Glm5Sm120ExplicitFp8KvWithSparseBackendThatCannotNamesBoth) {
 
 TEST(ScenarioTest, Glm5Sm120AttentionBackendWithoutSparseKernelIsRefused) {
   auto r = ResolveFixture("GLM-5-NVFP4", With(kRtxPro8, {{"kv-cache-dtype", "fp8_e4m3"},
-                                              {"attention-backend", "triton"}}));
+                                                         {"attention-backend", "triton"}}));
   ASSERT_FALSE(r.ok());
   const std::string m = r.status().message();
   EXPECT_NE(m.find("--attention-backend triton (user:cli)"), std::string::npos) << m;
@@ -81,8 +81,9 @@ TEST(ScenarioTest, Glm5Sm120KvLeftUnsetShowsItsRule) {
 }
 
 TEST(ScenarioTest, Glm5Sm100ChoosesFp8KvByRule) {
-  auto r = ResolveFixture("GLM-5-NVFP4", {{"target", "cuda:sm_100"}, {"gpu-memory", "180GiB"},
-                               {"gpu-count", "8"}, {"tp-size", "8"}});
+  auto r = ResolveFixture(
+      "GLM-5-NVFP4",
+      {{"target", "cuda:sm_100"}, {"gpu-memory", "180GiB"}, {"gpu-count", "8"}, {"tp-size", "8"}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->Value("kv-cache-dtype"), "fp8_e4m3");
   EXPECT_EQ(r->Field("kv-cache-dtype")->Provenance(), "rule:kv-fp8-dsa-blackwell");
@@ -98,7 +99,7 @@ TEST(ScenarioTest, Glm5MemFractionHighIsPlannedOrRefusedWithTheValueThatFits) {
   EXPECT_LT(r->Value("cuda-graph-max-bs").get<int64_t>(), 256);
   // Explicit graph size too: refused, naming both, with the largest fraction that fits.
   auto bad = ResolveFixture("GLM-5-NVFP4", With(kRtxPro8, {{"mem-fraction-static", "0.95"},
-                                                {"cuda-graph-max-bs", "256"}}));
+                                                           {"cuda-graph-max-bs", "256"}}));
   ASSERT_FALSE(bad.ok());
   const std::string m = bad.status().message();
   EXPECT_NE(m.find("--mem-fraction-static 0.95 (user:cli)"), std::string::npos) << m;
@@ -109,15 +110,64 @@ TEST(ScenarioTest, Glm5MemFractionHighIsPlannedOrRefusedWithTheValueThatFits) {
 }
 
 TEST(ScenarioTest, NoExplicitValueIsChanged) {
-  auto r = ResolveFixture("DeepSeek-V3.2-FP8", {{"target", "cuda:sm_90"}, {"gpu-memory", "141GB"},
-                                     {"gpu-count", "8"}, {"tp-size", "8"},
-                                     {"kv-cache-dtype", "bf16"}, {"page-size", "64"},
-                                     {"mem-fraction-static", "0.85"}});
+  auto r = ResolveFixture("DeepSeek-V3.2-FP8", {{"target", "cuda:sm_90"},
+                                                {"gpu-memory", "141GB"},
+                                                {"gpu-count", "8"},
+                                                {"tp-size", "8"},
+                                                {"kv-cache-dtype", "bf16"},
+                                                {"page-size", "64"},
+                                                {"mem-fraction-static", "0.85"}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->Value("kv-cache-dtype"), "bf16");
   EXPECT_EQ(r->Field("kv-cache-dtype")->Provenance(), "user:cli");
   EXPECT_EQ(r->Value("mem-fraction-static"), 0.85);
   EXPECT_EQ(r->Value("tp-size"), 8);
+}
+
+// KV capacity of DeepSeek-V3.2-FP8 on 8 x H200 (sm_90, 141 GB), tp 8, fp8 KV, fraction 0.85,
+// pinned with the arithmetic.
+TEST(ScenarioTest, DeepSeekV32KvCapacityPinned) {
+  auto r = ResolveFixture("DeepSeek-V3.2-FP8", {{"target", "cuda:sm_90"},
+                                                {"gpu-memory", "141GB"},
+                                                {"gpu-count", "8"},
+                                                {"tp-size", "8"},
+                                                {"kv-cache-dtype", "fp8_e4m3"},
+                                                {"mem-fraction-static", "0.85"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  // fp8 block weight [o, i]: o*i bytes + ceil(o/128)*ceil(i/128) f32 scales.
+  auto fp8 = [](uint64_t o, uint64_t i) {
+    return o * i + ((o + 127) / 128) * ((i + 127) / 128) * 4;
+  };
+  const uint64_t D = 7168, V = 129280, tp = 8;
+  // Replicated on every GPU, per layer: q_a, kv_a_proj_with_mqa, indexer wq_b and wk (fp8),
+  // indexer weights_proj (bf16), norms (input, post, q_a, kv_a: bf16; indexer k_norm w+b).
+  const uint64_t rep_layer = fp8(1536, D) + fp8(576, D) + fp8(64 * 128, 1536) + fp8(128, D) +
+                             64 * D * 2 + (D + D + 1536 + 512 + 2 * 128) * 2;
+  // Split by 8, per layer: q_b [128*192, 1536], kv_b [128*256, 512], o [D, 128*128].
+  const uint64_t attn_split =
+      fp8(128 * 192, 1536) / tp + fp8(128 * 256, 512) / tp + fp8(D, 128 * 128) / tp;
+  // Dense MLP (layers 0-2): gate, up [18432, D] and down [D, 18432] (same size); split.
+  const uint64_t dense = 3 * 3 * (fp8(18432, D) / tp);
+  // MoE layer (58 of them): router [256, D] bf16 + bias [256] f32 (replicated); 256 routed + 1
+  // shared expert, each gate, up [2048, D] and down [D, 2048] (same size); split.
+  const uint64_t moe_layer = 256 * D * 2 + 256 * 4 + 257 * 3 * (fp8(2048, D) / tp);
+  // Embedding and lm_head [V, D] bf16 (split by vocabulary), final norm [D] bf16.
+  const uint64_t expected_weights =
+      2 * (V * D * 2 / tp) + D * 2 + 61 * (rep_layer + attn_split) + dense + 58 * moe_layer;
+  EXPECT_EQ(r->memory().weights, expected_weights);
+  EXPECT_EQ(r->memory().weights, 86'019'856'256ull);
+  // KV per token: 61 layers x (656 B FlashMLA fp8 MLA row + 128 B fp8 indexer key + 4 B scale).
+  EXPECT_EQ(r->memory().kv_bytes_per_token, 61 * 788);
+  // Static budget = floor(0.85 x 141e9) = 119,850,000,000 B; pool = budget - weights;
+  // capacity = floor(pool / (48,068 B x 64 tokens)) x 64 tokens
+  //          = floor(33,830,143,744 / 3,076,352) x 64 = 10,996 x 64 = 703,744 tokens.
+  const uint64_t pool = 119'850'000'000ull - expected_weights;
+  const int64_t capacity = static_cast<int64_t>(pool / (48'068ull * 64)) * 64;
+  EXPECT_EQ(r->memory().kv_capacity_tokens, capacity);
+  EXPECT_EQ(capacity, 703'744);
+  EXPECT_EQ(r->Value("max-total-tokens"), capacity);
+  EXPECT_EQ(r->Value("nsa-decode-backend"), "flashmla_kv");
+  EXPECT_EQ(r->Value("fp8-gemm-backend"), "deep_gemm");
 }
 
 }  // namespace

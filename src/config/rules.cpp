@@ -25,38 +25,46 @@ std::vector<Rule> BuildRules() {
   };
   auto always = [](const Ctx&) { return true; };
 
-  add("gpu-count-none", "gpu-count", "the target has no GPU",
+  add(
+      "gpu-count-none", "gpu-count", "the target has no GPU",
       [](const Ctx& c) { return !c.target.has_gpu; }, [](const Ctx&) { return json(0); },
       [](const Ctx&) { return "the target has no GPU"; });
-  add("gpu-count-one", "gpu-count", "the target has GPUs", always,
+  add(
+      "gpu-count-one", "gpu-count", "the target has GPUs", always,
       [](const Ctx&) { return json(1); },
       [](const Ctx&) { return "one GPU unless --gpu-count says otherwise"; });
-  add("gpu-memory-none", "gpu-memory", "the target has no GPU",
+  add(
+      "gpu-memory-none", "gpu-memory", "the target has no GPU",
       [](const Ctx& c) { return !c.target.has_gpu; }, [](const Ctx&) { return json(0); },
       [](const Ctx&) { return "the target has no GPU"; });
-  add("cpu-memory-meminfo", "cpu-memory", "always (when not described)", always,
+  add(
+      "cpu-memory-meminfo", "cpu-memory", "always (when not described)", always,
       [](const Ctx&) { return json(LocalSystemMemory()); },
       [](const Ctx& c) {
         return std::string("this machine's MemTotal") +
                (c.target.local ? "" : " (the described target gave no --cpu-memory)");
       });
-  add("device-from-target", "device", "always", always,
+  add(
+      "device-from-target", "device", "always", always,
       [](const Ctx& c) { return json(c.target.has_gpu ? "cuda" : "cpu"); },
       [](const Ctx& c) {
         return c.target.has_gpu ? "the target has GPUs (" + SmName(c.target.sm) + ")"
                                 : std::string("the target has no GPU");
       });
-  add("served-name-from-dir", "served-model-name", "always", always,
+  add(
+      "served-name-from-dir", "served-model-name", "always", always,
       [](const Ctx& c) {
         std::filesystem::path p(c.model.dir);
         if (!p.has_filename()) p = p.parent_path();
         return json(p.filename().string());
       },
       [](const Ctx&) { return "the model directory's name"; });
-  add("dtype-cpu-f32", "dtype", "device is cpu", [](const Ctx& c) { return !c.cuda(); },
+  add(
+      "dtype-cpu-f32", "dtype", "device is cpu", [](const Ctx& c) { return !c.cuda(); },
       [](const Ctx&) { return json("float32"); },
       [](const Ctx&) { return "the CPU reference kernels compute in float32 only"; });
-  add("dtype-from-checkpoint", "dtype", "device is cuda", [](const Ctx& c) { return c.cuda(); },
+  add(
+      "dtype-from-checkpoint", "dtype", "device is cuda", [](const Ctx& c) { return c.cuda(); },
       [](const Ctx& c) {
         return json(c.model.config.torch_dtype == "float16" ? "float16" : "bfloat16");
       },
@@ -66,93 +74,129 @@ std::vector<Rule> BuildRules() {
                                                    : c.model.config.torch_dtype) +
                "; CUDA kernels compute in bf16/fp16";
       });
-  add("context-from-model", "context-length", "always", always,
+  add(
+      "context-from-model", "context-length", "always", always,
       [](const Ctx& c) { return json(c.model.config.max_position_embeddings); },
       [](const Ctx& c) {
         return "the model's max_position_embeddings (" +
                Str(c.model.config.max_position_embeddings) + ")";
       });
-  add("graphs-off-cpu", "disable-cuda-graph", "device is cpu",
+  add(
+      "graphs-off-cpu", "disable-cuda-graph", "device is cpu",
       [](const Ctx& c) { return !c.cuda(); }, [](const Ctx&) { return json(true); },
       [](const Ctx&) { return "CUDA graphs exist only on cuda"; });
-  add("graphs-on-cuda", "disable-cuda-graph", "device is cuda",
+  add(
+      "graphs-on-cuda", "disable-cuda-graph", "device is cuda",
       [](const Ctx& c) { return c.cuda(); }, [](const Ctx&) { return json(false); },
       [](const Ctx&) { return "decode steps are captured in CUDA graphs on cuda"; });
-  add("kv-cpu-f32", "kv-cache-dtype", "device is cpu", [](const Ctx& c) { return !c.cuda(); },
+  add(
+      "kv-cpu-f32", "kv-cache-dtype", "device is cpu", [](const Ctx& c) { return !c.cuda(); },
       [](const Ctx&) { return json::array({"f32"}); },
       [](const Ctx&) {
         return "the CPU kernels store the KV cache in f32 only (bf16/fp8 storage not "
                "implemented yet)";
       });
-  add("kv-fp8-from-checkpoint", "kv-cache-dtype", "cuda and the checkpoint's kv_cache_quant_algo is FP8",
+  add(
+      "kv-fp8-from-checkpoint", "kv-cache-dtype",
+      "cuda and the checkpoint's kv_cache_quant_algo is FP8",
       [](const Ctx& c) { return c.cuda() && c.model.kv_cache_quant_algo == "FP8"; },
-      [](const Ctx&) { return json::array({"fp8_e4m3", "bf16"}); },
+      [](const Ctx&) {
+        return json::array({"fp8_e4m3", "bf16"});
+      },
       [](const Ctx&) { return "the checkpoint's kv_cache_quant_algo is FP8"; });
-  add("kv-fp8-dsa-blackwell", "kv-cache-dtype", "cuda, DSA model, compute capability >= 10.0",
+  add(
+      "kv-fp8-dsa-blackwell", "kv-cache-dtype", "cuda, DSA model, compute capability >= 10.0",
       [](const Ctx& c) { return c.cuda() && c.model.sparse_attention && c.target.sm >= 100; },
-      [](const Ctx&) { return json::array({"fp8_e4m3", "bf16"}); },
+      [](const Ctx&) {
+        return json::array({"fp8_e4m3", "bf16"});
+      },
       [](const Ctx&) {
         return "DSA model on Blackwell: prefer the FP8 KV cache (FlashMLA layout, about half "
                "the bytes), as SGLang does";
       });
-  add("kv-bf16", "kv-cache-dtype", "device is cuda", [](const Ctx& c) { return c.cuda(); },
-      [](const Ctx&) { return json::array({"bf16", "fp8_e4m3"}); },
+  add(
+      "kv-bf16", "kv-cache-dtype", "device is cuda", [](const Ctx& c) { return c.cuda(); },
+      [](const Ctx&) {
+        return json::array({"bf16", "fp8_e4m3"});
+      },
       [](const Ctx&) { return "bf16 KV matches the compute dtype"; });
-  add("page-cpu", "page-size", "device is cpu", [](const Ctx& c) { return !c.cuda(); },
+  add(
+      "page-cpu", "page-size", "device is cpu", [](const Ctx& c) { return !c.cuda(); },
       [](const Ctx&) { return json::array({16}); },
-      [](const Ctx&) { return "the CPU kernels take any page size; 16 keeps the last page's waste small"; });
-  add("page-kernels", "page-size", "device is cuda", [](const Ctx& c) { return c.cuda(); },
-      [](const Ctx&) { return json::array({64, 128, 32, 16, 1}); },
+      [](const Ctx&) {
+        return "the CPU kernels take any page size; 16 keeps the last page's waste small";
+      });
+  add(
+      "page-kernels", "page-size", "device is cuda", [](const Ctx& c) { return c.cuda(); },
+      [](const Ctx&) {
+        return json::array({64, 128, 32, 16, 1});
+      },
       [](const Ctx&) {
         return "the first of 64, 128, 32, 16, 1 that every chosen kernel supports";
       });
-  add("chunk-cpu", "chunked-prefill-size", "device is cpu",
-      [](const Ctx& c) { return !c.cuda(); },
-      [](const Ctx& c) { return json(std::min<int64_t>(512, c.v("context-length").get<int64_t>())); },
+  add(
+      "chunk-cpu", "chunked-prefill-size", "device is cpu", [](const Ctx& c) { return !c.cuda(); },
+      [](const Ctx& c) {
+        return json(std::min<int64_t>(512, c.v("context-length").get<int64_t>()));
+      },
       [](const Ctx&) { return "512 tokens per prefill step on cpu (at most the context length)"; });
-  add("chunk-cuda", "chunked-prefill-size", "device is cuda", [](const Ctx& c) { return c.cuda(); },
+  add(
+      "chunk-cuda", "chunked-prefill-size", "device is cuda", [](const Ctx& c) { return c.cuda(); },
       [](const Ctx& c) {
         const int64_t v = c.target.gpu_memory >= (int64_t{64} << 30) ? 8192 : 4096;
         return json(std::min<int64_t>(v, c.v("context-length").get<int64_t>()));
       },
       [](const Ctx&) { return "8192 tokens on GPUs with >= 64 GiB, else 4096 (as SGLang)"; });
-  add("running-cpu", "max-running-requests", "device is cpu",
+  add(
+      "running-cpu", "max-running-requests", "device is cpu",
       [](const Ctx& c) { return !c.cuda(); }, [](const Ctx&) { return json(8); },
       [](const Ctx&) { return "8 concurrent requests on cpu"; });
-  add("running-cuda", "max-running-requests", "device is cuda",
+  add(
+      "running-cuda", "max-running-requests", "device is cuda",
       [](const Ctx& c) { return c.cuda(); }, [](const Ctx&) { return json(256); },
       [](const Ctx&) { return "256 concurrent requests on cuda"; });
-  add("graph-bs-unused", "cuda-graph-max-bs", "CUDA graphs are off",
+  add(
+      "graph-bs-unused", "cuda-graph-max-bs", "CUDA graphs are off",
       [](const Ctx& c) { return c.v("disable-cuda-graph").get<bool>(); },
       [](const Ctx&) { return json(0); },
       [](const Ctx&) { return "no graphs are captured (disable-cuda-graph)"; });
-  add("graph-bs-from-running", "cuda-graph-max-bs", "CUDA graphs are on",
+  add(
+      "graph-bs-from-running", "cuda-graph-max-bs", "CUDA graphs are on",
       [](const Ctx& c) { return !c.v("disable-cuda-graph").get<bool>(); },
       [](const Ctx& c) {
         return json(std::min<int64_t>(256, c.v("max-running-requests").get<int64_t>()));
       },
       [](const Ctx&) { return "max-running-requests, at most 256"; });
   // Computed by the memory planner (value null here; the reason is completed there).
-  add("graph-bs-fits-memory", "cuda-graph-max-bs", "computed: graphs at the rule's size do not fit",
+  add(
+      "graph-bs-fits-memory", "cuda-graph-max-bs", "computed: graphs at the rule's size do not fit",
       [](const Ctx&) { return false; }, [](const Ctx&) { return json(); },
       [](const Ctx&) { return "the largest captured batch whose graph reserve fits"; });
-  add("mem-fraction-from-plan", "mem-fraction-static", "always (computed by the planner)", always,
+  add(
+      "mem-fraction-from-plan", "mem-fraction-static", "always (computed by the planner)", always,
       [](const Ctx&) { return json(); },
       [](const Ctx&) {
         return "the largest fraction that leaves room for activations, graphs and runtime";
       });
-  add("kv-capacity-from-plan", "max-total-tokens", "always (computed by the planner)", always,
+  add(
+      "kv-capacity-from-plan", "max-total-tokens", "always (computed by the planner)", always,
       [](const Ctx&) { return json(); },
       [](const Ctx&) { return "every token the static budget holds after the weights"; });
   // Kernel backends left on auto (computed by kernel selection, config/kernel_selection.h).
-  add("kernel-priority", "", "a backend option left on auto whose kernel family the model uses",
+  add(
+      "kernel-priority", "", "a backend option left on auto whose kernel family the model uses",
       [](const Ctx&) { return false; }, [](const Ctx&) { return json(); },
-      [](const Ctx&) { return "the first of the device's priority list that supports the situation"; });
-  add("nsa-follows-attention-backend", "",
+      [](const Ctx&) {
+        return "the first of the device's priority list that supports the situation";
+      });
+  add(
+      "nsa-follows-attention-backend", "",
       "DSA model, nsa-*-backend left on auto, --attention-backend given",
       [](const Ctx&) { return false; }, [](const Ctx&) { return json(); },
       [](const Ctx&) { return "the sparse phase uses the kernel named by --attention-backend"; });
-  add("backend-unused", "", "a backend option left on auto whose kernel family the model does not use",
+  add(
+      "backend-unused", "",
+      "a backend option left on auto whose kernel family the model does not use",
       [](const Ctx&) { return false; }, [](const Ctx&) { return json(); },
       [](const Ctx&) { return "not used by this model"; });
   return r;

@@ -11,10 +11,9 @@
 
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "config/model_facts.h"
 #include "config/target.h"
@@ -25,7 +24,7 @@ struct RuleContext {
   const ModelFacts& model;
   const Target& target;
   const std::map<std::string, nlohmann::json>& values;  // settings resolved so far
-  bool cuda() const;  // the resolved device is cuda
+  bool cuda() const;                                    // the resolved device is cuda
   const nlohmann::json& v(const std::string& name) const;
 };
 

@@ -57,11 +57,16 @@ Status LoadYaml(const std::string& path, const std::string& text, ExplicitSettin
 
 const char* SourceName(Source s) {
   switch (s) {
-    case Source::kCli: return "user:cli";
-    case Source::kFile: return "user:file";
-    case Source::kEnv: return "user:env";
-    case Source::kDefault: return "default";
-    case Source::kRule: return "rule";
+    case Source::kCli:
+      return "user:cli";
+    case Source::kFile:
+      return "user:file";
+    case Source::kEnv:
+      return "user:env";
+    case Source::kDefault:
+      return "default";
+    case Source::kRule:
+      return "rule";
   }
   return "?";
 }
@@ -106,7 +111,8 @@ Status LoadConfigFile(const std::string& path, ExplicitSettings* s) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (it->is_object() || it->is_array())
       return InvalidArgument(path + ": key \"" + it.key() + "\" must be a scalar");
-    LUCID_RETURN_IF_ERROR(s->Set(it.key(), JsonScalarText(*it), Source::kFile, path + ": " + it.key()));
+    LUCID_RETURN_IF_ERROR(
+        s->Set(it.key(), JsonScalarText(*it), Source::kFile, path + ": " + it.key()));
   }
   return OkStatus();
 }

@@ -11,9 +11,8 @@
 
 #include <functional>
 #include <map>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/status.h"
 
@@ -22,7 +21,9 @@ namespace lucid::config {
 enum class Source { kCli, kFile, kEnv, kDefault, kRule };
 // "user:cli", "user:file", "user:env", "default", "rule".
 const char* SourceName(Source s);
-inline bool IsUser(Source s) { return s == Source::kCli || s == Source::kFile || s == Source::kEnv; }
+inline bool IsUser(Source s) {
+  return s == Source::kCli || s == Source::kFile || s == Source::kEnv;
+}
 
 struct ExplicitValue {
   nlohmann::json value;  // parsed by the option table (null = the user said "auto")

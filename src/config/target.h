@@ -14,13 +14,13 @@
 namespace lucid::config {
 
 struct Target {
-  std::string spec;         // "local", "cpu", "cuda:sm_120"
-  bool local = false;       // this machine
+  std::string spec;    // "local", "cpu", "cuda:sm_120"
+  bool local = false;  // this machine
   bool has_gpu = false;
-  int sm = 0;               // compute capability x10 when has_gpu
-  int64_t gpu_memory = 0;   // bytes per GPU
+  int sm = 0;              // compute capability x10 when has_gpu
+  int64_t gpu_memory = 0;  // bytes per GPU
   int64_t gpu_count = 0;
-  int64_t cpu_memory = 0;   // bytes of system memory
+  int64_t cpu_memory = 0;        // bytes of system memory
   std::string Describe() const;  // "8 x cuda:sm_120 (96.00 GiB each), 125.00 GiB system memory"
 };
 
