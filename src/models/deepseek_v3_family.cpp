@@ -66,6 +66,12 @@ class DeepseekV3Model final : public Model {
   uint64_t weight_bytes() const override { return w_.bytes; }
 
   Status Forward(std::span<const SequenceChunk> batch, KvPool& pool, Tensor* logits) override;
+  bool SetNumericsCheck(bool on) override {
+    check_ = on;
+    sites_.clear();
+    return true;
+  }
+  std::vector<std::optional<NonFiniteSite>> LastNonFiniteSites() const override { return sites_; }
 
  private:
   StatusOr<StepLayout> Layout(std::span<const SequenceChunk> batch, const KvPool& pool) const;
@@ -76,6 +82,9 @@ class DeepseekV3Model final : public Model {
                     int64_t* sel_stride);
   Tensor Mlp(const MlpWeights& m, const Tensor& x);
   Tensor Moe(const MoeWeights& m, const Tensor& x);
+  // Numerics checking: records `op` of `layer` for each span whose rows of t ([N, ...]) are not
+  // all finite and that has no earlier site. No-op unless SetNumericsCheck(true).
+  void Check(const Tensor& t, int64_t layer, const char* op, const StepLayout& s);
 
   ModelConfig c_;
   DeepseekV3Weights w_;
@@ -85,7 +94,23 @@ class DeepseekV3Model final : public Model {
   KvCacheSpec spec_;
   RopeTable rope_;
   float scale_;
+  bool check_ = false;
+  std::vector<std::optional<NonFiniteSite>> sites_;  // per span of the last Forward
 };
+
+void DeepseekV3Model::Check(const Tensor& t, int64_t layer, const char* op, const StepLayout& s) {
+  if (!check_) return;
+  const int64_t row = t.numel() / std::max<int64_t>(1, t.size(0));
+  for (size_t i = 0; i < s.spans.size(); ++i) {
+    if (sites_[i]) continue;
+    const float* p = t.data<const float>() + s.spans[i].begin * row;
+    for (int64_t j = 0; j < s.spans[i].count * row; ++j) {
+      if (std::isfinite(p[j])) continue;
+      sites_[i] = NonFiniteSite{layer, layer < 0 ? op : "L" + std::to_string(layer) + "." + op};
+      break;
+    }
+  }
+}
 
 StatusOr<StepLayout> DeepseekV3Model::Layout(std::span<const SequenceChunk> batch,
                                              const KvPool& pool) const {
@@ -115,23 +140,32 @@ StatusOr<StepLayout> DeepseekV3Model::Layout(std::span<const SequenceChunk> batc
 
 Status DeepseekV3Model::Forward(std::span<const SequenceChunk> batch, KvPool& pool,
                                 Tensor* logits) {
+  sites_.clear();
   LUCID_ASSIGN_OR_RETURN(StepLayout s, Layout(batch, pool));
+  if (check_) sites_.assign(s.spans.size(), std::nullopt);
   const int64_t N = static_cast<int64_t>(s.ids.size()), D = c_.hidden_size;
   Tensor x = F32(N, D);
   ops_.Embedding(w_.embed, s.ids, x);
+  Check(x, -1, "embedding", s);
   Tensor h = F32(N, D);
   std::vector<std::vector<int32_t>> selected;  // per span: [count, stride] chosen tokens
   int64_t sel_stride = 0;
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     const LayerWeights& L = w_.layers[l];
     ops_.RmsNorm(x, L.input_norm, static_cast<float>(c_.rms_norm_eps), h);
+    Check(h, l, "attn_norm", s);
     AddInPlace(x, Attention(l, h, s, pool, selected, &sel_stride));
     ops_.RmsNorm(x, L.post_attn_norm, static_cast<float>(c_.rms_norm_eps), h);
-    AddInPlace(x, L.is_moe ? Moe(L.moe, h) : Mlp(L.dense, h));
+    Check(h, l, "mlp_norm", s);
+    Tensor mlp = L.is_moe ? Moe(L.moe, h) : Mlp(L.dense, h);
+    Check(mlp, l, L.is_moe ? "moe" : "mlp", s);
+    AddInPlace(x, mlp);
   }
   ops_.RmsNorm(x, w_.final_norm, static_cast<float>(c_.rms_norm_eps), h);
+  Check(h, -1, "final_norm", s);
   *logits = F32(N, c_.vocab_size);
   ops_.Linear(h, w_.lm_head, *logits);
+  Check(*logits, -1, "lm_head", s);
   for (const auto& sp : s.spans) sp.seq->length = sp.start_pos + sp.count;
   return OkStatus();
 }
@@ -154,9 +188,11 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
     ops_.Linear(h, a.q_proj, q);
   }
   ops_.Rope(q, H, dq, dn, rope_, s.positions, StyleOf(c_.mla_rope_layout));
+  Check(q, l, "q_proj", s);
   // Latent KV for the new tokens, written to the cache.
   Tensor kva = F32(N, R + dr);
   ops_.Linear(h, a.kv_a, kva);
+  Check(kva, l, "kv_a_proj", s);
   Tensor ckv = F32(N, R), kpe = F32(N, dr);
   CopyGroup(kva, R + dr, 0, 0, R, ckv);
   CopyGroup(kva, R + dr, 0, R, dr, kpe);
@@ -197,6 +233,7 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
     args.out_latent = out_lat.data<float>() + sp.begin * H * R;
     ops_.MlaAttention(args);
   }
+  Check(out_lat, l, "mla_attention", s);
   // Up-project the latent output per head with W_uv, then o_proj.
   Tensor o = F32(N, H * dv), oh = F32(N, dv), lh = F32(N, R);
   for (int64_t hd = 0; hd < H; ++hd) {
@@ -207,6 +244,7 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
   }
   Tensor out = F32(N, c_.hidden_size);
   ops_.Linear(o, a.o, out);
+  Check(out, l, "o_proj", s);
   return out;
 }
 
@@ -235,6 +273,8 @@ void DeepseekV3Model::SelectTokens(int64_t l, const Tensor& h, const Tensor& cq,
     ops_.Linear(h, x.wk, ki);
     ops_.LayerNorm(ki, x.k_norm_w, x.k_norm_b, kIndexerNormEps, ki);
     ops_.Rope(ki, 1, dI, 0, rope_, s.positions, StyleOf(c_.indexer_rope_layout));
+    Check(qi, l, "indexer_q", s);
+    Check(ki, l, "indexer_k", s);
     for (const auto& sp : s.spans)
       for (int64_t i = 0; i < sp.count; ++i)
         pool.WriteIndexerKey(l, *sp.seq, sp.start_pos + i, ki.data<float>() + (sp.begin + i) * dI);

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,6 +20,12 @@
 #include "models/kv_cache.h"
 
 namespace lucid {
+
+// Where a non-finite value first appeared in one chunk's rows (numerics checking).
+struct NonFiniteSite {
+  int64_t layer = -1;  // -1: outside the decoder layers (embedding, final norm, lm_head)
+  std::string op;      // debug name of the op's output, e.g. "L3.moe", "embedding", "lm_head"
+};
 
 struct SequenceChunk {
   SequenceKv* seq = nullptr;         // positions [seq->length, seq->length + tokens.size())
@@ -38,6 +45,16 @@ class Model {
   // [sum of chunk sizes, vocab] f32. Errors: InvalidArgument for token ids out of range or a
   // chunk past max context; the KV of a failed step is unspecified for the sequences involved.
   virtual Status Forward(std::span<const SequenceChunk> batch, KvPool& pool, Tensor* logits) = 0;
+
+  // Optional numerics checking (`--nan-check layers`), off by default. While on, Forward scans the
+  // output rows of each op per chunk and records, for each chunk, the first op (in execution
+  // order) whose output had a non-finite value in that chunk's rows. Rows of different sequences
+  // are independent through the model, so one chunk's non-finite values never reach another's.
+  // Returns false (and stays off) if the model does not support it.
+  virtual bool SetNumericsCheck(bool on) { return !on; }
+  // Per chunk of the last Forward, in batch order: the first site, or nullopt if all its checked
+  // outputs were finite. Empty when checking is off.
+  virtual std::vector<std::optional<NonFiniteSite>> LastNonFiniteSites() const { return {}; }
 };
 
 // Options for loading that are not part of the checkpoint.

@@ -68,20 +68,30 @@ struct RequestOutput {
 
 struct EngineOptions {
   int64_t page_size = 64;
-  int64_t num_pages = 0;  // KV pool size (from the memory planner)
+  // KV pool size (from the memory planner). 0 = a fallback for tools and tests: enough pages for
+  // min(max_running_requests, 4) sequences of the full context.
+  int64_t num_pages = 0;
   int64_t max_running_requests = 64;
   int64_t chunked_prefill_size = 2048;  // max tokens computed per step
   int64_t context_length = 0;           // 0 = the model's max_position_embeddings
+  // kOff: only the rows about to be sampled are checked (a non-finite value is never sampled);
+  // kLogits: every computed logits row; kLayers: also the model's per-op check, which names the
+  // first layer and op that produced a non-finite value (slower).
   enum class NanCheck { kOff, kLogits, kLayers } nan_check = NanCheck::kLogits;
   bool enable_prefix_cache = true;
+  // Added by the runtime (issue 6): the KV pool's storage dtype (--kv-cache-dtype).
+  KvDtype kv_dtype = KvDtype::kF32;
 };
 
 struct EngineStats {
   int64_t running = 0, queued = 0;
   int64_t pages_total = 0, pages_used = 0, pages_cached = 0;
-  int64_t prefix_hit_tokens = 0;  // cumulative
-  int64_t prompt_tokens = 0, generated_tokens = 0;  // cumulative
+  int64_t prefix_hit_tokens = 0;                                      // cumulative
+  int64_t prompt_tokens = 0, generated_tokens = 0;                    // cumulative
   int64_t requests_ok = 0, requests_error = 0, requests_aborted = 0;  // cumulative
+  // Added by the runtime (issue 6), cumulative: requests preempted for lack of pages (each is
+  // recomputed later), and cached prefix pages evicted to make room.
+  int64_t preemptions = 0, prefix_cache_evictions = 0;
 };
 
 class Engine {
@@ -89,8 +99,15 @@ class Engine {
   using Sink = std::function<void(const RequestOutput&)>;
   virtual ~Engine() = default;
 
-  // Validates (prompt non-empty, ids in range, prompt + max_tokens within the context, sampling
-  // values in range) and enqueues. Errors are returned here, synchronously, and no event follows.
+  // Validates (prompt non-empty, ids in range, prompt + max_tokens within the context and the KV
+  // pool, sampling values in range: temperature >= 0, top_p in (0, 1], top_k >= -1 (-1 and 0 are
+  // off), min_p in [0, 1], repetition_penalty > 0, frequency/presence in [-2, 2], max_tokens >= 1,
+  // logprobs in [-1, 20], stop strings non-empty and only with a tokenizer) and enqueues. Errors
+  // (InvalidArgument; Unavailable after Stop) are returned here, synchronously, and no event
+  // follows. Semantics of each sampling field: runtime/sampler.h. Token events: new_tokens
+  // includes a stop token id (EOS or stop_token_ids) but text never includes its text, nor a stop
+  // string or anything after it. logprobs are of the raw model distribution (before penalties and
+  // temperature), as vLLM's default.
   virtual StatusOr<uint64_t> Submit(GenerationRequest request, Sink sink) = 0;
   // Frees the request's pages; its sink gets a final event with finish_reason "abort".
   virtual void Abort(uint64_t id) = 0;
@@ -100,6 +117,12 @@ class Engine {
 };
 
 // The engine over a loaded model; `tokenizer` (may be null) is used for stop strings and text.
+// Starts the engine thread. Errors: InvalidArgument for options that cannot work (see
+// EngineCore::Create), Unimplemented for kLayers on a model without the per-op check.
+// (Added by the runtime, issue 6; MakeEngine aborts on those errors instead.)
+StatusOr<std::unique_ptr<Engine>> CreateEngine(std::unique_ptr<Model> model,
+                                               std::shared_ptr<const tok::Tokenizer> tokenizer,
+                                               const EngineOptions& options);
 std::unique_ptr<Engine> MakeEngine(std::unique_ptr<Model> model,
                                    std::shared_ptr<const tok::Tokenizer> tokenizer,
                                    const EngineOptions& options);

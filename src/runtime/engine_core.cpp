@@ -1,0 +1,316 @@
+#include "runtime/engine_core.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tokenizer/incremental_detokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace lucid {
+
+struct EngineCore::Request {
+  uint64_t id = 0;
+  SamplingParams params;
+  Engine::Sink sink;
+  RequestSampler sampler;
+  std::unique_ptr<tok::IncrementalDetokenizer> detok;  // null without a tokenizer
+  StopStringFilter stops;
+  int64_t prompt_tokens = 0;
+  int64_t generated = 0;
+};
+
+namespace {
+
+// Context tokens given to the detokenizer: enough for leading-space handling.
+constexpr size_t kDetokContext = 8;
+
+Status Range(bool ok, const std::string& what) { return ok ? OkStatus() : InvalidArgument(what); }
+
+std::string Positions(int64_t begin, int64_t end) {
+  return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(
+    std::unique_ptr<Model> model, std::shared_ptr<const tok::Tokenizer> tokenizer,
+    const EngineOptions& options) {
+  if (model == nullptr) return InvalidArgument("engine: no model");
+  EngineOptions o = options;
+  const int64_t max_pos = model->config().max_position_embeddings;
+  if (o.context_length == 0) o.context_length = max_pos;
+  if (o.page_size <= 0 || o.max_running_requests <= 0 || o.chunked_prefill_size <= 0 ||
+      o.num_pages < 0 || o.context_length < 0)
+    return InvalidArgument(
+        "engine: page_size, max_running_requests and chunked_prefill_size must be positive, "
+        "num_pages and context_length non-negative");
+  if (o.context_length > max_pos)
+    return InvalidArgument("engine: context_length " + std::to_string(o.context_length) +
+                           " exceeds the model's max_position_embeddings " +
+                           std::to_string(max_pos));
+  if (o.num_pages == 0)
+    o.num_pages = std::min<int64_t>(o.max_running_requests, 4) *
+                  ((o.context_length + o.page_size - 1) / o.page_size);
+  if (o.nan_check == EngineOptions::NanCheck::kLayers && !model->SetNumericsCheck(true))
+    return Unimplemented("engine: --nan-check layers: this model has no per-op numerics check");
+  return std::unique_ptr<EngineCore>(new EngineCore(std::move(model), std::move(tokenizer), o));
+}
+
+EngineCore::EngineCore(std::unique_ptr<Model> model,
+                       std::shared_ptr<const tok::Tokenizer> tokenizer,
+                       const EngineOptions& options)
+    : model_(std::move(model)),
+      tokenizer_(std::move(tokenizer)),
+      options_(options),
+      pool_(model_->kv_spec(), options.num_pages, options.page_size, options.kv_dtype),
+      blocks_(options.num_pages, options.page_size, options.enable_prefix_cache),
+      scheduler_({options.max_running_requests, options.chunked_prefill_size}, blocks_),
+      seed_source_(std::random_device{}()) {
+  for (int64_t e : model_->config().eos_token_ids) eos_ids_.push_back(static_cast<int32_t>(e));
+  stats_.pages_total = options.num_pages;
+}
+
+EngineCore::~EngineCore() = default;
+
+Status EngineCore::Validate(const GenerationRequest& request) const {
+  const SamplingParams& p = request.sampling;
+  const int64_t vocab = model_->config().vocab_size;
+  const int64_t prompt = static_cast<int64_t>(request.prompt.size());
+  LUCID_RETURN_IF_ERROR(Range(prompt > 0, "prompt is empty"));
+  for (int32_t id : request.prompt)
+    LUCID_RETURN_IF_ERROR(Range(
+        id >= 0 && id < vocab,
+        "prompt token id " + std::to_string(id) + " outside [0, " + std::to_string(vocab) + ")"));
+  for (int32_t id : p.stop_token_ids)
+    LUCID_RETURN_IF_ERROR(Range(id >= 0 && id < vocab, "stop_token_ids: id " + std::to_string(id) +
+                                                           " outside [0, " + std::to_string(vocab) +
+                                                           ")"));
+  LUCID_RETURN_IF_ERROR(Range(p.max_tokens >= 1, "max_tokens must be at least 1"));
+  const int64_t total = prompt + p.max_tokens;
+  LUCID_RETURN_IF_ERROR(Range(total <= options_.context_length,
+                              "prompt (" + std::to_string(prompt) + " tokens) + max_tokens (" +
+                                  std::to_string(p.max_tokens) + ") exceeds the context length " +
+                                  std::to_string(options_.context_length)));
+  const int64_t pages = (total + options_.page_size - 1) / options_.page_size;
+  LUCID_RETURN_IF_ERROR(Range(pages <= options_.num_pages,
+                              "prompt + max_tokens needs " + std::to_string(pages) +
+                                  " KV pages; the pool has " + std::to_string(options_.num_pages)));
+  LUCID_RETURN_IF_ERROR(
+      Range(std::isfinite(p.temperature) && p.temperature >= 0, "temperature must be >= 0"));
+  LUCID_RETURN_IF_ERROR(Range(p.top_p > 0 && p.top_p <= 1, "top_p must be in (0, 1]"));
+  LUCID_RETURN_IF_ERROR(Range(p.top_k >= -1, "top_k must be >= -1 (-1 or 0: off)"));
+  LUCID_RETURN_IF_ERROR(Range(p.min_p >= 0 && p.min_p <= 1, "min_p must be in [0, 1]"));
+  LUCID_RETURN_IF_ERROR(Range(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0,
+                              "repetition_penalty must be > 0"));
+  LUCID_RETURN_IF_ERROR(Range(p.frequency_penalty >= -2 && p.frequency_penalty <= 2,
+                              "frequency_penalty must be in [-2, 2]"));
+  LUCID_RETURN_IF_ERROR(Range(p.presence_penalty >= -2 && p.presence_penalty <= 2,
+                              "presence_penalty must be in [-2, 2]"));
+  LUCID_RETURN_IF_ERROR(Range(p.logprobs >= -1 && p.logprobs <= kMaxTopLogprobs,
+                              "logprobs must be in [-1, " + std::to_string(kMaxTopLogprobs) + "]"));
+  for (const std::string& s : p.stop)
+    LUCID_RETURN_IF_ERROR(Range(!s.empty(), "stop strings must not be empty"));
+  LUCID_RETURN_IF_ERROR(Range(p.stop.empty() || tokenizer_ != nullptr,
+                              "stop strings need a tokenizer; this model has none"));
+  return OkStatus();
+}
+
+void EngineCore::Add(uint64_t id, GenerationRequest request, Engine::Sink sink) {
+  const uint64_t seed = request.sampling.seed ? *request.sampling.seed : seed_source_();
+  if (request.sampling.top_k < 0) request.sampling.top_k = 0;
+  auto r = std::unique_ptr<Request>(new Request{
+      id, request.sampling, std::move(sink),
+      RequestSampler(request.sampling, seed, request.prompt, model_->config().vocab_size), nullptr,
+      StopStringFilter(request.sampling.stop), static_cast<int64_t>(request.prompt.size()), 0});
+  if (tokenizer_ != nullptr) {
+    const size_t n = request.prompt.size(), k = std::min(n, kDetokContext);
+    r->detok = std::make_unique<tok::IncrementalDetokenizer>(
+        tokenizer_.get(), request.sampling.skip_special_tokens,
+        std::span<const int32_t>(request.prompt.data() + n - k, k));
+  }
+  stats_.prompt_tokens += r->prompt_tokens;
+  requests_.emplace(id, std::move(r));
+  scheduler_.Add(id, std::move(request.prompt));
+}
+
+void EngineCore::Finish(Request& r, RequestOutput& out, const std::string& reason, Status error) {
+  out.finished = true;
+  out.finish_reason = reason;
+  out.error = std::move(error);
+  if (reason == "error") {
+    ++stats_.requests_error;
+  } else if (reason == "abort") {
+    ++stats_.requests_aborted;
+  } else {
+    ++stats_.requests_ok;
+  }
+  const ScheduledSequence* s = scheduler_.Find(r.id);
+  out.prompt_tokens = r.prompt_tokens;
+  out.completion_tokens = r.generated;
+  out.cached_tokens = s != nullptr ? std::max<int64_t>(0, s->cached_tokens) : 0;
+  scheduler_.Finish(r.id);
+  Engine::Sink sink = std::move(r.sink);
+  requests_.erase(r.id);  // r is gone from here on
+  sink(out);
+}
+
+bool EngineCore::Abort(uint64_t id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return false;
+  RequestOutput out;
+  Finish(*it->second, out, "abort");
+  return true;
+}
+
+void EngineCore::AbortAll() {
+  std::vector<uint64_t> ids;
+  for (const auto& [id, r] : requests_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (uint64_t id : ids) Abort(id);
+}
+
+void EngineCore::FailAll(const Status& error) {
+  std::vector<uint64_t> ids;
+  for (const auto& [id, r] : requests_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (uint64_t id : ids) Fail(id, error);
+}
+
+void EngineCore::Fail(uint64_t id, const Status& error) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  RequestOutput out;
+  Finish(*it->second, out, "error", error);
+}
+
+void EngineCore::FailBatch(const StepPlan& plan, const Status& error) {
+  std::vector<uint64_t> ids;
+  for (const auto& c : plan.chunks) ids.push_back(c.seq->id);
+  for (uint64_t id : ids) Fail(id, error);
+}
+
+Status EngineCore::CheckChunk(const ScheduledChunk& chunk, const float* rows,
+                              int64_t chunk_index) const {
+  const int64_t V = model_->config().vocab_size;
+  const bool all_rows = options_.nan_check != EngineOptions::NanCheck::kOff;
+  const int64_t first = all_rows ? 0 : chunk.count - 1;
+  std::optional<NonFiniteSite> site;
+  if (options_.nan_check == EngineOptions::NanCheck::kLayers) {
+    const auto sites = model_->LastNonFiniteSites();
+    if (chunk_index < static_cast<int64_t>(sites.size())) site = sites[chunk_index];
+  }
+  int64_t bad_row = -1;
+  if (all_rows || chunk.completes()) {
+    for (int64_t t = first; t < chunk.count && bad_row < 0; ++t)
+      for (int64_t v = 0; v < V; ++v)
+        if (!std::isfinite(rows[t * V + v])) {
+          bad_row = t;
+          break;
+        }
+  }
+  if (bad_row < 0 && !site) return OkStatus();
+  const ScheduledSequence& s = *chunk.seq;
+  const int64_t generated = static_cast<int64_t>(s.tokens.size()) - s.prompt_len;
+  std::string what = bad_row >= 0
+                         ? "non-finite logits at position " + std::to_string(chunk.begin + bad_row)
+                         : "non-finite value";
+  std::string msg = "numerics: request " + std::to_string(s.id) + ": " + what +
+                    " while computing " + "positions " +
+                    Positions(chunk.begin, chunk.begin + chunk.count) + " (" +
+                    (generated > 0 ? "decode of output token " + std::to_string(generated)
+                                   : std::string("prefill")) +
+                    ")";
+  if (site) {
+    msg += "; first non-finite output: layer " + std::to_string(site->layer) + ", op " + site->op;
+  } else if (options_.nan_check != EngineOptions::NanCheck::kLayers) {
+    msg += "; run with --nan-check layers to find the first layer and op that produced it";
+  }
+  return Internal(msg);
+}
+
+void EngineCore::Step() {
+  if (!HasWork()) return;
+  StepPlan plan = scheduler_.Schedule();
+  if (plan.chunks.empty()) {
+    // Cannot happen when every request fits the pool alone (Validate); never spin on it.
+    if (scheduler_.running() == 0 && scheduler_.waiting() > 0)
+      FailAll(ResourceExhausted("engine: no KV pages for any request"));
+    return;
+  }
+  std::vector<SequenceChunk> batch;
+  batch.reserve(plan.chunks.size());
+  for (const auto& c : plan.chunks)
+    batch.push_back({&c.seq->kv, std::span<const int32_t>(c.seq->tokens.data() + c.begin,
+                                                          static_cast<size_t>(c.count))});
+  Tensor logits;
+  Status st = model_->Forward(batch, pool_, &logits);
+  if (!st.ok()) return FailBatch(plan, st.WithContext("forward"));
+  const int64_t V = model_->config().vocab_size;
+  int64_t row = 0;
+  // Copy: Fail/Finish erase sequences, but chunks of other sequences stay valid.
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ScheduledChunk& c = plan.chunks[i];
+    const float* rows = logits.data<const float>() + row * V;
+    row += c.count;
+    const uint64_t id = c.seq->id;
+    Status check = CheckChunk(c, rows, static_cast<int64_t>(i));
+    if (!check.ok()) {
+      Fail(id, check);
+      continue;
+    }
+    scheduler_.Commit(c);
+    if (c.completes()) SampleAndEmit(*requests_.at(id), rows + (c.count - 1) * V);
+  }
+}
+
+void EngineCore::SampleAndEmit(Request& r, const float* logits_row) {
+  const int64_t V = model_->config().vocab_size;
+  RequestOutput out;
+  TokenLogprob lp;
+  const int32_t token = r.sampler.Sample({logits_row, static_cast<size_t>(V)}, r.generated, &lp);
+  scheduler_.Append(r.id, token);
+  ++r.generated;
+  ++stats_.generated_tokens;
+  out.new_tokens.push_back(token);
+  if (r.params.logprobs >= 0) out.logprobs.push_back(std::move(lp));
+  const auto& stop_ids = r.params.stop_token_ids;
+  const bool stop_token = (!r.params.ignore_eos &&
+                           std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) ||
+                          std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+  std::string reason;
+  if (stop_token) {
+    reason = "stop";
+    if (r.detok) out.text = r.stops.Push(r.detok->Finish());
+    out.text += r.stops.Flush();
+  } else {
+    if (r.detok) out.text = r.stops.Push(r.detok->Add(token));
+    if (r.stops.stopped()) {
+      reason = "stop";
+    } else if (r.generated >= r.params.max_tokens) {
+      if (r.detok) out.text += r.stops.Push(r.detok->Finish());
+      reason = r.stops.stopped() ? "stop" : "length";
+      out.text += r.stops.Flush();
+    }
+  }
+  const ScheduledSequence* s = scheduler_.Find(r.id);
+  out.prompt_tokens = r.prompt_tokens;
+  out.completion_tokens = r.generated;
+  out.cached_tokens = std::max<int64_t>(0, s->cached_tokens);
+  if (!reason.empty()) return Finish(r, out, reason);
+  r.sink(out);
+}
+
+EngineStats EngineCore::Stats() const {
+  EngineStats s = stats_;
+  s.running = scheduler_.running();
+  s.queued = scheduler_.waiting();
+  s.pages_total = blocks_.num_pages();
+  s.pages_used = blocks_.used_pages();
+  s.pages_cached = blocks_.cached_pages();
+  s.preemptions = scheduler_.total_preemptions();
+  s.prefix_cache_evictions = blocks_.evictions();
+  s.prefix_hit_tokens = scheduler_.prefix_hit_tokens();
+  return s;
+}
+
+}  // namespace lucid

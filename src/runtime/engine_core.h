@@ -1,0 +1,97 @@
+// EngineCore: the single-threaded heart of the engine. Each Step() asks the scheduler for
+// {sequence: tokens}, runs ONE Model::Forward over all of them, guards the numerics, samples, and
+// delivers each request's event to its sink. The threaded Engine (engine.cpp) wraps it; tests drive
+// it directly, step by step, with no threads.
+//
+// Numerics guard (EngineOptions::nan_check): a request whose logits row is not finite never reaches
+// the sampler; it fails with finish_reason "error" and a Status naming the request, the positions
+// computed and the step; with kLayers the model's per-op check also names the first layer and op
+// that produced a non-finite value. Other requests in the same batch continue (rows are independent
+// through the model). kOff still checks the rows that are sampled (a NaN must never be sampled);
+// kLogits checks every computed row (prefill chunks included); kLayers adds the model's op check.
+// KV of a failed step is never registered in the prefix cache.
+// Ownership: owns the model, the KV pool, the block manager, the scheduler and every request.
+// Thread-safety: Validate() may be called from any thread (reads immutable state only); everything
+// else belongs to one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "runtime/kv_block_manager.h"
+#include "runtime/sampler.h"
+#include "runtime/scheduler.h"
+#include "runtime/stop_string_filter.h"
+
+namespace lucid {
+
+namespace tok {
+class IncrementalDetokenizer;
+}
+
+// Most top alternatives a request may ask for (OpenAI's top_logprobs limit).
+inline constexpr int32_t kMaxTopLogprobs = 20;
+
+class EngineCore {
+ public:
+  // Errors: InvalidArgument for options that cannot work (non-positive sizes, a context longer than
+  // the model's, a pool smaller than one page); Unimplemented if nan_check is kLayers and the model
+  // has no per-op check.
+  static StatusOr<std::unique_ptr<EngineCore>> Create(
+      std::unique_ptr<Model> model, std::shared_ptr<const tok::Tokenizer> tokenizer,
+      const EngineOptions& options);
+  ~EngineCore();
+
+  // The options in force (num_pages and context_length resolved when they were 0).
+  const EngineOptions& options() const { return options_; }
+  const ModelConfig& model_config() const { return model_->config(); }
+
+  // Checks a request against the model, the pool and the sampling ranges (see Engine::Submit).
+  Status Validate(const GenerationRequest& request) const;
+  // Adds a validated request under a caller-chosen unique id.
+  void Add(uint64_t id, GenerationRequest request, Engine::Sink sink);
+  // Frees the request's pages and sends its final "abort" event; false if it is not in flight.
+  bool Abort(uint64_t id);
+  // Aborts every request in flight (Stop()).
+  void AbortAll();
+  // Fails every request in flight with `error` (finish_reason "error").
+  void FailAll(const Status& error);
+
+  bool HasWork() const { return !scheduler_.empty(); }
+  // Runs one scheduler step. Does nothing without work.
+  void Step();
+
+  EngineStats Stats() const;
+  const KvBlockManager& blocks() const { return blocks_; }
+  const Scheduler& scheduler() const { return scheduler_; }
+
+ private:
+  struct Request;
+  EngineCore(std::unique_ptr<Model> model, std::shared_ptr<const tok::Tokenizer> tokenizer,
+             const EngineOptions& options);
+
+  // Returns an error naming where the chunk's logits (or, in kLayers mode, an op) went non-finite.
+  Status CheckChunk(const ScheduledChunk& chunk, const float* rows, int64_t chunk_index) const;
+  void SampleAndEmit(Request& r, const float* logits_row);
+  void Finish(Request& r, RequestOutput& out, const std::string& reason, Status error = {});
+  void Fail(uint64_t id, const Status& error);
+  void FailBatch(const StepPlan& plan, const Status& error);
+
+  std::unique_ptr<Model> model_;
+  std::shared_ptr<const tok::Tokenizer> tokenizer_;
+  EngineOptions options_;
+  KvPool pool_;
+  KvBlockManager blocks_;
+  Scheduler scheduler_;
+  std::vector<int32_t> eos_ids_;
+  std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;
+  std::mt19937_64 seed_source_;
+  EngineStats stats_;
+};
+
+}  // namespace lucid

@@ -1,0 +1,59 @@
+// Drivers that run requests to completion without `lucid serve`: for tests, benchmarks and tools.
+//
+// ResultCollector is a Sink target that accumulates one request's events into a GenerationResult
+// and lets another thread wait for the final one. RunToCompletion steps an EngineCore on the
+// calling thread (deterministic: every request is added before the first step, so they batch
+// together); GenerateAll submits to a threaded Engine and waits.
+// Thread-safety: ResultCollector may be fed from the engine thread while another thread waits.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "runtime/engine_core.h"
+
+namespace lucid {
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;  // every generated token, in order
+  std::string text;             // concatenated event texts
+  std::vector<TokenLogprob> logprobs;
+  std::string finish_reason;
+  Status error;
+  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  int64_t events = 0;
+  bool finished = false;
+  bool order_ok = true;  // false if an event arrived after the final one
+};
+
+class ResultCollector {
+ public:
+  Engine::Sink sink();
+  // Blocks until the final event arrived.
+  GenerationResult Wait();
+  bool finished() const;
+
+ private:
+  void Add(const RequestOutput& out);
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  GenerationResult result_;
+};
+
+// Adds every request to `core` (ids 1..n), then steps until no work is left or max_steps ran.
+// Returns the results in request order. InvalidArgument if a request fails validation (nothing is
+// run then); DeadlineExceeded-like Internal if max_steps ran out.
+StatusOr<std::vector<GenerationResult>> RunToCompletion(EngineCore& core,
+                                                        std::vector<GenerationRequest> requests,
+                                                        int64_t max_steps = 1000000);
+
+// Submits every request to `engine` and waits for all of them.
+StatusOr<std::vector<GenerationResult>> GenerateAll(Engine& engine,
+                                                    std::vector<GenerationRequest> requests);
+
+}  // namespace lucid

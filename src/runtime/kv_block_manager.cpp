@@ -1,0 +1,124 @@
+#include "runtime/kv_block_manager.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+
+namespace lucid {
+
+KvBlockManager::KvBlockManager(int64_t num_pages, int64_t page_size, bool enable_prefix_cache)
+    : page_size_(page_size), prefix_cache_(enable_prefix_cache), pages_(num_pages) {
+  LUCID_CHECK(num_pages > 0 && page_size > 0, "KvBlockManager needs pages");
+  free_.reserve(num_pages);
+  // Lowest ids handed out first (pop from the back).
+  for (int64_t p = num_pages - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));
+}
+
+uint64_t KvBlockManager::ChainHash(uint64_t parent, std::span<const int32_t> page_tokens) {
+  return XXH64(page_tokens.data(), page_tokens.size_bytes(), parent);
+}
+
+int64_t KvBlockManager::AcquirePrefix(std::span<const int32_t> tokens, int64_t max_tokens,
+                                      SequenceKv& seq, PageChain& chain) {
+  LUCID_CHECK(seq.page_table.empty() && seq.length == 0, "AcquirePrefix on a sequence with pages");
+  chain.keys.clear();
+  if (!prefix_cache_) return 0;
+  const int64_t limit = std::min<int64_t>(max_tokens, static_cast<int64_t>(tokens.size()));
+  uint64_t parent = kRootHash;
+  for (int64_t begin = 0; begin + page_size_ <= limit; begin += page_size_) {
+    const auto page_tokens = tokens.subspan(begin, page_size_);
+    const uint64_t key = ChainHash(parent, page_tokens);
+    auto it = by_key_.find(key);
+    if (it == by_key_.end()) break;
+    Page& p = pages_[it->second];
+    if (p.parent != parent || !std::equal(p.tokens.begin(), p.tokens.end(), page_tokens.begin()))
+      break;
+    if (p.refs++ == 0) lru_.erase(p.lru);
+    seq.page_table.push_back(it->second);
+    chain.keys.push_back(key);
+    parent = key;
+  }
+  seq.length = static_cast<int64_t>(seq.page_table.size()) * page_size_;
+  return seq.length;
+}
+
+int64_t KvBlockManager::PagesNeeded(const SequenceKv& seq, int64_t new_length) const {
+  const int64_t need = (new_length + page_size_ - 1) / page_size_;
+  return std::max<int64_t>(0, need - static_cast<int64_t>(seq.page_table.size()));
+}
+
+Status KvBlockManager::Grow(SequenceKv& seq, int64_t new_length) {
+  const int64_t extra = PagesNeeded(seq, new_length);
+  if (extra > available_pages())
+    return ResourceExhausted("KV cache: need " + std::to_string(extra) + " more pages, " +
+                             std::to_string(available_pages()) + " available");
+  for (int64_t i = 0; i < extra; ++i) {
+    const int32_t page = TakePage();
+    pages_[page].refs = 1;
+    seq.page_table.push_back(page);
+  }
+  return OkStatus();
+}
+
+int32_t KvBlockManager::TakePage() {
+  if (!free_.empty()) {
+    const int32_t page = free_.back();
+    free_.pop_back();
+    return page;
+  }
+  LUCID_CHECK(!lru_.empty(), "TakePage with nothing available");
+  const int32_t page = lru_.front();
+  lru_.pop_front();
+  Unregister(page);
+  ++evictions_;
+  return page;
+}
+
+void KvBlockManager::Unregister(int32_t page) {
+  Page& p = pages_[page];
+  if (!p.registered) return;
+  auto it = by_key_.find(p.key);
+  if (it != by_key_.end() && it->second == page) by_key_.erase(it);
+  p.registered = false;
+  p.tokens.clear();
+}
+
+void KvBlockManager::CommitFullPages(std::span<const int32_t> tokens, const SequenceKv& seq,
+                                     PageChain& chain) {
+  if (!prefix_cache_) return;
+  const int64_t full =
+      std::min<int64_t>(seq.length / page_size_, static_cast<int64_t>(seq.page_table.size()));
+  LUCID_CHECK(static_cast<int64_t>(tokens.size()) >= full * page_size_, "tokens shorter than KV");
+  for (int64_t i = static_cast<int64_t>(chain.keys.size()); i < full; ++i) {
+    const uint64_t parent = i == 0 ? kRootHash : chain.keys[i - 1];
+    const auto page_tokens = tokens.subspan(i * page_size_, page_size_);
+    const uint64_t key = ChainHash(parent, page_tokens);
+    chain.keys.push_back(key);
+    const int32_t page = seq.page_table[i];
+    Page& p = pages_[page];
+    if (p.registered || by_key_.count(key) != 0) continue;  // shared, or computed twice
+    p.registered = true;
+    p.key = key;
+    p.parent = parent;
+    p.tokens.assign(page_tokens.begin(), page_tokens.end());
+    by_key_.emplace(key, page);
+  }
+}
+
+void KvBlockManager::Release(SequenceKv& seq, PageChain& chain) {
+  for (auto it = seq.page_table.rbegin(); it != seq.page_table.rend(); ++it) {
+    Page& p = pages_[*it];
+    LUCID_CHECK(p.refs > 0, "releasing a page with no references");
+    if (--p.refs > 0) continue;
+    if (p.registered) {
+      p.lru = lru_.insert(lru_.end(), *it);
+    } else {
+      free_.push_back(*it);
+    }
+  }
+  seq.page_table.clear();
+  seq.length = 0;
+  chain.keys.clear();
+}
+
+}  // namespace lucid

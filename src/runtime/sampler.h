@@ -1,0 +1,63 @@
+// Sampler: picks one request's next token from its logits row. Semantics follow vLLM / OpenAI:
+//   1. Penalties, on a copy of the raw logits:
+//      repetition_penalty r (HF / vLLM): for every token id seen in the prompt or the output,
+//        a positive logit is divided by r, a negative one multiplied by r;
+//      frequency_penalty f and presence_penalty p (OpenAI): for every token id generated so far,
+//        logit -= f * count + p.
+//   2. temperature == 0: greedy, the argmax of the penalized logits (lowest id on ties); the
+//      filters below do not apply.
+//   3. Otherwise logits / temperature -> softmax, then the filters in vLLM's order: min_p (drop
+//      tokens whose probability is below min_p * the largest), top_k (keep the k most likely, ties
+//      to the lower id), top_p (keep the smallest most-likely-first set whose mass reaches top_p;
+//      always at least one token); the kept mass is renormalized and sampled by inverse CDF over
+//      the kept tokens in descending order of probability (ties to the lower id).
+//   Randomness is counter based: the uniform draw for output token n is a hash of (seed, n), so a
+//   request's output depends only on its seed, prompt and parameters, never on what else is in the
+//   batch or on a preemption and recompute.
+// Logprobs are those of the RAW model distribution: log_softmax of the logits before penalties,
+// temperature and filters (vLLM's default "raw_logprobs"). top alternatives are the k most likely
+// raw tokens, best first (ties to the lower id).
+// Every logit must be finite: the engine's numerics guard checks the row before it gets here.
+// Thread-safety: a RequestSampler belongs to one request; distinct ones are independent.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/engine.h"
+
+namespace lucid {
+
+// Uniform double in [0, 1) from (seed, counter): splitmix64 finalizers, 53 bits.
+double CounterUniform(uint64_t seed, uint64_t counter);
+
+class RequestSampler {
+ public:
+  // `prompt` feeds the repetition penalty; vocab is the logits row length.
+  RequestSampler(const SamplingParams& params, uint64_t seed, std::span<const int32_t> prompt,
+                 int64_t vocab);
+
+  // Picks the next token from `logits` [vocab]. `step` is the index of the output token being
+  // sampled (0 for the first). Records the token for the penalties. If logprobs is not null and
+  // params.logprobs >= 0, fills it for the chosen token.
+  int32_t Sample(std::span<const float> logits, int64_t step, TokenLogprob* logprobs);
+
+  // The penalized logits (step 1 above) for `logits`, given the tokens recorded so far.
+  std::vector<float> Penalized(std::span<const float> logits) const;
+
+ private:
+  int32_t Draw(std::vector<float>& x, int64_t step) const;
+
+  SamplingParams params_;
+  uint64_t seed_;
+  int64_t vocab_;
+  std::vector<int32_t> seen_;  // sorted unique ids of the prompt and output (repetition penalty)
+  std::unordered_map<int32_t, int32_t> output_counts_;
+};
+
+// log_softmax of `logits` at `token`, and the k most likely tokens with their log-probabilities.
+TokenLogprob RawLogprobs(std::span<const float> logits, int32_t token, int32_t k);
+
+}  // namespace lucid
