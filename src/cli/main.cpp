@@ -4,11 +4,13 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "config/cli_options.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"lucid: an inference server for DeepSeek-V3-family models (GLM-5, DeepSeek-V3.2)"};
   app.set_version_flag("--version", std::string("lucid ") + LUCID_VERSION);
   app.require_subcommand(1);
+  lucid::config::UseOneLineErrors(&app);
   int exit_code = 0;
   for (const auto& reg : lucid::cli::kCommands) reg(app, &exit_code);
   try {
