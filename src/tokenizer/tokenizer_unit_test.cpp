@@ -70,6 +70,30 @@ TEST(Tokenizer, StringAndPairMergesAreEquivalent) {
   }
 }
 
+TEST(Tokenizer, ByteLevelAddPrefixSpaceAppliesToEachSplit) {
+  json j = Base("gpt-2");
+  j["pre_tokenizer"]["add_prefix_space"] = true;
+  auto t = Tokenizer::FromJsonString(j.dump());
+  ASSERT_TRUE(t.ok());
+  // Expected ids from HF tokenizers 0.23.3 with the same edit.
+  EXPECT_EQ(*(*t)->Encode("hello world", false), (std::vector<int32_t>{23748, 995}));
+  EXPECT_EQ(*(*t)->Encode("<|endoftext|>hello", false), (std::vector<int32_t>{50256, 23748}));
+  EXPECT_EQ(*(*t)->Encode(" hi", false), (std::vector<int32_t>{23105}));
+  EXPECT_EQ(*(*t)->Encode("a<|endoftext|> b", false), (std::vector<int32_t>{257, 50256, 275}));
+}
+
+TEST(Tokenizer, ByteAlphabetAddedTokensDecodeLikeHf) {
+  // deepseek-coder's non-special added token "ü" (id 32009) is also a byte-alphabet character,
+  // so the ByteLevel decoder maps it to the lone byte 0xFC: HF decodes "\x14ül\x14" to
+  // "\x14\ufffdl\x14", and so must we (encode/decode do not round-trip here).
+  auto t = Tokenizer::FromFile(FixturePath("tokenizers/deepseek-coder/tokenizer.json"));
+  ASSERT_TRUE(t.ok());
+  auto ids = (*t)->Encode("\x14\xC3\xBCl\x14", false);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(*ids, (std::vector<int32_t>{195, 32009, 75, 195}));
+  EXPECT_EQ((*t)->Decode(*ids, false), "\x14\xEF\xBF\xBDl\x14");
+}
+
 TEST(Tokenizer, RejectsInvalidUtf8AndAnswersLookups) {
   auto t = Tokenizer::FromFile(FixturePath("tokenizers/qwen2/tokenizer.json"));
   ASSERT_TRUE(t.ok()) << t.status().ToString();

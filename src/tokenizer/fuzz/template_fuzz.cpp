@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     "documents": null, "add_generation_prompt": true,
     "bos_token": "<s>", "eos_token": "</s>", "enable_thinking": false
   })");
-  auto tpl = lucid::tok::ChatTemplate::Parse(std::string(reinterpret_cast<const char*>(data), size));
+  auto tpl =
+      lucid::tok::ChatTemplate::Parse(std::string(reinterpret_cast<const char*>(data), size));
   if (tpl.ok()) (void)tpl->Render(ctx);
   return 0;
 }
