@@ -9,7 +9,7 @@
 
 namespace lucid {
 
-class CpuOps final : public Ops {
+class CpuOps : public Ops {
  public:
   const char* name() const override { return "cpu-reference"; }
   void Linear(const Tensor& x, const Weight& w, Tensor& y) const override;

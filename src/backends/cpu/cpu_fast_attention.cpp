@@ -1,0 +1,231 @@
+// CpuFastOps: sparse MLA attention over the paged latent cache, the DSA indexer, top-k.
+//
+// MlaAttention work items are (query row t, a range of its selected tokens). With at least as
+// many query rows as threads an item is a whole row; otherwise (decode) the selected tokens are
+// split flash-decoding style and the partial (max, sum, unnormalized output) per head are merged.
+// Inside an item: scores for all heads against blocks of 16 key rows (register tiles of heads x
+// rows over the 576-float [ckv | k_pe] row), an exact softmax per head over the item, then the
+// latent output accumulated over the same blocks (rows hot in L1, eight vector accumulators).
+// Each selected row is read from memory once per query row, for all heads.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "backends/cpu/cpu_fast_kernels.h"
+#include "core/parallel.h"
+
+namespace lucid {
+namespace {
+
+constexpr int64_t kRowBlock = 16;
+
+// s[h * ld + j] = q_h . row_j over K floats, for h < H and j < nb; q is [H, Kp] zero padded.
+void ScoreBlock(const fast::KernelTable& kt, const float* q, int64_t Kp, int64_t H,
+                const float* const* rows, int64_t nb, int64_t K, float* s, int64_t ld) {
+  const fast::TileKernel& tk = kt.gemm_f32;
+  if (!tk.fn) {
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t j = 0; j < nb; ++j) s[h * ld + j] = kt.dot(q + h * Kp, rows[j], K);
+    return;
+  }
+  const int64_t Kv = kt.vector_k(K);
+  const void* xp[16];
+  const void* wp[16];
+  float out[64];
+  for (int64_t j = 0; j < nb; j += tk.nr) {
+    const int64_t nn = std::min<int64_t>(tk.nr, nb - j);
+    for (int c = 0; c < tk.nr; ++c) wp[c] = rows[j + std::min<int64_t>(c, nn - 1)];
+    for (int64_t h = 0; h < H; h += tk.mr) {
+      const int64_t mm = std::min<int64_t>(tk.mr, H - h);
+      for (int i = 0; i < tk.mr; ++i) xp[i] = q + (h + std::min<int64_t>(i, mm - 1)) * Kp;
+      if (Kv > 0) {
+        tk.fn(xp, nullptr, wp, 0, Kv, K, out);
+      } else {
+        std::fill(out, out + 64, 0.0f);
+      }
+      for (int64_t i = 0; i < mm; ++i)
+        for (int64_t c = 0; c < nn; ++c) {
+          float v = out[i * tk.nr + c];
+          for (int64_t k = Kv; k < K; ++k) v += q[(h + i) * Kp + k] * rows[j + c][k];
+          s[(h + i) * ld + j + c] = v;
+        }
+    }
+  }
+}
+
+struct AttnItem {
+  int64_t t, j0, j1;
+  int64_t partial;  // index of its partial slot, -1 when the item covers the whole row
+};
+
+}  // namespace
+
+void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
+  const fast::KernelTable& kt = fast::Kernels(isa_);
+  const int64_t R = a.latent_dim, P = a.rope_dim, K = R + P, H = a.heads;
+  const int64_t Kp = (K + fast::kPadK - 1) / fast::kPadK * fast::kPadK;
+  const int64_t threads = NumThreads();
+  std::vector<AttnItem> items;
+  int64_t partials = 0;
+  for (int64_t t = 0; t < a.tokens; ++t) {
+    const int64_t n = a.selected_count[t];
+    if (n == 0) {
+      std::fill(a.out_latent + t * H * R, a.out_latent + (t + 1) * H * R, 0.0f);
+      continue;
+    }
+    int64_t chunk = n;
+    if (a.tokens < threads) {
+      chunk = std::max<int64_t>(64, (n + 4 * threads - 1) / (4 * threads));
+      chunk = (chunk + kRowBlock - 1) / kRowBlock * kRowBlock;
+    }
+    if (chunk >= n) {
+      items.push_back({t, 0, n, -1});
+    } else {
+      for (int64_t j = 0; j < n; j += chunk) items.push_back({t, j, std::min(n, j + chunk), partials++});
+    }
+  }
+  // Partial slots: [m (H) | l (H) | o (H * R)].
+  const int64_t slot = 2 * H + H * R;
+  std::vector<float> part(partials * slot);
+  ParallelFor(static_cast<int64_t>(items.size()), 1, [&](int64_t ib, int64_t ie) {
+    std::vector<float> q(H * Kp), s, o(H * R);
+    const float* rows[kRowBlock];
+    for (int64_t it = ib; it < ie; ++it) {
+      const AttnItem& w = items[it];
+      const int64_t len = w.j1 - w.j0, t = w.t;
+      const int32_t* sel = a.selected + t * a.selected_stride + w.j0;
+      for (int64_t h = 0; h < H; ++h) {
+        std::memcpy(&q[h * Kp], a.q_latent + (t * H + h) * R, R * sizeof(float));
+        std::memcpy(&q[h * Kp + R], a.q_rope + (t * H + h) * P, P * sizeof(float));
+        std::fill(q.begin() + h * Kp + K, q.begin() + (h + 1) * Kp, 0.0f);
+      }
+      s.resize(H * len);
+      for (int64_t j = 0; j < len; j += kRowBlock) {
+        const int64_t nb = std::min(kRowBlock, len - j);
+        for (int64_t r = 0; r < nb; ++r) rows[r] = a.kv.Row(sel[j + r]);
+        ScoreBlock(kt, q.data(), Kp, H, rows, nb, K, s.data() + j, len);
+      }
+      std::vector<float> m(H), l(H);
+      for (int64_t h = 0; h < H; ++h) {
+        float* sh = s.data() + h * len;
+        kt.scale(a.scale, sh, len);
+        m[h] = *std::max_element(sh, sh + len);
+        l[h] = kt.exp_sum(sh, len, m[h]);
+      }
+      std::fill(o.begin(), o.end(), 0.0f);
+      for (int64_t j = 0; j < len; j += kRowBlock) {
+        const int64_t nb = std::min(kRowBlock, len - j);
+        for (int64_t r = 0; r < nb; ++r) rows[r] = a.kv.Row(sel[j + r]);
+        for (int64_t h = 0; h < H; ++h) kt.weighted_rows(rows, s.data() + h * len + j, nb, &o[h * R], R);
+      }
+      if (w.partial < 0) {
+        for (int64_t h = 0; h < H; ++h) {
+          float* dst = a.out_latent + (t * H + h) * R;
+          std::memcpy(dst, &o[h * R], R * sizeof(float));
+          kt.scale(1.0f / l[h], dst, R);
+        }
+      } else {
+        float* p = &part[w.partial * slot];
+        std::copy(m.begin(), m.end(), p);
+        std::copy(l.begin(), l.end(), p + H);
+        std::copy(o.begin(), o.end(), p + 2 * H);
+      }
+    }
+  });
+  if (partials == 0) return;
+  // Merge the split rows: out = sum_i o_i e^(m_i - M) / sum_i l_i e^(m_i - M).
+  for (size_t i = 0; i < items.size();) {
+    if (items[i].partial < 0) {
+      ++i;
+      continue;
+    }
+    size_t e = i;
+    while (e < items.size() && items[e].t == items[i].t) ++e;
+    const int64_t t = items[i].t;
+    for (int64_t h = 0; h < H; ++h) {
+      float M = -INFINITY, L = 0.0f;
+      for (size_t k = i; k < e; ++k) M = std::max(M, part[items[k].partial * slot + h]);
+      float* dst = a.out_latent + (t * H + h) * R;
+      std::fill(dst, dst + R, 0.0f);
+      for (size_t k = i; k < e; ++k) {
+        const float* p = &part[items[k].partial * slot];
+        const float f = std::exp(p[h] - M);
+        L += p[H + h] * f;
+        kt.axpy(f, p + 2 * H + h * R, dst, R);
+      }
+      kt.scale(1.0f / L, dst, R);
+    }
+    i = e;
+  }
+}
+
+void CpuFastOps::IndexerScores(const IndexerArgs& a) const {
+  const fast::KernelTable& kt = fast::Kernels(isa_);
+  const int64_t D = a.head_dim, T = a.tokens;
+  int64_t max_len = 0;
+  for (int64_t t = 0; t < T; ++t) max_len = std::max(max_len, a.causal_len[t]);
+  if (max_len == 0) return;
+  const int64_t threads = NumThreads();
+  int64_t range = (max_len + 4 * threads - 1) / (4 * threads);
+  range = std::clamp<int64_t>((range + 15) / 16 * 16, 64, 2048);
+  const int64_t nranges = (max_len + range - 1) / range;
+  // A block of 16 keys is transposed once and scored against every query row that sees it.
+  ParallelFor(nranges, 1, [&](int64_t rb, int64_t re) {
+    std::vector<float> kt_buf(D * 16);
+    float out[16];
+    for (int64_t u0 = rb * range; u0 < std::min(max_len, re * range); u0 += 16) {
+      const int64_t nk = std::min<int64_t>(16, max_len - u0);
+      for (int64_t kk = 0; kk < 16; ++kk) {
+        if (kk < nk) {
+          const float* row = a.keys.Row(u0 + kk);
+          for (int64_t d = 0; d < D; ++d) kt_buf[d * 16 + kk] = row[d];
+        } else {
+          for (int64_t d = 0; d < D; ++d) kt_buf[d * 16 + kk] = 0.0f;
+        }
+      }
+      for (int64_t t = 0; t < T; ++t) {
+        if (a.causal_len[t] <= u0) continue;
+        std::fill(out, out + 16, 0.0f);
+        kt.indexer_block(a.q + t * a.heads * D, a.w + t * a.heads, a.heads, D, kt_buf.data(), out);
+        const int64_t valid = std::min(nk, a.causal_len[t] - u0);
+        std::copy(out, out + valid, a.scores + t * a.score_stride + u0);
+      }
+    }
+  });
+}
+
+void CpuFastOps::TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const {
+  LUCID_CHECK(k <= n, "TopK k > n");
+  if (k == 0) return;
+  auto before = [&](int32_t x, int32_t y) {
+    return scores[x] > scores[y] || (scores[x] == scores[y] && x < y);
+  };
+  if (k * 4 >= n) {
+    std::vector<int32_t> idx(n);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), before);
+    std::copy(idx.begin(), idx.begin() + k, out);
+    return;
+  }
+  // The k-th largest value is the threshold: everything above it is in, ties at it are taken in
+  // index order until k are chosen (the reference's tie rule).
+  std::vector<float> v(scores, scores + n);
+  std::nth_element(v.begin(), v.begin() + (k - 1), v.end(), std::greater<float>());
+  const float thr = v[k - 1];
+  int64_t above = 0;
+  for (int64_t i = 0; i < n; ++i) above += scores[i] > thr;
+  int64_t m = 0, ties = k - above;
+  for (int64_t i = 0; i < n && m < k; ++i) {
+    if (scores[i] > thr) {
+      out[m++] = static_cast<int32_t>(i);
+    } else if (scores[i] == thr && ties > 0) {
+      out[m++] = static_cast<int32_t>(i);
+      --ties;
+    }
+  }
+  std::sort(out, out + k, before);
+}
+
+}  // namespace lucid

@@ -1,0 +1,81 @@
+// Internal to the fast CPU backend: the per-instruction-set kernel table and the matmul driver.
+//
+// Every kernel here works on raw pointers and is compiled with a GCC target attribute for its
+// instruction set (cpu_fast_kernels_avx512.cpp, cpu_fast_kernels_avx2.cpp); nothing from the
+// standard library is instantiated inside them, so no wide-ISA code can leak into baseline paths.
+//
+// Matmul tiles use the "dot product" form: x rows and weight rows are both contiguous along k, a
+// tile keeps MR x NR vector accumulators over k and reduces them horizontally at the end of a k
+// block. Activations are packed once per call (PackedX): f32 rows padded with zeros to a multiple
+// of 64 columns, plus, for vdpbf16ps, a bf16 hi/lo split of the same rows.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/cpu/cpu_fast_ops.h"
+
+namespace lucid::fast {
+
+// out[i * NR + j] = sum over k in [k0, k1) of x_i[k] * w_j[k], for i < MR, j < NR.
+// x: MR row pointers (f32, or bf16 hi rows); x2: MR bf16 lo rows (dp-bf16 tiles only, else null);
+// w: NR weight row pointers (f32 or bf16). k0 is a multiple of the vector width; K is the true row
+// length: weight elements at k >= K are never read (masked or left to the scalar tail, see
+// KernelTable::vector_k); x rows must be readable and zero up to the padded length.
+using TileFn = void (*)(const void* const* x, const void* const* x2, const void* const* w,
+                        int64_t k0, int64_t k1, int64_t K, float* out);
+
+struct TileKernel {
+  TileFn fn = nullptr;
+  int mr = 0, nr = 0;
+};
+
+struct KernelTable {
+  CpuIsa isa = CpuIsa::kScalar;
+  // Columns the vector tiles cover: K (masked tails) or K rounded down to the vector width (the
+  // driver adds the rest with scalar code).
+  int64_t (*vector_k)(int64_t K) = nullptr;
+  TileKernel gemv_f32, gemm_f32;    // f32 weights
+  TileKernel gemv_bf16, gemm_bf16;  // bf16 weights (dp tiles when bf16_split)
+  bool bf16_split = false;          // bf16 tiles take hi/lo bf16 activations
+  float (*dot)(const float* a, const float* b, int64_t n) = nullptr;
+  void (*axpy)(float a, const float* x, float* y, int64_t n) = nullptr;  // y += a x
+  void (*scale)(float a, float* y, int64_t n) = nullptr;                 // y *= a
+  // y = w * x * inv (one RmsNorm row).
+  void (*scaled_mul)(const float* x, const float* w, float inv, float* y, int64_t n) = nullptr;
+  float (*sum_squares)(const float* x, int64_t n) = nullptr;
+  void (*swiglu)(const float* g, const float* u, float* o, int64_t n) = nullptr;
+  // s[i] = exp(s[i] - m) for i < n; returns their sum.
+  float (*exp_sum)(float* s, int64_t n, float m) = nullptr;
+  // out[0..R) += sum over j < nb of p[j] * rows[j][0..R).
+  void (*weighted_rows)(const float* const* rows, const float* p, int64_t nb, float* out,
+                        int64_t R) = nullptr;
+  // Indexer: for a block of nk <= 16 keys given transposed as kt[d][16] (d < head_dim), adds
+  // sum_j w[j] * relu(q[j] . k) to out[0..nk) over heads j < heads (q: [heads, head_dim]).
+  void (*indexer_block)(const float* q, const float* w, int64_t heads, int64_t head_dim,
+                        const float* kt, float* out) = nullptr;
+};
+
+const KernelTable& Kernels(CpuIsa isa);
+const KernelTable& ScalarKernels();
+const KernelTable& Avx2Kernels();
+const KernelTable& Avx512Kernels();
+const KernelTable& Avx512Bf16Kernels();
+
+// Activations of one Linear call, packed for the tiles.
+struct PackedX {
+  int64_t T = 0, K = 0, Kpad = 0;
+  std::vector<float> f32;        // [T, Kpad]
+  std::vector<uint16_t> hi, lo;  // [T, Kpad] when the bf16 tiles want the split
+};
+constexpr int64_t kPadK = 64;
+// Packs T rows of x (row stride ldx) of K columns.
+void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_t K,
+           WeightFormat format, PackedX* p);
+
+// y[t * ldy + n] = sum_k x[t, k] * W[n, k] for t in [t0, t1) and n in [n0, n1). Single-threaded;
+// the caller splits n (or t) across threads. Formats without a fast tile use DequantizeRow.
+void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
+                int64_t n0, int64_t n1, float* y, int64_t ldy);
+
+}  // namespace lucid::fast

@@ -1,0 +1,240 @@
+// AVX2 + FMA kernels (8 lanes). Tiles cover K rounded down to 8; the driver adds the tail.
+#include <immintrin.h>
+
+#include "backends/cpu/cpu_fast_kernels.h"
+
+#define LUCID_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace lucid::fast {
+namespace {
+
+LUCID_AVX2 inline float Hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+LUCID_AVX2 inline __m256 LoadBf16(const uint16_t* p) {
+  return _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p)), 16));
+}
+
+template <int MR, int NR, bool kBf16>
+LUCID_AVX2 void TileFma(const void* const* xv, const void* const*, const void* const* wv,
+                        int64_t k0, int64_t k1, int64_t, float* out) {
+  const float* x[MR];
+  for (int i = 0; i < MR; ++i) x[i] = static_cast<const float*>(xv[i]);
+  __m256 acc[MR][NR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (int64_t k = k0; k < k1; k += 8) {
+    __m256 w[NR];
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) {
+      if constexpr (kBf16)
+        w[j] = LoadBf16(static_cast<const uint16_t*>(wv[j]) + k);
+      else
+        w[j] = _mm256_loadu_ps(static_cast<const float*>(wv[j]) + k);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m256 xi = _mm256_loadu_ps(x[i] + k);
+#pragma GCC unroll 8
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(xi, w[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) out[i * NR + j] = Hsum(acc[i][j]);
+}
+
+int64_t VectorK(int64_t K) { return K / 8 * 8; }
+
+LUCID_AVX2 float Dot(const float* a, const float* b, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+  }
+  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  float s = Hsum(_mm256_add_ps(s0, s1));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+LUCID_AVX2 void Axpy(float a, const float* x, float* y, int64_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+LUCID_AVX2 void Scale(float a, float* y, int64_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(av, _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] *= a;
+}
+
+LUCID_AVX2 void ScaledMul(const float* x, const float* w, float inv, float* y, int64_t n) {
+  const __m256 iv = _mm256_set1_ps(inv);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(w + i),
+                                          _mm256_mul_ps(_mm256_loadu_ps(x + i), iv)));
+  for (; i < n; ++i) y[i] = w[i] * (x[i] * inv);
+}
+
+LUCID_AVX2 float SumSquares(const float* x, int64_t n) {
+  __m256 s = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    s = _mm256_fmadd_ps(v, v, s);
+  }
+  float r = Hsum(s);
+  for (; i < n; ++i) r += x[i] * x[i];
+  return r;
+}
+
+// exp(x), x clamped to [-87, 88]; Cephes polynomial on 2^n * e^r (relative error ~1e-7).
+LUCID_AVX2 inline __m256 Exp(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+  x = _mm256_min_ps(x, _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  // 2^n: n in [-126, 127] after the clamp, so the exponent field never overflows.
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+LUCID_AVX2 float ExpSum(float* s, int64_t n, float m) {
+  const __m256 mv = _mm256_set1_ps(m);
+  __m256 sum = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = Exp(_mm256_sub_ps(_mm256_loadu_ps(s + i), mv));
+    _mm256_storeu_ps(s + i, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  float r = Hsum(sum);
+  for (; i < n; ++i) {
+    float buf[8] = {s[i] - m, 0, 0, 0, 0, 0, 0, 0};
+    _mm256_storeu_ps(buf, Exp(_mm256_loadu_ps(buf)));
+    r += (s[i] = buf[0]);
+  }
+  return r;
+}
+
+LUCID_AVX2 void SwiGlu(const float* g, const float* u, float* o, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 gv = _mm256_loadu_ps(g + i);
+    const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), gv));
+    _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)),
+                                          _mm256_loadu_ps(u + i)));
+  }
+  for (; i < n; ++i) {
+    float buf[8] = {-g[i], 0, 0, 0, 0, 0, 0, 0};
+    _mm256_storeu_ps(buf, Exp(_mm256_loadu_ps(buf)));
+    o[i] = g[i] / (1.0f + buf[0]) * u[i];
+  }
+}
+
+LUCID_AVX2 void WeightedRows(const float* const* rows, const float* p, int64_t nb, float* out,
+                             int64_t R) {
+  int64_t c = 0;
+  for (; c + 64 <= R; c += 64) {
+    __m256 a[8];
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; ++v) a[v] = _mm256_loadu_ps(out + c + 8 * v);
+    for (int64_t j = 0; j < nb; ++j) {
+      const __m256 pj = _mm256_set1_ps(p[j]);
+      const float* r = rows[j] + c;
+#pragma GCC unroll 8
+      for (int v = 0; v < 8; ++v) a[v] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(r + 8 * v), a[v]);
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; ++v) _mm256_storeu_ps(out + c + 8 * v, a[v]);
+  }
+  for (; c < R; ++c) {
+    float s = out[c];
+    for (int64_t j = 0; j < nb; ++j) s += p[j] * rows[j][c];
+    out[c] = s;
+  }
+}
+
+LUCID_AVX2 void IndexerBlock(const float* q, const float* w, int64_t heads, int64_t D,
+                             const float* kt, float* out) {
+  for (int half = 0; half < 2; ++half) {
+    __m256 total = _mm256_loadu_ps(out + 8 * half);
+    int64_t j = 0;
+    for (; j + 4 <= heads; j += 4) {
+      const float* q0 = q + j * D;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int64_t d = 0; d < D; ++d) {
+        const __m256 kv = _mm256_loadu_ps(kt + d * 16 + 8 * half);
+        a0 = _mm256_fmadd_ps(_mm256_set1_ps(q0[d]), kv, a0);
+        a1 = _mm256_fmadd_ps(_mm256_set1_ps(q0[D + d]), kv, a1);
+        a2 = _mm256_fmadd_ps(_mm256_set1_ps(q0[2 * D + d]), kv, a2);
+        a3 = _mm256_fmadd_ps(_mm256_set1_ps(q0[3 * D + d]), kv, a3);
+      }
+      const __m256 z = _mm256_setzero_ps();
+      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_max_ps(a0, z), total);
+      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j + 1]), _mm256_max_ps(a1, z), total);
+      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j + 2]), _mm256_max_ps(a2, z), total);
+      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j + 3]), _mm256_max_ps(a3, z), total);
+    }
+    for (; j < heads; ++j) {
+      __m256 a = _mm256_setzero_ps();
+      for (int64_t d = 0; d < D; ++d)
+        a = _mm256_fmadd_ps(_mm256_set1_ps(q[j * D + d]), _mm256_loadu_ps(kt + d * 16 + 8 * half),
+                            a);
+      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_max_ps(a, _mm256_setzero_ps()), total);
+    }
+    _mm256_storeu_ps(out + 8 * half, total);
+  }
+}
+
+KernelTable MakeTable() {
+  KernelTable t;
+  t.isa = CpuIsa::kAvx2;
+  t.vector_k = &VectorK;
+  t.gemv_f32 = {&TileFma<1, 4, false>, 1, 4};
+  t.gemm_f32 = {&TileFma<4, 3, false>, 4, 3};
+  t.gemv_bf16 = {&TileFma<1, 4, true>, 1, 4};
+  t.gemm_bf16 = {&TileFma<4, 3, true>, 4, 3};
+  t.dot = &Dot;
+  t.axpy = &Axpy;
+  t.scale = &Scale;
+  t.scaled_mul = &ScaledMul;
+  t.sum_squares = &SumSquares;
+  t.swiglu = &SwiGlu;
+  t.indexer_block = &IndexerBlock;
+  t.exp_sum = &ExpSum;
+  t.weighted_rows = &WeightedRows;
+  return t;
+}
+
+}  // namespace
+
+const KernelTable& Avx2Kernels() {
+  static const KernelTable t = MakeTable();
+  return t;
+}
+
+}  // namespace lucid::fast

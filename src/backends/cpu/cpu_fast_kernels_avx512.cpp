@@ -1,0 +1,286 @@
+// AVX-512 kernels (F/BW/VL/DQ, and AVX512_BF16 for the dp-bf16 tiles). Every function carries a
+// target attribute; callers reach them only through the kernel table after CPUID said yes.
+#include <immintrin.h>
+
+// GCC 12's AVX-512 headers build masked and reduce intrinsics on _mm512_undefined_*(), which trips
+// -W(maybe-)uninitialized inside the headers themselves (a known false positive).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include "backends/cpu/cpu_fast_kernels.h"
+
+#define LUCID_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx2")))
+#define LUCID_AVX512BF16 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c,avx2")))
+
+namespace lucid::fast {
+namespace {
+
+LUCID_AVX512 inline __mmask16 TailMask16(int64_t left) {
+  return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+}
+
+LUCID_AVX512 inline __m512 LoadBf16(const uint16_t* p) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)p)), 16));
+}
+LUCID_AVX512 inline __m512 LoadBf16Masked(const uint16_t* p, __mmask16 m) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
+// f32 or bf16 weights, f32 activations, 16 lanes.
+template <int MR, int NR, bool kBf16>
+LUCID_AVX512 void TileFma(const void* const* xv, const void* const*, const void* const* wv,
+                          int64_t k0, int64_t k1, int64_t K, float* out) {
+  const float* x[MR];
+  for (int i = 0; i < MR; ++i) x[i] = static_cast<const float*>(xv[i]);
+  __m512 acc[MR][NR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t k = k0; k < k1; k += 16) {
+    const __mmask16 m = TailMask16(K - k);
+    __m512 w[NR];
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) {
+      if constexpr (kBf16) {
+        const uint16_t* wp = static_cast<const uint16_t*>(wv[j]) + k;
+        w[j] = m == 0xFFFF ? LoadBf16(wp) : LoadBf16Masked(wp, m);
+      } else {
+        const float* wp = static_cast<const float*>(wv[j]) + k;
+        w[j] = m == 0xFFFF ? _mm512_loadu_ps(wp) : _mm512_maskz_loadu_ps(m, wp);
+      }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m512 xi = _mm512_loadu_ps(x[i] + k);
+#pragma GCC unroll 8
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xi, w[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) out[i * NR + j] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
+// bf16 weights against the hi/lo bf16 split of the activations: two vdpbf16ps per pair.
+template <int MR, int NR>
+LUCID_AVX512BF16 void TileDpBf16(const void* const* xh, const void* const* xl,
+                                 const void* const* wv, int64_t k0, int64_t k1, int64_t K,
+                                 float* out) {
+  __m512 acc[MR][NR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t k = k0; k < k1; k += 32) {
+    const int64_t left = K - k;
+    const __mmask32 m = left >= 32 ? 0xFFFFFFFFu : ((1u << left) - 1);
+    __m512bh w[NR];
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) {
+      const uint16_t* wp = static_cast<const uint16_t*>(wv[j]) + k;
+      w[j] = (__m512bh)(m == 0xFFFFFFFFu ? _mm512_loadu_si512(wp) : _mm512_maskz_loadu_epi16(m, wp));
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh h = (__m512bh)_mm512_loadu_si512(static_cast<const uint16_t*>(xh[i]) + k);
+      const __m512bh l = (__m512bh)_mm512_loadu_si512(static_cast<const uint16_t*>(xl[i]) + k);
+#pragma GCC unroll 8
+      for (int j = 0; j < NR; ++j) {
+        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], h, w[j]);
+        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], l, w[j]);
+      }
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) out[i * NR + j] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
+int64_t VectorK(int64_t K) { return K; }  // masked tails: the tiles cover every column
+
+LUCID_AVX512 float Dot(const float* a, const float* b, int64_t n) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = TailMask16(n - i);
+    s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
+LUCID_AVX512 void Axpy(float a, const float* x, float* y, int64_t n) {
+  const __m512 av = _mm512_set1_ps(a);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = TailMask16(n - i);
+    _mm512_mask_storeu_ps(y + i, m,
+                          _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i),
+                                          _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+
+LUCID_AVX512 void Scale(float a, float* y, int64_t n) {
+  const __m512 av = _mm512_set1_ps(a);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = TailMask16(n - i);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(av, _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+
+LUCID_AVX512 void ScaledMul(const float* x, const float* w, float inv, float* y, int64_t n) {
+  const __m512 iv = _mm512_set1_ps(inv);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = TailMask16(n - i);
+    const __m512 xn = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), iv);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w + i), xn));
+  }
+}
+
+LUCID_AVX512 float SumSquares(const float* x, int64_t n) {
+  __m512 s = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512 v = _mm512_maskz_loadu_ps(TailMask16(n - i), x + i);
+    s = _mm512_fmadd_ps(v, v, s);
+  }
+  return _mm512_reduce_add_ps(s);
+}
+
+// exp(x) for x <= ~88, Cephes-style polynomial on 2^n * e^r (relative error ~1e-7).
+LUCID_AVX512 inline __m512 Exp(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  x = _mm512_min_ps(x, _mm512_set1_ps(88.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+LUCID_AVX512 void SwiGlu(const float* g, const float* u, float* o, int64_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = TailMask16(n - i);
+    const __m512 gv = _mm512_maskz_loadu_ps(m, g + i);
+    const __m512 e = Exp(_mm512_sub_ps(_mm512_setzero_ps(), gv));
+    const __m512 s = _mm512_div_ps(gv, _mm512_add_ps(one, e));
+    _mm512_mask_storeu_ps(o + i, m, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, u + i)));
+  }
+}
+
+LUCID_AVX512 float ExpSum(float* s, int64_t n, float m) {
+  const __m512 mv = _mm512_set1_ps(m);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = TailMask16(n - i);
+    const __m512 e = Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), mv));
+    _mm512_mask_storeu_ps(s + i, k, e);
+    sum = _mm512_mask_add_ps(sum, k, sum, e);
+  }
+  return _mm512_reduce_add_ps(sum);
+}
+
+// Eight accumulators (128 floats) per pass over the block's rows.
+LUCID_AVX512 void WeightedRows(const float* const* rows, const float* p, int64_t nb, float* out,
+                               int64_t R) {
+  int64_t c = 0;
+  for (; c + 128 <= R; c += 128) {
+    __m512 a[8];
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; ++v) a[v] = _mm512_loadu_ps(out + c + 16 * v);
+    for (int64_t j = 0; j < nb; ++j) {
+      const __m512 pj = _mm512_set1_ps(p[j]);
+      const float* r = rows[j] + c;
+#pragma GCC unroll 8
+      for (int v = 0; v < 8; ++v) a[v] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(r + 16 * v), a[v]);
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; ++v) _mm512_storeu_ps(out + c + 16 * v, a[v]);
+  }
+  for (; c < R; c += 16) {
+    const __mmask16 m = TailMask16(R - c);
+    __m512 a = _mm512_maskz_loadu_ps(m, out + c);
+    for (int64_t j = 0; j < nb; ++j)
+      a = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(m, rows[j] + c), a);
+    _mm512_mask_storeu_ps(out + c, m, a);
+  }
+}
+
+LUCID_AVX512 void IndexerBlock(const float* q, const float* w, int64_t heads, int64_t D,
+                               const float* kt, float* out) {
+  __m512 total = _mm512_loadu_ps(out);
+  int64_t j = 0;
+  for (; j + 4 <= heads; j += 4) {
+    const float* q0 = q + j * D;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t d = 0; d < D; ++d) {
+      const __m512 kv = _mm512_loadu_ps(kt + d * 16);
+      a0 = _mm512_fmadd_ps(_mm512_set1_ps(q0[d]), kv, a0);
+      a1 = _mm512_fmadd_ps(_mm512_set1_ps(q0[D + d]), kv, a1);
+      a2 = _mm512_fmadd_ps(_mm512_set1_ps(q0[2 * D + d]), kv, a2);
+      a3 = _mm512_fmadd_ps(_mm512_set1_ps(q0[3 * D + d]), kv, a3);
+    }
+    const __m512 z = _mm512_setzero_ps();
+    total = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), _mm512_max_ps(a0, z), total);
+    total = _mm512_fmadd_ps(_mm512_set1_ps(w[j + 1]), _mm512_max_ps(a1, z), total);
+    total = _mm512_fmadd_ps(_mm512_set1_ps(w[j + 2]), _mm512_max_ps(a2, z), total);
+    total = _mm512_fmadd_ps(_mm512_set1_ps(w[j + 3]), _mm512_max_ps(a3, z), total);
+  }
+  for (; j < heads; ++j) {
+    __m512 a = _mm512_setzero_ps();
+    for (int64_t d = 0; d < D; ++d)
+      a = _mm512_fmadd_ps(_mm512_set1_ps(q[j * D + d]), _mm512_loadu_ps(kt + d * 16), a);
+    total = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), _mm512_max_ps(a, _mm512_setzero_ps()), total);
+  }
+  _mm512_storeu_ps(out, total);
+}
+
+KernelTable MakeTable(bool bf16) {
+  KernelTable t;
+  t.isa = bf16 ? CpuIsa::kAvx512Bf16 : CpuIsa::kAvx512;
+  t.vector_k = &VectorK;
+  t.gemv_f32 = {&TileFma<1, 8, false>, 1, 8};
+  t.gemm_f32 = {&TileFma<4, 4, false>, 4, 4};
+  if (bf16) {
+    t.gemv_bf16 = {&TileDpBf16<1, 8>, 1, 8};
+    t.gemm_bf16 = {&TileDpBf16<4, 4>, 4, 4};
+    t.bf16_split = true;
+  } else {
+    t.gemv_bf16 = {&TileFma<1, 8, true>, 1, 8};
+    t.gemm_bf16 = {&TileFma<4, 4, true>, 4, 4};
+  }
+  t.dot = &Dot;
+  t.axpy = &Axpy;
+  t.scale = &Scale;
+  t.scaled_mul = &ScaledMul;
+  t.sum_squares = &SumSquares;
+  t.swiglu = &SwiGlu;
+  t.indexer_block = &IndexerBlock;
+  t.exp_sum = &ExpSum;
+  t.weighted_rows = &WeightedRows;
+  return t;
+}
+
+}  // namespace
+
+const KernelTable& Avx512Kernels() {
+  static const KernelTable t = MakeTable(false);
+  return t;
+}
+const KernelTable& Avx512Bf16Kernels() {
+  static const KernelTable t = MakeTable(true);
+  return t;
+}
+
+}  // namespace lucid::fast

@@ -1,0 +1,241 @@
+// The fast backend's instruction-set detection, scalar kernels, activation packing and the
+// matmul driver that walks register tiles over (k blocks, token blocks, weight rows).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backends/cpu/cpu_fast_kernels.h"
+#include "core/dtype.h"
+
+namespace lucid {
+
+const char* CpuIsaName(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kScalar: return "scalar";
+    case CpuIsa::kAvx2: return "avx2";
+    case CpuIsa::kAvx512: return "avx512";
+    case CpuIsa::kAvx512Bf16: return "avx512bf16";
+  }
+  return "?";
+}
+
+// LUCID_CPU_ISA=scalar|avx2|avx512|avx512bf16 caps the level (for comparisons); it never raises it.
+CpuIsa DetectCpuIsa() {
+  static const CpuIsa isa = [] {
+    __builtin_cpu_init();
+    CpuIsa best = CpuIsa::kScalar;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = CpuIsa::kAvx2;
+    if (best == CpuIsa::kAvx2 && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq"))
+      best = CpuIsa::kAvx512;
+    if (best == CpuIsa::kAvx512 && __builtin_cpu_supports("avx512bf16")) best = CpuIsa::kAvx512Bf16;
+    if (const char* cap = std::getenv("LUCID_CPU_ISA")) {
+      for (CpuIsa c : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16})
+        if (std::string(cap) == CpuIsaName(c)) best = std::min(best, c);
+    }
+    return best;
+  }();
+  return isa;
+}
+
+namespace fast {
+namespace {
+
+int64_t ScalarVectorK(int64_t) { return 0; }
+
+float ScalarDot(const float* a, const float* b, int64_t n) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+void ScalarAxpy(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+void ScalarScale(float a, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= a;
+}
+void ScalarScaledMul(const float* x, const float* w, float inv, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = w[i] * (x[i] * inv);
+}
+float ScalarSumSquares(const float* x, int64_t n) { return ScalarDot(x, x, n); }
+void ScalarSwiGlu(const float* g, const float* u, float* o, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+void ScalarIndexerBlock(const float* q, const float* w, int64_t heads, int64_t D, const float* kt,
+                        float* out) {
+  for (int64_t u = 0; u < 16; ++u) {
+    float s = 0.0f;
+    for (int64_t j = 0; j < heads; ++j) {
+      float d = 0.0f;
+      for (int64_t i = 0; i < D; ++i) d += q[j * D + i] * kt[i * 16 + u];
+      s += w[j] * std::max(d, 0.0f);
+    }
+    out[u] += s;
+  }
+}
+
+float ScalarExpSum(float* s, int64_t n, float m) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += (s[i] = std::exp(s[i] - m));
+  return sum;
+}
+void ScalarWeightedRows(const float* const* rows, const float* p, int64_t nb, float* out,
+                        int64_t R) {
+  for (int64_t j = 0; j < nb; ++j)
+    for (int64_t i = 0; i < R; ++i) out[i] += p[j] * rows[j][i];
+}
+
+KernelTable MakeScalar() {
+  KernelTable t;
+  t.vector_k = &ScalarVectorK;
+  t.dot = &ScalarDot;
+  t.axpy = &ScalarAxpy;
+  t.scale = &ScalarScale;
+  t.scaled_mul = &ScalarScaledMul;
+  t.sum_squares = &ScalarSumSquares;
+  t.swiglu = &ScalarSwiGlu;
+  t.indexer_block = &ScalarIndexerBlock;
+  t.exp_sum = &ScalarExpSum;
+  t.weighted_rows = &ScalarWeightedRows;
+  return t;
+}
+
+// Fills the entries an instruction set leaves empty with the scalar ones.
+KernelTable Complete(KernelTable t) {
+  const KernelTable s = MakeScalar();
+  if (!t.swiglu) t.swiglu = s.swiglu;
+  if (!t.indexer_block) t.indexer_block = s.indexer_block;
+  if (!t.exp_sum) t.exp_sum = s.exp_sum;
+  if (!t.weighted_rows) t.weighted_rows = s.weighted_rows;
+  return t;
+}
+
+uint16_t Bf16Rne(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  if ((b & 0x7F800000u) == 0x7F800000u) return static_cast<uint16_t>(b >> 16);  // inf/nan
+  b += 0x7FFFu + ((b >> 16) & 1u);
+  return static_cast<uint16_t>(b >> 16);
+}
+
+const TileKernel& PickTile(const KernelTable& kt, WeightFormat f, int64_t T) {
+  const bool gemv = T < 4;
+  if (f == WeightFormat::kBF16) return gemv ? kt.gemv_bf16 : kt.gemm_bf16;
+  return gemv ? kt.gemv_f32 : kt.gemm_f32;
+}
+
+// Weight element (n, k) of an f32/bf16 weight, for tails.
+inline float At(const Weight& w, int64_t n, int64_t k) {
+  const int64_t i = (w.row_begin + n) * w.cols + k;
+  return w.format == WeightFormat::kF32 ? w.data.data<const float>()[i]
+                                        : Bf16ToF32(w.data.data<const uint16_t>()[i]);
+}
+
+void FallbackRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
+                  const Weight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  std::vector<float> row(w.cols);
+  for (int64_t n = n0; n < n1; ++n) {
+    DequantizeRow(w, n, row.data());
+    for (int64_t t = t0; t < t1; ++t)
+      y[t * ldy + n] = kt.dot(x.f32.data() + t * x.Kpad, row.data(), w.cols);
+  }
+}
+
+}  // namespace
+
+const KernelTable& ScalarKernels() {
+  static const KernelTable t = MakeScalar();
+  return t;
+}
+
+const KernelTable& Kernels(CpuIsa isa) {
+  static const KernelTable avx2 = Complete(Avx2Kernels());
+  static const KernelTable avx512 = Complete(Avx512Kernels());
+  static const KernelTable avx512bf16 = Complete(Avx512Bf16Kernels());
+  switch (isa) {
+    case CpuIsa::kAvx2: return avx2;
+    case CpuIsa::kAvx512: return avx512;
+    case CpuIsa::kAvx512Bf16: return avx512bf16;
+    default: return ScalarKernels();
+  }
+}
+
+void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_t K,
+           WeightFormat format, PackedX* p) {
+  p->T = T;
+  p->K = K;
+  p->Kpad = (K + kPadK - 1) / kPadK * kPadK;
+  p->f32.assign(T * p->Kpad, 0.0f);
+  for (int64_t t = 0; t < T; ++t) std::memcpy(&p->f32[t * p->Kpad], x + t * ldx, K * sizeof(float));
+  if (kt.bf16_split && format == WeightFormat::kBF16) {
+    p->hi.assign(T * p->Kpad, 0);
+    p->lo.assign(T * p->Kpad, 0);
+    for (int64_t i = 0; i < T * p->Kpad; ++i) {
+      const uint16_t h = Bf16Rne(p->f32[i]);
+      p->hi[i] = h;
+      p->lo[i] = Bf16Rne(p->f32[i] - Bf16ToF32(h));
+    }
+  }
+}
+
+void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
+                int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  if (n1 <= n0 || t1 <= t0) return;
+  const TileKernel& tk = PickTile(kt, w.format, t1 - t0);
+  const bool tiled = (w.format == WeightFormat::kF32 || w.format == WeightFormat::kBF16) && tk.fn;
+  if (!tiled) return FallbackRows(kt, x, t0, t1, w, n0, n1, y, ldy);
+  const int64_t K = w.cols, T = t1, Kv = kt.vector_k(K);
+  const bool split = kt.bf16_split && w.format == WeightFormat::kBF16;
+  const size_t esz = w.format == WeightFormat::kF32 ? 4 : 2;
+  const char* wbase = static_cast<const char*>(w.data.raw()) + w.row_begin * K * esz;
+  // The weight sliver (NR rows x Kc) stays in L1, the activation block (Mc rows x Kc) in L2.
+  const int64_t Kc = esz == 4 ? 1024 : 2048, Mc = 64;
+  const int MR = tk.mr, NR = tk.nr;
+  float out[64];
+  const void* wp[16];
+  const void* xp[16];
+  const void* xp2[16];
+  if (Kv == 0)
+    for (int64_t t = t0; t < T; ++t) std::fill(y + t * ldy + n0, y + t * ldy + n1, 0.0f);
+  for (int64_t k0 = 0; k0 < Kv; k0 += Kc) {
+    const int64_t k1 = std::min(k0 + Kc, Kv);
+    const bool first = k0 == 0;
+    for (int64_t m0 = t0; m0 < T; m0 += Mc) {
+      const int64_t m1 = std::min(m0 + Mc, T);
+      for (int64_t n = n0; n < n1; n += NR) {
+        const int64_t nn = std::min<int64_t>(NR, n1 - n);
+        for (int j = 0; j < NR; ++j) wp[j] = wbase + (n + std::min<int64_t>(j, nn - 1)) * K * esz;
+        for (int64_t t = m0; t < m1; t += MR) {
+          const int64_t mm = std::min<int64_t>(MR, m1 - t);
+          for (int i = 0; i < MR; ++i) {
+            const int64_t r = (t + std::min<int64_t>(i, mm - 1)) * x.Kpad;
+            xp[i] = split ? static_cast<const void*>(&x.hi[r]) : &x.f32[r];
+            xp2[i] = split ? &x.lo[r] : nullptr;
+          }
+          tk.fn(xp, xp2, wp, k0, k1, K, out);
+          for (int64_t i = 0; i < mm; ++i) {
+            float* yr = y + (t + i) * ldy + n;
+            if (first)
+              for (int64_t j = 0; j < nn; ++j) yr[j] = out[i * NR + j];
+            else
+              for (int64_t j = 0; j < nn; ++j) yr[j] += out[i * NR + j];
+          }
+        }
+      }
+    }
+  }
+  if (Kv < K) {  // scalar tail for instruction sets without masked loads
+    for (int64_t n = n0; n < n1; ++n)
+      for (int64_t t = t0; t < T; ++t) {
+        float s = 0.0f;
+        for (int64_t k = Kv; k < K; ++k) s += x.f32[t * x.Kpad + k] * At(w, n, k);
+        y[t * ldy + n] += s;
+      }
+  }
+}
+
+}  // namespace fast
+}  // namespace lucid

@@ -1,0 +1,103 @@
+// CpuFastOps: dense ops (Linear, LinearTransposed, RmsNorm, SwiGlu). Attention, indexer and
+// top-k live in cpu_fast_attention.cpp, MoE in cpu_fast_moe.cpp.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backends/cpu/cpu_fast_kernels.h"
+#include "core/dtype.h"
+#include "core/parallel.h"
+
+namespace lucid {
+namespace {
+
+const char* OpsName(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kScalar: return "cpu-fast-scalar";
+    case CpuIsa::kAvx2: return "cpu-fast-avx2";
+    case CpuIsa::kAvx512: return "cpu-fast-avx512";
+    case CpuIsa::kAvx512Bf16: return "cpu-fast-avx512bf16";
+  }
+  return "cpu-fast";
+}
+
+}  // namespace
+
+CpuFastOps::CpuFastOps(CpuIsa max_isa)
+    : isa_(std::min(max_isa, DetectCpuIsa())), name_(OpsName(isa_)) {}
+
+bool CpuFastOps::FastFormat(WeightFormat f) {
+  return f == WeightFormat::kF32 || f == WeightFormat::kBF16;
+}
+
+void CpuFastOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
+  const int64_t T = x.size(0), N = w.rows;
+  LUCID_CHECK(x.size(-1) == w.cols && y.size(-1) == w.rows && y.size(0) == T,
+              "Linear shape mismatch for " + w.name + ": x " + x.DebugString() + " y " +
+                  y.DebugString());
+  const fast::KernelTable& kt = fast::Kernels(isa_);
+  fast::PackedX p;
+  fast::PackX(kt, x.data<const float>(), w.cols, T, w.cols, w.format, &p);
+  float* ys = y.data<float>();
+  const int64_t threads = NumThreads();
+  if (N < 64 * threads && T >= 8 * threads) {  // few outputs, many tokens: split the tokens
+    ParallelFor(T, 4, [&](int64_t b, int64_t e) { fast::MatmulRows(kt, p, b, e, w, 0, N, ys, N); });
+    return;
+  }
+  ParallelFor(N, 32, [&](int64_t b, int64_t e) { fast::MatmulRows(kt, p, 0, T, w, b, e, ys, N); });
+}
+
+void CpuFastOps::LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const {
+  const int64_t T = x.size(0), R = w.rows, C = w.cols;
+  LUCID_CHECK(x.size(-1) == R && y.size(-1) == C && y.size(0) == T,
+              "LinearTransposed shape mismatch for " + w.name);
+  if (!FastFormat(w.format)) return CpuOps::LinearTransposed(x, w, y);
+  const fast::KernelTable& kt = fast::Kernels(isa_);
+  const float* xs = x.data<const float>();
+  float* ys = y.data<float>();
+  ParallelFor(C, 64, [&](int64_t c0, int64_t c1) {
+    const int64_t n = c1 - c0;
+    std::vector<float> row(n);
+    for (int64_t t = 0; t < T; ++t) std::fill(ys + t * C + c0, ys + t * C + c1, 0.0f);
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t base = (w.row_begin + r) * C + c0;
+      const float* src;
+      if (w.format == WeightFormat::kF32) {
+        src = w.data.data<const float>() + base;
+      } else {
+        const uint16_t* b = w.data.data<const uint16_t>() + base;
+        for (int64_t i = 0; i < n; ++i) row[i] = Bf16ToF32(b[i]);
+        src = row.data();
+      }
+      for (int64_t t = 0; t < T; ++t) kt.axpy(xs[t * R + r], src, ys + t * C + c0, n);
+    }
+  });
+}
+
+void CpuFastOps::RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) const {
+  const int64_t D = x.size(-1), T = x.numel() / D;
+  std::vector<float> w(D);
+  VectorToF32(weight, w.data());
+  const fast::KernelTable& kt = fast::Kernels(isa_);
+  const float* xs = x.data<const float>();
+  float* ys = y.data<float>();
+  ParallelFor(T, 16, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const float ss = kt.sum_squares(xs + t * D, D);
+      const float inv = 1.0f / std::sqrt(ss / static_cast<float>(D) + eps);
+      kt.scaled_mul(xs + t * D, w.data(), inv, ys + t * D, D);
+    }
+  });
+}
+
+void CpuFastOps::SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) const {
+  const int64_t n = gate.numel();
+  LUCID_CHECK(up.numel() == n && out.numel() == n, "SwiGlu shape mismatch");
+  const fast::KernelTable& kt = fast::Kernels(isa_);
+  const float* g = gate.data<const float>();
+  const float* u = up.data<const float>();
+  float* o = out.data<float>();
+  ParallelFor(n, 1 << 14, [&](int64_t b, int64_t e) { kt.swiglu(g + b, u + b, o + b, e - b); });
+}
+
+}  // namespace lucid

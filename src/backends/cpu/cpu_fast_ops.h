@@ -1,0 +1,63 @@
+// CpuFastOps: the fast CPU backend. Same contracts as CpuOps (ops/ops.h), which stays the oracle:
+// every override here is tested against the CpuOps op it replaces (cpu_fast_*_test.cpp).
+//
+// Instruction sets are chosen at run time (CPUID through __builtin_cpu_supports), per function
+// with GCC target attributes, so the build itself stays portable (no -march flags on any file):
+//   kAvx512Bf16  AVX-512 F/BW/VL/DQ + AVX512_BF16: bf16 weights use vdpbf16ps on a hi+lo bf16 split
+//                of the activations (x = hi + lo, both bf16), so products keep ~16 mantissa bits of
+//                x and the result matches the f32 reference to ~1e-5 relative.
+//   kAvx512      AVX-512 F/BW/VL/DQ: bf16 weights widened to f32, f32 FMAs.
+//   kAvx2        AVX2 + FMA + F16C, 8-wide.
+//   kScalar      plain loops (what CpuOps does, with the fast loop structure).
+// A CpuFastOps may be capped below what the machine has (tests run every level the machine can).
+//
+// What is fast here (all other ops fall through to CpuOps):
+// - Linear: one kernel for 1 and many tokens; every weight element is read from memory once per
+//   call for the whole batch (register tiles of tokens x weight rows, k-blocked so the weight
+//   sliver stays in L1 and the activation block in L2), threads split the weight rows.
+// - LinearTransposed (the W_uk absorption): threads split the output columns.
+// - MoeExperts: rows grouped by expert; one parallel pass for every touched expert's gate/up,
+//   one for every down projection, so each touched expert is read once per step.
+// - MlaAttention: per query, keys visited once for all heads (flash-decoding split of the
+//   selected tokens across threads when there are fewer queries than threads).
+// - IndexerScores: keys blocked and transposed so all heads score a block of keys with FMAs.
+// - TopK: selection by threshold (nth_element on values) then a sort of the k chosen.
+// - RmsNorm, SwiGlu: vectorized.
+// Thread-safety: as Ops (stateless after construction; scratch is per call).
+#pragma once
+
+#include "backends/cpu/cpu_ops.h"
+
+namespace lucid {
+
+enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3 };
+const char* CpuIsaName(CpuIsa isa);
+// The best level this machine supports (cached after the first call).
+CpuIsa DetectCpuIsa();
+
+class CpuFastOps : public CpuOps {
+ public:
+  // Uses min(max_isa, DetectCpuIsa()).
+  explicit CpuFastOps(CpuIsa max_isa = CpuIsa::kAvx512Bf16);
+  CpuIsa isa() const { return isa_; }
+
+  const char* name() const override { return name_; }
+  void Linear(const Tensor& x, const Weight& w, Tensor& y) const override;
+  void LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const override;
+  void RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) const override;
+  void SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) const override;
+  void MlaAttention(const MlaAttentionArgs& a) const override;
+  void IndexerScores(const IndexerArgs& a) const override;
+  void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const override;
+  void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts, const int32_t* idx,
+                  const float* weights, int64_t k, Tensor& out) const override;
+
+  // Whether Linear has a fast kernel for this format (others fall back to CpuOps::Linear).
+  static bool FastFormat(WeightFormat f);
+
+ private:
+  CpuIsa isa_;
+  const char* name_;
+};
+
+}  // namespace lucid

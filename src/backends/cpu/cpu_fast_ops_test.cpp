@@ -1,0 +1,233 @@
+// CpuFastOps against the CpuOps reference, on random odd shapes, at every instruction-set level
+// this machine has (a level the machine lacks runs as the best one below it).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "backends/cpu/cpu_fast_ops.h"
+#include "core/dtype.h"
+
+namespace lucid {
+namespace {
+
+const CpuOps kRef;
+
+Tensor Random(Shape shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  Tensor t = Tensor::Empty(DType::kF32, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+// A weight [rows, cols] viewed from row `skip` of a [skip + rows + 3, cols] parent.
+Weight MakeWeight(WeightFormat f, int64_t rows, int64_t cols, uint32_t seed, int64_t skip = 0) {
+  const int64_t total = skip + rows + 3;
+  Tensor src = Random({total, cols}, seed);
+  Weight w;
+  w.format = f;
+  w.name = "w";
+  w.rows = total;
+  w.cols = cols;
+  if (f == WeightFormat::kF32) {
+    w.data = src;
+  } else {
+    w.data = Tensor::Empty(DType::kBF16, {total, cols});
+    for (int64_t i = 0; i < src.numel(); ++i)
+      w.data.data<uint16_t>()[i] = F32ToBf16(src.data<float>()[i]);
+  }
+  return w.RowRange(skip, rows);
+}
+
+// max |a - b| / max |b|
+double RelErr(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.numel(), b.numel());
+  double e = 0, m = 1e-30;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    e = std::max(e, double(std::abs(a.data<float>()[i] - b.data<float>()[i])));
+    m = std::max(m, double(std::abs(b.data<float>()[i])));
+  }
+  return e / m;
+}
+
+class FastOpsTest : public ::testing::TestWithParam<CpuIsa> {
+ protected:
+  CpuFastOps ops_{GetParam()};
+};
+
+TEST_P(FastOpsTest, LinearMatchesReference) {
+  struct Case { int64_t T, N, K, skip; };
+  for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kBF16}) {
+    for (Case c : {Case{1, 13, 37, 0}, Case{2, 70, 129, 5}, Case{3, 33, 2051, 1},
+                   Case{5, 45, 1100, 0}, Case{17, 9, 300, 2}, Case{67, 131, 71, 0},
+                   Case{70, 5, 3, 0}, Case{1, 300, 4100, 0}}) {
+      SCOPED_TRACE(std::string(WeightFormatName(f)) + " T=" + std::to_string(c.T) +
+                   " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K));
+      Weight w = MakeWeight(f, c.N, c.K, 7 + c.K, c.skip);
+      Tensor x = Random({c.T, c.K}, 3 + c.T);
+      Tensor y = Tensor::Empty(DType::kF32, {c.T, c.N}), r = y.Clone();
+      ops_.Linear(x, w, y);
+      kRef.Linear(x, w, r);
+      EXPECT_LE(RelErr(y, r), 2e-5);
+    }
+  }
+}
+
+TEST_P(FastOpsTest, LinearTransposedMatchesReference) {
+  for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kBF16}) {
+    for (int64_t T : {1, 4}) {
+      Weight w = MakeWeight(f, 19, 131, 11, 4);
+      Tensor x = Random({T, 19}, 5);
+      Tensor y = Tensor::Empty(DType::kF32, {T, 131}), r = y.Clone();
+      ops_.LinearTransposed(x, w, y);
+      kRef.LinearTransposed(x, w, r);
+      EXPECT_LE(RelErr(y, r), 1e-5) << WeightFormatName(f) << " T=" << T;
+    }
+  }
+}
+
+TEST_P(FastOpsTest, RmsNormAndSwiGluMatchReference) {
+  Tensor x = Random({3, 77}, 1), w = Random({77}, 2);
+  Tensor y = x.Clone(), r = x.Clone();
+  ops_.RmsNorm(x, w, 1e-6f, y);
+  kRef.RmsNorm(x, w, 1e-6f, r);
+  EXPECT_LE(RelErr(y, r), 1e-6);
+  Tensor g = Random({5, 41}, 3, -20.0f, 20.0f), u = Random({5, 41}, 4);
+  Tensor o = g.Clone(), ro = g.Clone();
+  ops_.SwiGlu(g, u, o);
+  kRef.SwiGlu(g, u, ro);
+  EXPECT_LE(RelErr(o, ro), 1e-6);
+}
+
+// A paged KV of `tokens` random rows: pages of 5 rows, page table reversed so pages are not in
+// order.
+struct Paged {
+  Tensor store;
+  std::vector<int32_t> table;
+  PagedRows rows;
+  Paged(int64_t tokens, int64_t row_floats, uint32_t seed) {
+    const int64_t page = 5, pages = (tokens + page - 1) / page;
+    store = Random({pages * page, row_floats}, seed);
+    for (int64_t p = 0; p < pages; ++p) table.push_back(static_cast<int32_t>(pages - 1 - p));
+    rows.base = store.data<float>();
+    rows.page_table = table;
+    rows.page_size = page;
+    rows.page_stride = page * row_floats;
+    rows.row_floats = row_floats;
+  }
+};
+
+void CheckAttention(const Ops& ops, int64_t T, int64_t H, int64_t R, int64_t P, int64_t ctx,
+                    int64_t max_sel, uint32_t seed) {
+  Paged kv(ctx, R + P, seed);
+  Tensor ql = Random({T, H, R}, seed + 1), qr = Random({T, H, P}, seed + 2);
+  std::vector<int32_t> sel(T * max_sel), count(T);
+  std::mt19937 rng(seed);
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<int32_t> all(ctx);
+    for (int64_t u = 0; u < ctx; ++u) all[u] = static_cast<int32_t>(u);
+    std::shuffle(all.begin(), all.end(), rng);
+    count[t] = static_cast<int32_t>(t == 1 ? 0 : std::min<int64_t>(max_sel, 1 + rng() % ctx));
+    std::copy(all.begin(), all.begin() + count[t], sel.begin() + t * max_sel);
+  }
+  Tensor out = Tensor::Empty(DType::kF32, {T, H, R}), ref = out.Clone();
+  MlaAttentionArgs a;
+  a.q_latent = ql.data<float>();
+  a.q_rope = qr.data<float>();
+  a.tokens = T;
+  a.heads = H;
+  a.latent_dim = R;
+  a.rope_dim = P;
+  a.scale = 0.3f;
+  a.kv = kv.rows;
+  a.selected = sel.data();
+  a.selected_stride = max_sel;
+  a.selected_count = count.data();
+  a.out_latent = out.data<float>();
+  ops.MlaAttention(a);
+  a.out_latent = ref.data<float>();
+  kRef.MlaAttention(a);
+  EXPECT_LE(RelErr(out, ref), 1e-5) << "T=" << T << " H=" << H << " R=" << R << " P=" << P;
+}
+
+TEST_P(FastOpsTest, MlaAttentionMatchesReference) {
+  CheckAttention(ops_, 1, 3, 37, 11, 300, 300, 1);    // decode: split rows, merged partials
+  CheckAttention(ops_, 5, 2, 37, 11, 90, 64, 2);      // several rows (row 1 selects nothing)
+  CheckAttention(ops_, 1, 5, 512, 64, 700, 513, 3);   // the real latent and rope sizes
+  CheckAttention(ops_, 9, 4, 512, 64, 100, 100, 4);
+}
+
+TEST_P(FastOpsTest, IndexerScoresMatchReference) {
+  for (int64_t T : {1, 4}) {
+    const int64_t heads = 5, D = 33, ctx = 157;
+    Paged keys(ctx, D, 9);
+    Tensor q = Random({T, heads, D}, 10), w = Random({T, heads}, 11);
+    std::vector<int64_t> causal(T);
+    for (int64_t t = 0; t < T; ++t) causal[t] = ctx - 3 * (T - 1 - t);
+    Tensor s = Tensor::Empty(DType::kF32, {T, ctx}), r = s.Clone();
+    IndexerArgs a;
+    a.q = q.data<float>();
+    a.w = w.data<float>();
+    a.tokens = T;
+    a.heads = heads;
+    a.head_dim = D;
+    a.keys = keys.rows;
+    a.causal_len = causal.data();
+    a.scores = s.data<float>();
+    a.score_stride = ctx;
+    ops_.IndexerScores(a);
+    a.scores = r.data<float>();
+    kRef.IndexerScores(a);
+    EXPECT_LE(RelErr(s, r), 1e-5) << "T=" << T;  // entries past causal_len are 0 in both
+  }
+}
+
+TEST_P(FastOpsTest, TopKMatchesReferenceIncludingTies) {
+  std::mt19937 rng(5);
+  for (int64_t n : {1, 10, 1000, 5000}) {
+    std::vector<float> s(n);
+    for (auto& v : s) v = static_cast<float>(rng() % 50) / 7.0f;  // many exact ties
+    for (int64_t k : {int64_t{1}, n / 3, n / 10, n}) {
+      if (k == 0) continue;
+      std::vector<int32_t> a(k), b(k);
+      ops_.TopK(s.data(), n, k, a.data());
+      kRef.TopK(s.data(), n, k, b.data());
+      EXPECT_EQ(a, b) << "n=" << n << " k=" << k;
+    }
+  }
+}
+
+TEST_P(FastOpsTest, MoeExpertsMatchReference) {
+  const int64_t E = 7, D = 40, I = 24, k = 2;
+  for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kBF16}) {
+    for (int64_t T : {1, 9}) {
+      std::vector<ExpertWeights> ex;
+      for (int64_t e = 0; e < E; ++e)
+        ex.push_back({MakeWeight(f, I, D, 100 + e), MakeWeight(f, I, D, 200 + e),
+                      MakeWeight(f, D, I, 300 + e)});
+      Tensor x = Random({T, D}, 17);
+      std::vector<int32_t> idx(T * k);
+      std::vector<float> wt(T * k);
+      for (int64_t t = 0; t < T; ++t) {
+        idx[t * k] = static_cast<int32_t>((t * 3) % E);
+        idx[t * k + 1] = static_cast<int32_t>((t * 3 + 2) % E);
+        wt[t * k] = 0.7f;
+        wt[t * k + 1] = 0.4f;
+      }
+      Tensor out = Random({T, D}, 18), ref = out.Clone();  // accumulated into
+      ops_.MoeExperts(x, ex, idx.data(), wt.data(), k, out);
+      kRef.MoeExperts(x, ex, idx.data(), wt.data(), k, ref);
+      EXPECT_LE(RelErr(out, ref), 2e-5) << WeightFormatName(f) << " T=" << T;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, FastOpsTest,
+                         ::testing::Values(CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512,
+                                           CpuIsa::kAvx512Bf16),
+                         [](const auto& info) { return std::string(CpuIsaName(info.param)); });
+
+}  // namespace
+}  // namespace lucid
