@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/cpu_fast_ops.h"
 #include "cli/commands.h"
 #include "formats/npy.h"
 #include "models/registry.h"
@@ -45,7 +45,8 @@ StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
 
 Status RunGenerate(const GenerateFlags& f) {
   LUCID_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, ParseIds(f.prompt_ids));
-  CpuOps ops;
+  // The fast backend (tested against the CpuOps reference; LUCID_CPU_ISA=scalar caps it).
+  CpuFastOps ops;
   LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(f.model_path, ops));
   Tensor prompt_logits;
   LUCID_ASSIGN_OR_RETURN(std::vector<int32_t> out,
