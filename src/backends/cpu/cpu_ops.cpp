@@ -18,6 +18,8 @@ float Dot(const float* a, const float* b, int64_t n) {
 }  // namespace
 
 void CpuOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
+  if (w.format == WeightFormat::kNvfp4 || w.format == WeightFormat::kFp8Block)
+    return LinearQuantReference(x, w, y);
   const int64_t T = x.size(0);
   LUCID_CHECK(x.size(-1) == w.cols && y.size(-1) == w.rows && y.size(0) == T,
               "Linear shape mismatch for " + w.name + ": x " + x.DebugString() + " y " +

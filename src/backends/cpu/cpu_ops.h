@@ -31,9 +31,23 @@ class CpuOps : public Ops {
                   const float* weights, int64_t k, Tensor& out) const override;
 };
 
-// Writes row r (0-based within the view) of weight w, dequantized to float32, into out[w.cols].
+// THE definition of every weight format's math (ops/weight.h has the layouts). Oracle API for
+// faster kernels:
+// - DequantizeRowSpan writes columns [c0, c0 + n) of row r (0-based within the view, so a
+//   RowRange view finds its block scales at row_begin + r) of w, dequantized to float32, into
+//   out[n]. Any c0/n is allowed (blocks may be partial at both ends).
+// - DequantizeRow(w, r, out) is DequantizeRowSpan(w, r, 0, w.cols, out).
 // Supports every WeightFormat the build knows; aborts on an unknown one (loading validates).
+// Thread-safe (reads only).
+void DequantizeRowSpan(const Weight& w, int64_t r, int64_t c0, int64_t n, float* out);
 void DequantizeRow(const Weight& w, int64_t r, float* out);
+
+// Reference matmul for packed weights (kNvfp4, kFp8Block; also correct for f32/bf16):
+// y[T, w.rows] = x[T, w.cols] · W^T, dequantizing W one block-row chunk at a time (never the whole
+// matrix; scratch is one chunk of <= 128 columns) and accumulating in f32 in column order, so the
+// result equals DequantizeRow-then-f32-dot bit for bit. Used by CpuOps::Linear for packed formats
+// (decode T = 1 and prefill alike, and every MoE expert). Defined in cpu_quant_matmul.cpp.
+void LinearQuantReference(const Tensor& x, const Weight& w, Tensor& y);
 
 // Converts a small f32/bf16 vector tensor (norm weights, biases) to float32.
 void VectorToF32(const Tensor& v, float* out);
