@@ -68,8 +68,8 @@ struct RequestOutput {
 
 struct EngineOptions {
   int64_t page_size = 64;
-  // KV pool size (from the memory planner). 0 = a fallback for tools and tests: enough pages for
-  // min(max_running_requests, 4) sequences of the full context.
+  // KV pool size (from the memory planner). 0 = a small fallback for tools and tests: pages for
+  // min(max_running_requests, 4) sequences of min(context_length, 8192) tokens.
   int64_t num_pages = 0;
   int64_t max_running_requests = 64;
   int64_t chunked_prefill_size = 2048;  // max tokens computed per step

@@ -48,9 +48,9 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(
     return InvalidArgument("engine: context_length " + std::to_string(o.context_length) +
                            " exceeds the model's max_position_embeddings " +
                            std::to_string(max_pos));
-  if (o.num_pages == 0)
+  if (o.num_pages == 0)  // the small fallback documented in EngineOptions
     o.num_pages = std::min<int64_t>(o.max_running_requests, 4) *
-                  ((o.context_length + o.page_size - 1) / o.page_size);
+                  ((std::min<int64_t>(o.context_length, 8192) + o.page_size - 1) / o.page_size);
   if (o.nan_check == EngineOptions::NanCheck::kLayers && !model->SetNumericsCheck(true))
     return Unimplemented("engine: --nan-check layers: this model has no per-op numerics check");
   return std::unique_ptr<EngineCore>(new EngineCore(std::move(model), std::move(tokenizer), o));

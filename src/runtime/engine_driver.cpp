@@ -1,5 +1,7 @@
 #include "runtime/engine_driver.h"
 
+#include <algorithm>
+
 namespace lucid {
 
 Engine::Sink ResultCollector::sink() {
@@ -38,7 +40,7 @@ bool ResultCollector::finished() const {
 
 StatusOr<std::vector<GenerationResult>> RunToCompletion(EngineCore& core,
                                                         std::vector<GenerationRequest> requests,
-                                                        int64_t max_steps) {
+                                                        int64_t max_steps, int64_t* max_running) {
   for (size_t i = 0; i < requests.size(); ++i)
     LUCID_RETURN_IF_ERROR(core.Validate(requests[i]).WithContext("request " + std::to_string(i)));
   std::vector<std::unique_ptr<ResultCollector>> collectors;
@@ -49,6 +51,7 @@ StatusOr<std::vector<GenerationResult>> RunToCompletion(EngineCore& core,
   for (int64_t step = 0; core.HasWork(); ++step) {
     if (step == max_steps) return Internal("RunToCompletion: still busy after max_steps steps");
     core.Step();
+    if (max_running != nullptr) *max_running = std::max(*max_running, core.Stats().running);
   }
   std::vector<GenerationResult> out;
   for (auto& c : collectors) {

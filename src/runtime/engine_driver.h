@@ -48,9 +48,11 @@ class ResultCollector {
 // Adds every request to `core` (ids 1..n), then steps until no work is left or max_steps ran.
 // Returns the results in request order. InvalidArgument if a request fails validation (nothing is
 // run then); DeadlineExceeded-like Internal if max_steps ran out.
+// If max_running is not null it receives the most requests that ran in one step.
 StatusOr<std::vector<GenerationResult>> RunToCompletion(EngineCore& core,
                                                         std::vector<GenerationRequest> requests,
-                                                        int64_t max_steps = 1000000);
+                                                        int64_t max_steps = 1000000,
+                                                        int64_t* max_running = nullptr);
 
 // Submits every request to `engine` and waits for all of them.
 StatusOr<std::vector<GenerationResult>> GenerateAll(Engine& engine,
