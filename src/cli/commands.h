@@ -11,11 +11,17 @@ using RegisterFn = void (*)(CLI::App& app, int* exit_code);
 void RegisterGenerateCommand(CLI::App& app, int* exit_code);
 void RegisterExplainCommand(CLI::App& app, int* exit_code);
 void RegisterBackendsCommand(CLI::App& app, int* exit_code);
+void RegisterSynthCommand(CLI::App& app, int* exit_code);
+void RegisterBenchCommand(CLI::App& app, int* exit_code);
+void RegisterServeCommand(CLI::App& app, int* exit_code);
 
 inline constexpr RegisterFn kCommands[] = {
     &RegisterGenerateCommand,
     &RegisterExplainCommand,
     &RegisterBackendsCommand,
+    &RegisterSynthCommand,
+    &RegisterBenchCommand,
+    &RegisterServeCommand,
 };
 
 }  // namespace lucid::cli

@@ -62,7 +62,8 @@ struct ServingModel {
   int64_t vocab_size = 0;
   std::shared_ptr<const tok::Tokenizer> tokenizer;         // null: token ids only
   std::shared_ptr<const tok::ChatTemplate> chat_template;  // null: no chat route
-  std::string bos_token, eos_token;                        // for the chat template
+  std::string chat_error;  // why there is no chat template (shown in the chat route's 400)
+  std::string bos_token, eos_token;  // for the chat template
   std::string model_path;
 };
 

@@ -50,9 +50,9 @@ std::optional<ApiError> RenderChat(const ParsedRequest& r, const ServingModel& m
                                    PreparedPrompt* out) {
   if (auto e = NeedTokenizer(m, "messages")) return e;
   if (!m.chat_template)
-    return BadRequest("The model '" + m.name +
-                          "' has no chat template (chat_template.jinja or "
-                          "tokenizer_config.json chat_template); use /v1/completions.",
+    return BadRequest("The model '" + m.name + "' cannot serve chat: " +
+                          (m.chat_error.empty() ? "it has no chat template" : m.chat_error) +
+                          ". Use /v1/completions.",
                       "messages", "no_chat_template");
   tok::ChatRequest cr;
   cr.messages = r.messages;

@@ -1,0 +1,268 @@
+// `lucid serve`: resolves the configuration (config/ option table: flags, --config file, LUCID_*
+// environment), starts listening at once (GET /health answers 503 "loading"), reads the weights
+// with visible progress, builds the engine, runs a warm-up generation, and then serves until
+// SIGINT/SIGTERM. Exit status: 0 after a clean shutdown, 2 for a configuration that cannot work
+// (nothing loaded), 1 for failures while starting (port in use, unreadable model, warm-up failed).
+// Shutdown: new generation requests get 503, in-flight ones have --shutdown-grace seconds to
+// finish, then the engine fails the rest (each stream gets its final chunk and [DONE]); a second
+// signal exits at once.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "backends/cpu/cpu_ops.h"
+#include "cli/commands.h"
+#include "cli/weight_prefetch.h"
+#include "config/cli_options.h"
+#include "config/option_table.h"
+#include "config/resolver.h"
+#include "models/registry.h"
+#include "runtime/engine.h"
+#include "server/http_server.h"
+#include "server/model_assets.h"
+#include "server/server_log.h"
+
+namespace lucid::cli {
+namespace {
+
+using server::LogError;
+using server::LogInfo;
+using server::LogWarning;
+
+// Serve-only flags that are not (yet) in the option table: they shape HTTP admission, not a plan.
+struct ServeFlags {
+  int64_t max_concurrent_requests = 256;
+  std::string max_request_bytes = "8MiB";
+  int64_t shutdown_grace_s = 30;
+};
+
+// SIGINT/SIGTERM are blocked in every thread and taken by one watcher thread (sigwait), so HTTP
+// and engine threads are never interrupted. The first signal sets `requested`; the second exits.
+class SignalWatcher {
+ public:
+  SignalWatcher() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGUSR1);  // internal wake-up at exit
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    signal(SIGPIPE, SIG_IGN);  // a vanished client must not kill the server
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~SignalWatcher() {
+    done_ = true;
+    pthread_kill(thread_.native_handle(), SIGUSR1);
+    thread_.join();
+  }
+  const std::atomic<bool>* requested() const { return &requested_; }
+  // Waits until a signal arrives; returns its name.
+  std::string Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return requested_.load(); });
+    return name_;
+  }
+
+ private:
+  void Loop() {
+    while (true) {
+      int sig = 0;
+      if (sigwait(&set_, &sig) != 0) continue;
+      if (done_) return;
+      if (sig == SIGUSR1) continue;
+      if (requested_.load()) {
+        std::fprintf(stderr, "lucid serve: second signal, exiting now\n");
+        std::_Exit(130);
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        name_ = sig == SIGINT ? "SIGINT" : "SIGTERM";
+        requested_ = true;
+      }
+      cv_.notify_all();
+    }
+  }
+  sigset_t set_;
+  std::thread thread_;
+  std::atomic<bool> done_{false}, requested_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string name_;
+};
+
+int64_t IntOr(const config::ResolvedConfig& rc, const char* name, int64_t fallback) {
+  const nlohmann::json& v = rc.Value(name);
+  return v.is_number_integer() ? v.get<int64_t>() : fallback;
+}
+
+std::string StrOr(const config::ResolvedConfig& rc, const char* name, const std::string& fallback) {
+  const nlohmann::json& v = rc.Value(name);
+  return v.is_string() ? v.get<std::string>() : fallback;
+}
+
+EngineOptions EngineOptionsFrom(const config::ResolvedConfig& rc, int64_t context_length) {
+  EngineOptions eo;
+  eo.page_size = IntOr(rc, "page-size", 16);
+  const int64_t total = IntOr(rc, "max-total-tokens", 0);
+  eo.num_pages = total > 0 ? (total + eo.page_size - 1) / eo.page_size : 0;
+  eo.max_running_requests = IntOr(rc, "max-running-requests", 8);
+  eo.chunked_prefill_size = IntOr(rc, "chunked-prefill-size", 512);
+  eo.context_length = context_length;
+  const std::string nan = StrOr(rc, "nan-check", "logits");
+  eo.nan_check = nan == "off"      ? EngineOptions::NanCheck::kOff
+                 : nan == "layers" ? EngineOptions::NanCheck::kLayers
+                                   : EngineOptions::NanCheck::kLogits;
+  const std::string kv = StrOr(rc, "kv-cache-dtype", "f32");
+  eo.kv_dtype = kv == "bf16"       ? KvDtype::kBF16
+                : kv == "fp8_e4m3" ? KvDtype::kFp8E4M3
+                                   : KvDtype::kF32;
+  return eo;
+}
+
+// Start-up after the configuration resolved; returns the exit status.
+int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
+  SignalWatcher signals;
+  server::ServerOptions so;
+  so.host = StrOr(rc, "host", "127.0.0.1");
+  so.port = static_cast<int>(IntOr(rc, "port", 30000));
+  so.api_key = StrOr(rc, "api-key", "");
+  so.max_concurrent_requests = flags.max_concurrent_requests;
+  so.max_body_bytes = static_cast<size_t>(config::ParseBytes(flags.max_request_bytes).value());
+  const std::string model_path = StrOr(rc, "model-path", "");
+
+  std::unique_ptr<Engine> engine;  // declared before the server: destroyed after it
+  server::HttpServer http(so);
+  if (Status s = http.Start(); !s.ok()) {
+    LogError("lucid serve: " + s.message());
+    return 1;
+  }
+  LogInfo("listening on " + http.url() + " (GET /health answers 503 until the model is ready)");
+  http.SetPhase(server::Phase::kLoading, "reading " + model_path);
+
+  StatusOr<server::ModelAssets> assets = server::LoadModelAssets(model_path);
+  if (!assets.ok()) {
+    LogError("lucid serve: " + assets.status().message());
+    return 1;
+  }
+  if (!assets->tokenizer)
+    LogWarning("no tokenizer.json in " + model_path + ": requests must send token ids");
+  if (!assets->chat_error.empty())
+    LogWarning("chat completions unavailable: " + assets->chat_error);
+
+  if (Status s = PrefetchWeights(model_path, signals.requested()); !s.ok()) {
+    LogError("lucid serve: " + s.ToString());
+    return 1;
+  }
+  http.SetPhase(server::Phase::kLoading, "preparing the model");
+  CpuOps ops;  // outlives the model
+  StatusOr<std::unique_ptr<Model>> model = LoadModel(model_path, ops);
+  if (!model.ok()) {
+    LogError("lucid serve: " + model.status().ToString());
+    return 1;
+  }
+  const ModelConfig mc = (*model)->config();
+  const int64_t context = IntOr(rc, "context-length", mc.max_position_embeddings);
+  const EngineOptions eo = EngineOptionsFrom(rc, context);
+  LogInfo("engine: page size " + std::to_string(eo.page_size) + ", " +
+          std::to_string(eo.num_pages) + " KV pages, up to " +
+          std::to_string(eo.max_running_requests) + " running requests, context " +
+          std::to_string(context));
+  if (assets->tokenizer && int64_t(assets->tokenizer->vocab_size()) > mc.vocab_size)
+    LogWarning("the tokenizer has " + std::to_string(assets->tokenizer->vocab_size()) +
+               " ids but the model only " + std::to_string(mc.vocab_size) +
+               ": text whose tokens fall outside the model's vocabulary is refused (400)");
+  StatusOr<std::unique_ptr<Engine>> made = CreateEngine(std::move(*model), assets->tokenizer, eo);
+  if (!made.ok()) {
+    LogError("lucid serve: " + made.status().ToString());
+    return 1;
+  }
+  engine = std::move(*made);
+
+  server::ServingModel sm;
+  sm.name = StrOr(rc, "served-model-name", model_path);
+  sm.context_length = context;
+  sm.vocab_size = mc.vocab_size;
+  sm.tokenizer = assets->tokenizer;
+  sm.chat_template = assets->chat_template;
+  sm.chat_error = assets->chat_error;
+  sm.bos_token = assets->bos_token;
+  sm.eos_token = assets->eos_token;
+  sm.model_path = model_path;
+  http.AttachEngine(engine.get(), sm, {{"config", rc.ToJson()}});
+  http.SetPhase(server::Phase::kWarmingUp, "running a warm-up generation");
+  const int32_t bos = mc.bos_token_id ? static_cast<int32_t>(*mc.bos_token_id) : 0;
+  if (Status s = server::RunTestGeneration(*engine, bos, 2, std::chrono::seconds(300)); !s.ok()) {
+    LogError("lucid serve: the warm-up generation failed: " + s.ToString());
+    return 1;
+  }
+  http.SetPhase(server::Phase::kReady);
+  LogInfo("ready: serving '" + sm.name + "' at " + http.url() + " (OpenAI API under " + http.url() +
+          "/v1)");
+
+  const std::string sig = signals.Wait();
+  LogInfo(sig + ": shutting down; " + std::to_string(http.in_flight()) + " requests in flight (" +
+          std::to_string(flags.shutdown_grace_s) + " s to finish)");
+  http.BeginShutdown();
+  if (int64_t left = http.WaitIdle(std::chrono::seconds(flags.shutdown_grace_s)); left > 0)
+    LogWarning(std::to_string(left) + " requests did not finish in time; aborting them");
+  engine->Stop();
+  http.WaitIdle(std::chrono::seconds(10));
+  http.Stop();
+  LogInfo("stopped");
+  return 0;
+}
+
+}  // namespace
+
+void RegisterServeCommand(CLI::App& app, int* exit_code) {
+  auto opts = std::make_shared<config::CliOptions>();
+  auto flags = std::make_shared<ServeFlags>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a model over HTTP (OpenAI and SGLang APIs)");
+  opts->AddTo(cmd);
+  cmd->add_option("--max-concurrent-requests", flags->max_concurrent_requests,
+                  "Generation requests held at once (queued in the engine beyond "
+                  "--max-running-requests); one more is answered 429 [default: 256]")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
+      ->group("Server");
+  cmd->add_option("--max-request-bytes", flags->max_request_bytes,
+                  "Largest request body; larger ones are answered 413 [default: 8MiB]")
+      ->group("Server");
+  cmd->add_option("--shutdown-grace", flags->shutdown_grace_s,
+                  "Seconds in-flight requests get to finish after SIGINT/SIGTERM [default: 30]")
+      ->check(CLI::Range(int64_t{0}, int64_t{3600}))
+      ->group("Server");
+  cmd->callback([opts, flags, exit_code] {
+    StatusOr<config::ExplicitSettings> settings = opts->Collect();
+    StatusOr<config::ResolvedConfig> rc = settings.ok()
+                                              ? config::Resolve(*settings)
+                                              : StatusOr<config::ResolvedConfig>(settings.status());
+    if (rc.ok() && !config::ParseBytes(flags->max_request_bytes).ok())
+      rc = InvalidArgument("--max-request-bytes: \"" + flags->max_request_bytes +
+                           "\" is not a size");
+    if (rc.ok() && StrOr(*rc, "model-path", "").empty())
+      rc = InvalidArgument(
+          "--model-path is required (a model directory with config.json and safetensors)");
+    if (rc.ok() && !rc->data().not_runnable_here.empty()) {
+      std::string m = "this build cannot run the resolved plan:";
+      for (const std::string& n : rc->data().not_runnable_here) m += "\n  - " + n;
+      rc = FailedPrecondition(m);
+    }
+    if (!rc.ok()) {
+      std::cerr << "lucid serve: " << rc.status().message() << "\n";
+      *exit_code = 2;
+      return;
+    }
+    server::SetLogLevel(StrOr(*rc, "log-level", "info"));
+    if (server::LogEnabled(server::LogLevel::kInfo)) std::cerr << rc->ToText() << std::flush;
+    *exit_code = Serve(*rc, *flags);
+  });
+}
+
+}  // namespace lucid::cli
