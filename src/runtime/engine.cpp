@@ -8,6 +8,7 @@
 #include <thread>
 #include <variant>
 
+#include "core/parallel.h"
 #include "runtime/engine_core.h"
 
 namespace lucid {
@@ -26,7 +27,13 @@ class ThreadedEngine final : public Engine {
  public:
   explicit ThreadedEngine(std::unique_ptr<EngineCore> core) : core_(std::move(core)) {
     stats_ = core_->Stats();
-    thread_ = std::thread([this] { Loop(); });
+    // OpenMP's thread count is per thread: carry the creator's (SetNumThreads, OMP_NUM_THREADS)
+    // over to the engine thread, which runs every kernel.
+    const int threads = NumThreads();
+    thread_ = std::thread([this, threads] {
+      SetNumThreads(threads);
+      Loop();
+    });
   }
   ~ThreadedEngine() override { Stop(); }
 

@@ -51,6 +51,11 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(
   if (o.num_pages == 0)  // the small fallback documented in EngineOptions
     o.num_pages = std::min<int64_t>(o.max_running_requests, 4) *
                   ((std::min<int64_t>(o.context_length, 8192) + o.page_size - 1) / o.page_size);
+  // KvPool aborts on a dtype it cannot store; refuse it here with a reason instead. Widen this
+  // test as the quantization work adds KV storage dtypes to KvPool.
+  if (o.kv_dtype != KvDtype::kF32)
+    return Unimplemented(std::string("engine: KV cache dtype ") + KvDtypeName(o.kv_dtype) +
+                         " is not stored by KvPool yet; use f32");
   if (o.nan_check == EngineOptions::NanCheck::kLayers && !model->SetNumericsCheck(true))
     return Unimplemented("engine: --nan-check layers: this model has no per-op numerics check");
   return std::unique_ptr<EngineCore>(new EngineCore(std::move(model), std::move(tokenizer), o));

@@ -21,7 +21,7 @@ namespace lucid::testing_util {
 // These tests exercise scheduling, not kernel threading, and their forwards are tiny: OpenMP
 // barriers around microsecond kernels cost far more than the work on a loaded machine (minutes
 // instead of seconds). So the calling thread runs kernels on one thread unless OMP_NUM_THREADS
-// says otherwise. (The threaded engine's own thread keeps OpenMP's default.)
+// says otherwise. (The threaded engine's thread inherits the count of the thread that created it.)
 inline const bool kSingleKernelThread = [] {
   if (std::getenv("OMP_NUM_THREADS") == nullptr) SetNumThreads(1);
   return true;
