@@ -45,6 +45,8 @@ struct KernelTable {
   void (*scaled_mul)(const float* x, const float* w, float inv, float* y, int64_t n) = nullptr;
   float (*sum_squares)(const float* x, int64_t n) = nullptr;
   void (*swiglu)(const float* g, const float* u, float* o, int64_t n) = nullptr;
+  // dst[i] = float(src[i]) for n bf16 values.
+  void (*widen_bf16)(const uint16_t* src, float* dst, int64_t n) = nullptr;
   // s[i] = exp(s[i] - m) for i < n; returns their sum.
   float (*exp_sum)(float* s, int64_t n, float m) = nullptr;
   // out[0..R) += sum over j < nb of p[j] * rows[j][0..R).

@@ -50,6 +50,15 @@ LUCID_AVX2 void TileFma(const void* const* xv, const void* const*, const void* c
     for (int j = 0; j < NR; ++j) out[i * NR + j] = Hsum(acc[i][j]);
 }
 
+LUCID_AVX2 void WidenBf16(const uint16_t* src, float* dst, int64_t n) {
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) _mm256_storeu_ps(dst + k, LoadBf16(src + k));
+  for (; k < n; ++k) {
+    const uint32_t b = static_cast<uint32_t>(src[k]) << 16;
+    __builtin_memcpy(dst + k, &b, 4);
+  }
+}
+
 int64_t VectorK(int64_t K) { return K / 8 * 8; }
 
 LUCID_AVX2 float Dot(const float* a, const float* b, int64_t n) {
@@ -227,6 +236,7 @@ KernelTable MakeTable() {
   t.indexer_block = &IndexerBlock;
   t.exp_sum = &ExpSum;
   t.weighted_rows = &WeightedRows;
+  t.widen_bf16 = &WidenBf16;
   return t;
 }
 

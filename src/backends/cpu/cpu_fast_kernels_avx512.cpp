@@ -2,6 +2,8 @@
 // target attribute; callers reach them only through the kernel table after CPUID said yes.
 #include <immintrin.h>
 
+#include <algorithm>
+
 // GCC 12's AVX-512 headers build masked and reduce intrinsics on _mm512_undefined_*(), which trips
 // -W(maybe-)uninitialized inside the headers themselves (a known false positive).
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -29,39 +31,78 @@ LUCID_AVX512 inline __m512 LoadBf16Masked(const uint16_t* p, __mmask16 m) {
       _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
+// One k step of a tile: NR weight vectors (masked past the row end when kMasked), MR x vectors.
+template <int MR, int NR, bool kBf16, bool kMasked>
+LUCID_AVX512 __attribute__((always_inline)) inline void FmaStep(__m512 (&acc)[MR][NR],
+                                                                const float* const* x,
+                                                                const void* const* wv, int64_t k,
+                                                                __mmask16 m) {
+  __m512 w[NR];
+#pragma GCC unroll 8
+  for (int j = 0; j < NR; ++j) {
+    if constexpr (kBf16) {
+      const uint16_t* wp = static_cast<const uint16_t*>(wv[j]) + k;
+      w[j] = kMasked ? LoadBf16Masked(wp, m) : LoadBf16(wp);
+    } else {
+      const float* wp = static_cast<const float*>(wv[j]) + k;
+      w[j] = kMasked ? _mm512_maskz_loadu_ps(m, wp) : _mm512_loadu_ps(wp);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    const __m512 xi = _mm512_loadu_ps(x[i] + k);
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xi, w[j], acc[i][j]);
+  }
+}
+
+template <int MR, int NR>
+LUCID_AVX512 __attribute__((always_inline)) inline void Reduce(__m512 (&acc)[MR][NR], float* out) {
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) out[i * NR + j] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
 // f32 or bf16 weights, f32 activations, 16 lanes.
 template <int MR, int NR, bool kBf16>
 LUCID_AVX512 void TileFma(const void* const* xv, const void* const*, const void* const* wv,
                           int64_t k0, int64_t k1, int64_t K, float* out) {
   const float* x[MR];
+#pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) x[i] = static_cast<const float*>(xv[i]);
   __m512 acc[MR][NR];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-  for (int64_t k = k0; k < k1; k += 16) {
-    const __mmask16 m = TailMask16(K - k);
-    __m512 w[NR];
+  const int64_t full = k0 + std::min(k1 - k0, K - k0) / 16 * 16;
+  int64_t k = k0;
+  for (; k < full; k += 16) FmaStep<MR, NR, kBf16, false>(acc, x, wv, k, 0xFFFF);
+  if (k < k1) FmaStep<MR, NR, kBf16, true>(acc, x, wv, k, TailMask16(K - k));
+  Reduce<MR, NR>(acc, out);
+}
+
+template <int MR, int NR, bool kMasked>
+LUCID_AVX512BF16 __attribute__((always_inline)) inline void DpStep(
+    __m512 (&acc)[MR][NR], const void* const* xh, const void* const* xl, const void* const* wv,
+    int64_t k, __mmask32 m) {
+  __m512bh w[NR];
+#pragma GCC unroll 8
+  for (int j = 0; j < NR; ++j) {
+    const uint16_t* wp = static_cast<const uint16_t*>(wv[j]) + k;
+    w[j] = (__m512bh)(kMasked ? _mm512_maskz_loadu_epi16(m, wp) : _mm512_loadu_si512(wp));
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    const __m512bh h = (__m512bh)_mm512_loadu_si512(static_cast<const uint16_t*>(xh[i]) + k);
+    const __m512bh l = (__m512bh)_mm512_loadu_si512(static_cast<const uint16_t*>(xl[i]) + k);
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
-      if constexpr (kBf16) {
-        const uint16_t* wp = static_cast<const uint16_t*>(wv[j]) + k;
-        w[j] = m == 0xFFFF ? LoadBf16(wp) : LoadBf16Masked(wp, m);
-      } else {
-        const float* wp = static_cast<const float*>(wv[j]) + k;
-        w[j] = m == 0xFFFF ? _mm512_loadu_ps(wp) : _mm512_maskz_loadu_ps(m, wp);
-      }
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i) {
-      const __m512 xi = _mm512_loadu_ps(x[i] + k);
-#pragma GCC unroll 8
-      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xi, w[j], acc[i][j]);
+      acc[i][j] = _mm512_dpbf16_ps(acc[i][j], h, w[j]);
+      acc[i][j] = _mm512_dpbf16_ps(acc[i][j], l, w[j]);
     }
   }
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) out[i * NR + j] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
 // bf16 weights against the hi/lo bf16 split of the activations: two vdpbf16ps per pair.
@@ -74,28 +115,21 @@ LUCID_AVX512BF16 void TileDpBf16(const void* const* xh, const void* const* xl,
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-  for (int64_t k = k0; k < k1; k += 32) {
+  const int64_t full = k0 + std::min(k1 - k0, K - k0) / 32 * 32;
+  int64_t k = k0;
+  for (; k < full; k += 32) DpStep<MR, NR, false>(acc, xh, xl, wv, k, 0xFFFFFFFFu);
+  if (k < k1) {
     const int64_t left = K - k;
-    const __mmask32 m = left >= 32 ? 0xFFFFFFFFu : ((1u << left) - 1);
-    __m512bh w[NR];
-#pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) {
-      const uint16_t* wp = static_cast<const uint16_t*>(wv[j]) + k;
-      w[j] = (__m512bh)(m == 0xFFFFFFFFu ? _mm512_loadu_si512(wp) : _mm512_maskz_loadu_epi16(m, wp));
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i) {
-      const __m512bh h = (__m512bh)_mm512_loadu_si512(static_cast<const uint16_t*>(xh[i]) + k);
-      const __m512bh l = (__m512bh)_mm512_loadu_si512(static_cast<const uint16_t*>(xl[i]) + k);
-#pragma GCC unroll 8
-      for (int j = 0; j < NR; ++j) {
-        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], h, w[j]);
-        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], l, w[j]);
-      }
-    }
+    DpStep<MR, NR, true>(acc, xh, xl, wv, k, left >= 32 ? 0xFFFFFFFFu : ((1u << left) - 1));
   }
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) out[i * NR + j] = _mm512_reduce_add_ps(acc[i][j]);
+  Reduce<MR, NR>(acc, out);
+}
+
+LUCID_AVX512 void WidenBf16(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t k = 0; k < n; k += 16) {
+    const __mmask16 m = TailMask16(n - k);
+    _mm512_mask_storeu_ps(dst + k, m, LoadBf16Masked(src + k, m));
+  }
 }
 
 int64_t VectorK(int64_t K) { return K; }  // masked tails: the tiles cover every column
@@ -269,6 +303,7 @@ KernelTable MakeTable(bool bf16) {
   t.indexer_block = &IndexerBlock;
   t.exp_sum = &ExpSum;
   t.weighted_rows = &WeightedRows;
+  t.widen_bf16 = &WidenBf16;
   return t;
 }
 

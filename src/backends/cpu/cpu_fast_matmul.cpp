@@ -88,6 +88,13 @@ void ScalarWeightedRows(const float* const* rows, const float* p, int64_t nb, fl
     for (int64_t i = 0; i < R; ++i) out[i] += p[j] * rows[j][i];
 }
 
+void ScalarWidenBf16(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) {
+    const uint32_t b = static_cast<uint32_t>(src[k]) << 16;
+    std::memcpy(dst + k, &b, 4);
+  }
+}
+
 KernelTable MakeScalar() {
   KernelTable t;
   t.vector_k = &ScalarVectorK;
@@ -100,6 +107,7 @@ KernelTable MakeScalar() {
   t.indexer_block = &ScalarIndexerBlock;
   t.exp_sum = &ScalarExpSum;
   t.weighted_rows = &ScalarWeightedRows;
+  t.widen_bf16 = &ScalarWidenBf16;
   return t;
 }
 
@@ -110,6 +118,7 @@ KernelTable Complete(KernelTable t) {
   if (!t.indexer_block) t.indexer_block = s.indexer_block;
   if (!t.exp_sum) t.exp_sum = s.exp_sum;
   if (!t.weighted_rows) t.weighted_rows = s.weighted_rows;
+  if (!t.widen_bf16) t.widen_bf16 = s.widen_bf16;
   return t;
 }
 
@@ -184,16 +193,20 @@ void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_
 void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
                 int64_t n0, int64_t n1, float* y, int64_t ldy) {
   if (n1 <= n0 || t1 <= t0) return;
-  const TileKernel& tk = PickTile(kt, w.format, t1 - t0);
+  // Many rows of bf16 weights: widen each weight sliver to f32 once per activation block and run
+  // the f32 tile over it (cheaper per FMA than converting in the tile or the dp-bf16 hi/lo pair).
+  const bool widen = w.format == WeightFormat::kBF16 && t1 - t0 >= 4;
+  const TileKernel& tk = PickTile(kt, widen ? WeightFormat::kF32 : w.format, t1 - t0);
   const bool tiled = (w.format == WeightFormat::kF32 || w.format == WeightFormat::kBF16) && tk.fn;
   if (!tiled) return FallbackRows(kt, x, t0, t1, w, n0, n1, y, ldy);
   const int64_t K = w.cols, T = t1, Kv = kt.vector_k(K);
-  const bool split = kt.bf16_split && w.format == WeightFormat::kBF16;
+  const bool split = !widen && kt.bf16_split && w.format == WeightFormat::kBF16;
   const size_t esz = w.format == WeightFormat::kF32 ? 4 : 2;
   const char* wbase = static_cast<const char*>(w.data.raw()) + w.row_begin * K * esz;
   // The weight sliver (NR rows x Kc) stays in L1, the activation block (Mc rows x Kc) in L2.
-  const int64_t Kc = esz == 4 ? 1024 : 2048, Mc = 64;
+  const int64_t Kc = esz == 4 || widen ? 1024 : 2048, Mc = widen ? 128 : 64;
   const int MR = tk.mr, NR = tk.nr;
+  std::vector<float> wide(widen ? NR * Kc : 0);
   float out[64];
   const void* wp[16];
   const void* xp[16];
@@ -207,15 +220,24 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
       const int64_t m1 = std::min(m0 + Mc, T);
       for (int64_t n = n0; n < n1; n += NR) {
         const int64_t nn = std::min<int64_t>(NR, n1 - n);
-        for (int j = 0; j < NR; ++j) wp[j] = wbase + (n + std::min<int64_t>(j, nn - 1)) * K * esz;
+        // Tiles see k relative to k0: pointers are offset by k0, the row length is K - k0.
+        for (int j = 0; j < NR; ++j) {
+          const char* row = wbase + (n + std::min<int64_t>(j, nn - 1)) * K * esz;
+          if (widen) {
+            kt.widen_bf16(reinterpret_cast<const uint16_t*>(row) + k0, &wide[j * Kc], k1 - k0);
+            wp[j] = &wide[j * Kc];
+          } else {
+            wp[j] = row + k0 * esz;
+          }
+        }
         for (int64_t t = m0; t < m1; t += MR) {
           const int64_t mm = std::min<int64_t>(MR, m1 - t);
           for (int i = 0; i < MR; ++i) {
-            const int64_t r = (t + std::min<int64_t>(i, mm - 1)) * x.Kpad;
+            const int64_t r = (t + std::min<int64_t>(i, mm - 1)) * x.Kpad + k0;
             xp[i] = split ? static_cast<const void*>(&x.hi[r]) : &x.f32[r];
             xp2[i] = split ? &x.lo[r] : nullptr;
           }
-          tk.fn(xp, xp2, wp, k0, k1, K, out);
+          tk.fn(xp, xp2, wp, 0, k1 - k0, K - k0, out);
           for (int64_t i = 0; i < mm; ++i) {
             float* yr = y + (t + i) * ldy + n;
             if (first)

@@ -1,0 +1,282 @@
+#include "bench/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <random>
+
+#include "backends/cpu/cpu_fast_ops.h"
+#include "bench/machine_probe.h"
+#include "bench/profiling_ops.h"
+#include "models/registry.h"
+#include "runtime/greedy_generate.h"
+
+namespace lucid {
+namespace {
+
+constexpr int64_t kPage = 64;
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// One timed step: wall time and the per-category tallies of that step.
+struct Step {
+  double seconds = 0;
+  std::array<OpTally, static_cast<int>(OpCategory::kCount)> cat{};
+  OpTally total;
+};
+
+Step MedianStep(std::vector<Step> v) {
+  std::sort(v.begin(), v.end(), [](const Step& a, const Step& b) { return a.seconds < b.seconds; });
+  return v[v.size() / 2];
+}
+
+Step Capture(const ProfilingOps& p, double seconds) {
+  Step s;
+  s.seconds = seconds;
+  for (int c = 0; c < static_cast<int>(OpCategory::kCount); ++c) s.cat[c] = p.Get(OpCategory(c));
+  s.total = p.Total();
+  return s;
+}
+
+std::vector<int32_t> RandomTokens(int64_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> v(n);
+  for (auto& t : v) t = static_cast<int32_t>(2 + rng() % (vocab - 2));
+  return v;
+}
+
+// Writes synthetic KV rows for positions [0, len) of every layer and sets seq.length = len.
+void FillKv(KvPool& pool, SequenceKv& seq, int64_t len, uint32_t seed) {
+  const KvCacheSpec& s = pool.spec();
+  constexpr int kRows = 97;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> ckv(kRows * s.latent_dim), kpe(kRows * s.rope_dim), key(kRows * std::max<int64_t>(1, s.indexer_dim));
+  for (auto& v : ckv) v = nd(rng);
+  for (auto& v : kpe) v = nd(rng);
+  for (auto& v : key) v = nd(rng);
+  for (int64_t l = 0; l < s.num_layers; ++l)
+    for (int64_t u = 0; u < len; ++u) {
+      const int64_t r = (u * 31 + l * 7) % kRows;
+      pool.WriteMla(l, seq, u, &ckv[r * s.latent_dim], &kpe[r * s.rope_dim]);
+      if (s.indexer_dim > 0) pool.WriteIndexerKey(l, seq, u, &key[r * s.indexer_dim]);
+    }
+  seq.length = len;
+}
+
+double Ms(double s) { return s * 1e3; }
+
+// Decodes `steps` timed steps (after one warm-up) of B sequences whose KV holds ctx tokens.
+StatusOr<std::vector<Step>> DecodeSteps(Model& m, const ProfilingOps& prof, int64_t B, int64_t ctx,
+                                        int64_t steps) {
+  const int64_t V = m.config().vocab_size, total = ctx + steps + 1;
+  const int64_t per_seq = (total + kPage - 1) / kPage;
+  KvPool pool(m.kv_spec(), per_seq * B, kPage, KvDtype::kF32);
+  std::vector<SequenceKv> seqs(B);
+  for (int64_t b = 0; b < B; ++b) {
+    LUCID_RETURN_IF_ERROR(pool.Reserve(seqs[b], total));
+    FillKv(pool, seqs[b], ctx, static_cast<uint32_t>(b + 1));
+  }
+  std::vector<int32_t> tok = RandomTokens(B, V, 7);
+  std::vector<Step> out;
+  for (int64_t i = 0; i <= steps; ++i) {
+    std::vector<SequenceChunk> ch;
+    for (int64_t b = 0; b < B; ++b) ch.push_back({&seqs[b], std::span<const int32_t>(&tok[b], 1)});
+    Tensor logits;
+    prof.Reset();
+    const double t0 = Now();
+    LUCID_RETURN_IF_ERROR(m.Forward(ch, pool, &logits));
+    const double dt = Now() - t0;
+    if (i > 0) out.push_back(Capture(prof, dt));
+    for (int64_t b = 0; b < B; ++b) tok[b] = ArgMax(logits.data<const float>() + b * V, V);
+  }
+  return out;
+}
+
+const OpTally& Cat(const Step& s, OpCategory c) { return s.cat[static_cast<int>(c)]; }
+
+nlohmann::json Breakdown(const Step& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int c = 0; c < static_cast<int>(OpCategory::kCount); ++c)
+    j[OpCategoryName(OpCategory(c))] = {{"ms", Ms(s.cat[c].seconds)},
+                                        {"bytes", s.cat[c].bytes},
+                                        {"gflop", s.cat[c].flops / 1e9}};
+  return j;
+}
+
+Status Prefill(Model& m, const ProfilingOps& prof, const BenchOptions& o, const MachineInfo& mi,
+               std::FILE* log, nlohmann::json* out) {
+  const int64_t P = o.prompt_len;
+  KvPool pool(m.kv_spec(), (P + kPage - 1) / kPage, kPage, KvDtype::kF32);
+  std::vector<Step> runs;
+  for (int r = 0; r < o.repeats; ++r) {
+    SequenceKv seq;
+    LUCID_RETURN_IF_ERROR(pool.Reserve(seq, P));
+    std::vector<int32_t> tok = RandomTokens(P, m.config().vocab_size, 100 + r);
+    SequenceChunk ch{&seq, tok};
+    Tensor logits;
+    prof.Reset();
+    const double t0 = Now();
+    LUCID_RETURN_IF_ERROR(m.Forward({&ch, 1}, pool, &logits));
+    runs.push_back(Capture(prof, Now() - t0));
+    pool.Release(seq);
+  }
+  const Step s = MedianStep(runs);
+  const OpTally& mm = Cat(s, OpCategory::kMatmul);
+  const OpTally& ex = Cat(s, OpCategory::kExperts);
+  const double mm_gf = (mm.flops + ex.flops) / (mm.seconds + ex.seconds) / 1e9;
+  const double dense_gf = mm.flops / mm.seconds / 1e9;
+  const double all_gf = s.total.flops / s.seconds / 1e9;
+  std::fprintf(log,
+               "prefill  %5lld tokens: %8.1f ms  %7.1f tok/s | matmuls %.0f GFLOP/s = %.0f%% of "
+               "peak (dense %.0f GFLOP/s %.0f%%, experts %.0f GFLOP/s) | whole step %.0f GFLOP/s\n",
+               static_cast<long long>(P), Ms(s.seconds), P / s.seconds, mm_gf,
+               100 * mm_gf / mi.fma_gflops, dense_gf, 100 * dense_gf / mi.fma_gflops,
+               ex.flops / std::max(ex.seconds, 1e-12) / 1e9, all_gf);
+  *out = {{"tokens", P},           {"ms", Ms(s.seconds)},
+          {"tok_s", P / s.seconds}, {"matmul_gflops", mm_gf},
+          {"matmul_pct_peak", 100 * mm_gf / mi.fma_gflops},
+          {"dense_matmul_gflops", dense_gf}, {"step_gflops", all_gf},
+          {"breakdown", Breakdown(s)}};
+  return OkStatus();
+}
+
+Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
+                     const MachineInfo& mi, std::FILE* log, nlohmann::json* out) {
+  const ModelConfig& c = m.config();
+  int64_t moe_layers = 0;
+  for (bool b : c.layer_is_moe) moe_layers += b;
+  double per_expert = 0;  // bytes of one expert (gate + up + down), from the first measurement
+  *out = nlohmann::json::array();
+  for (int64_t B : o.batches) {
+    LUCID_ASSIGN_OR_RETURN(std::vector<Step> steps, DecodeSteps(m, prof, B, o.prompt_len, o.gen_len));
+    const Step s = MedianStep(steps);
+    const OpTally& ex = Cat(s, OpCategory::kExperts);
+    if (per_expert == 0 && ex.units > 0) per_expert = ex.bytes / ex.units;
+    const double E = double(c.n_routed_experts), K = double(c.num_experts_per_tok);
+    const double expected = moe_layers * E * (1.0 - std::pow(1.0 - K / std::max(E, 1.0), double(B)));
+    const double model_bytes = s.total.bytes - ex.bytes + expected * per_expert;
+    const double gbs = s.total.bytes / s.seconds / 1e9, gf = s.total.flops / s.seconds / 1e9;
+    std::fprintf(log,
+                 "decode   batch %3lld ctx %5lld: step %8.2f ms  %7.1f tok/s | %7.1f MB/step "
+                 "(%6.1f MB/token) %5.1f GB/s = %3.0f%% of bandwidth | %5.0f GFLOP/s %3.0f%% | "
+                 "experts touched %4.0f (uniform model %5.1f) -> model %7.1f MB/step, %7.2f ms\n",
+                 static_cast<long long>(B), static_cast<long long>(o.prompt_len), Ms(s.seconds),
+                 B / s.seconds, s.total.bytes / 1e6, s.total.bytes / 1e6 / B, gbs,
+                 100 * gbs / mi.read_gbs, gf, 100 * gf / mi.fma_gflops, ex.units, expected,
+                 model_bytes / 1e6, Ms(model_bytes / (mi.read_gbs * 1e9)));
+    out->push_back({{"batch", B},
+                    {"context", o.prompt_len},
+                    {"step_ms", Ms(s.seconds)},
+                    {"tok_s", B / s.seconds},
+                    {"bytes_per_step", s.total.bytes},
+                    {"bytes_per_token", s.total.bytes / B},
+                    {"gbs", gbs},
+                    {"pct_bandwidth", 100 * gbs / mi.read_gbs},
+                    {"gflops", gf},
+                    {"pct_peak", 100 * gf / mi.fma_gflops},
+                    {"experts_touched", ex.units},
+                    {"experts_expected_uniform", expected},
+                    {"model_bytes_per_step", model_bytes},
+                    {"model_step_ms", Ms(model_bytes / (mi.read_gbs * 1e9))},
+                    {"breakdown", Breakdown(s)}});
+  }
+  return OkStatus();
+}
+
+Status ContextSweep(Model& sparse, const ProfilingOps& prof, const std::string& dir,
+                    const BenchOptions& o, const MachineInfo& mi, std::FILE* log,
+                    nlohmann::json* out) {
+  std::unique_ptr<Model> dense;
+  ModelLoadOptions lo;
+  lo.force_dense_attention = true;
+  if (sparse.config().has_indexer) {
+    LUCID_ASSIGN_OR_RETURN(dense, LoadModel(dir, prof, lo));
+  }
+  *out = nlohmann::json::array();
+  for (int64_t ctx : o.contexts) {
+    for (int mode = 0; mode < 2; ++mode) {
+      Model* m = mode == 0 ? &sparse : dense.get();
+      if (m == nullptr) continue;
+      const char* name = mode == 0 && sparse.config().has_indexer ? "dsa" : "dense";
+      LUCID_ASSIGN_OR_RETURN(std::vector<Step> steps, DecodeSteps(*m, prof, 1, ctx, o.gen_len));
+      const Step s = MedianStep(steps);
+      const OpTally& at = Cat(s, OpCategory::kAttention);
+      const OpTally& ix = Cat(s, OpCategory::kIndexer);
+      const OpTally& tk = Cat(s, OpCategory::kTopK);
+      const double ix_gbs = ix.seconds > 0 ? ix.bytes / ix.seconds / 1e9 : 0;
+      const double at_gf = at.seconds > 0 ? at.flops / at.seconds / 1e9 : 0;
+      const double ix_gf = ix.seconds > 0 ? ix.flops / ix.seconds / 1e9 : 0;
+      std::fprintf(log,
+                   "context %6lld %-5s: step %8.2f ms | attention %7.2f ms (%5.0f GFLOP/s) | "
+                   "indexer %7.2f ms (%5.1f GB/s = %3.0f%% bw, %4.0f GFLOP/s) | top-k %6.2f ms | "
+                   "weights %7.2f ms\n",
+                   static_cast<long long>(ctx), name, Ms(s.seconds), Ms(at.seconds), at_gf,
+                   Ms(ix.seconds), ix_gbs, 100 * ix_gbs / mi.read_gbs, ix_gf, Ms(tk.seconds),
+                   Ms(Cat(s, OpCategory::kMatmul).seconds + Cat(s, OpCategory::kExperts).seconds));
+      out->push_back({{"context", ctx},
+                      {"mode", name},
+                      {"step_ms", Ms(s.seconds)},
+                      {"attention_ms", Ms(at.seconds)},
+                      {"indexer_ms", Ms(ix.seconds)},
+                      {"topk_ms", Ms(tk.seconds)},
+                      {"indexer_gbs", ix_gbs},
+                      {"attention_gflops", at_gf},
+                      {"breakdown", Breakdown(s)}});
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
+  nlohmann::json j;
+  const MachineInfo mi = ProbeMachine();
+  std::fprintf(log, "%s\n", mi.Line().c_str());
+  j["machine"] = {{"line", mi.Line()},          {"cpu", mi.cpu},
+                  {"isa", mi.isa},              {"threads", mi.threads},
+                  {"read_gbs", mi.read_gbs},    {"read_gbs_best", mi.read_gbs_best},
+                  {"fma_gflops", mi.fma_gflops}, {"fma_gflops_best", mi.fma_gflops_best}};
+  std::unique_ptr<Ops> backend;
+  if (o.reference_ops)
+    backend = std::make_unique<CpuOps>();
+  else
+    backend = std::make_unique<CpuFastOps>();
+  ProfilingOps prof(*backend);
+  const double t0 = Now();
+  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(o.model_path, prof));
+  const double t_load = Now() - t0;
+  const std::vector<int32_t> prompt = RandomTokens(16, model->config().vocab_size, 1);
+  LUCID_RETURN_IF_ERROR(GreedyGenerate(*model, prompt, 1, nullptr).status());
+  const double t_first = Now() - t0;
+  const ModelConfig& c = model->config();
+  std::fprintf(log,
+               "model %s: %s, %lld layers, %.2f GB of weights | ops %s | load %.1f ms, first "
+               "token (16-token prompt) at %.1f ms\n",
+               o.model_path.c_str(), c.model_type.c_str(),
+               static_cast<long long>(c.num_hidden_layers), model->weight_bytes() / 1e9,
+               backend->name(), Ms(t_load), Ms(t_first));
+  j["model"] = {{"path", o.model_path}, {"model_type", c.model_type},
+                {"weight_bytes", model->weight_bytes()}, {"ops", backend->name()}};
+  j["startup"] = {{"load_ms", Ms(t_load)}, {"first_token_ms", Ms(t_first)}};
+  if (!o.skip_prefill) {
+    nlohmann::json p;
+    LUCID_RETURN_IF_ERROR(Prefill(*model, prof, o, mi, log, &p));
+    j["prefill"] = p;
+  }
+  nlohmann::json d;
+  LUCID_RETURN_IF_ERROR(DecodeBatches(*model, prof, o, mi, log, &d));
+  j["decode"] = d;
+  if (!o.contexts.empty()) {
+    nlohmann::json cs;
+    LUCID_RETURN_IF_ERROR(ContextSweep(*model, prof, o.model_path, o, mi, log, &cs));
+    j["context_sweep"] = cs;
+  }
+  return j;
+}
+
+}  // namespace lucid

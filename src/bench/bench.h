@@ -1,0 +1,40 @@
+// `lucid bench`: end-to-end model benchmarks normalized by probes of the same machine.
+//
+// One run: machine probes (read bandwidth, FMA peak), model load and time to first token, prefill
+// of prompt_len tokens, decode steps at each batch size, and a decode-step sweep over context
+// lengths for sparse (DSA) and dense MLA attention on the same weights. Every figure is the median
+// of several repeats (steps); bytes and FLOPs come from ProfilingOps' per-op accounting of the
+// actual step (experts really touched, KV rows really read).
+// KV for decode and the context sweep is filled with synthetic rows written straight into the
+// pool (prefilling 32 sequences or 32k tokens at CPU speed would take minutes and only timing
+// matters there); prefill is measured separately on real tokens.
+// Thread-safety: uses every thread; one run at a time.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace lucid {
+
+struct BenchOptions {
+  std::string model_path;
+  std::vector<int64_t> batches = {1, 8, 32};
+  int64_t prompt_len = 512;
+  int64_t gen_len = 8;              // timed decode steps per configuration (after one warm-up)
+  std::vector<int64_t> contexts;    // context sweep (empty: skipped)
+  int repeats = 3;                  // prefill repeats
+  bool reference_ops = false;       // CpuOps instead of CpuFastOps (for before/after figures)
+  bool skip_prefill = false;
+};
+
+// Runs the benchmark, printing human-readable lines to `log` as results arrive; returns them all
+// as JSON.
+StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log);
+
+}  // namespace lucid

@@ -1,0 +1,148 @@
+#include "bench/profiling_ops.h"
+
+#include <chrono>
+#include <set>
+
+namespace lucid {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+const char* OpCategoryName(OpCategory c) {
+  switch (c) {
+    case OpCategory::kMatmul: return "matmul";
+    case OpCategory::kExperts: return "experts";
+    case OpCategory::kAttention: return "attention";
+    case OpCategory::kIndexer: return "indexer";
+    case OpCategory::kTopK: return "topk";
+    case OpCategory::kOther: return "other";
+    default: return "?";
+  }
+}
+
+OpTally ProfilingOps::Total() const {
+  OpTally t;
+  for (const auto& x : tally_) {
+    t.seconds += x.seconds;
+    t.bytes += x.bytes;
+    t.flops += x.flops;
+    t.calls += x.calls;
+    t.units += x.units;
+  }
+  return t;
+}
+
+void ProfilingOps::Add(OpCategory c, double seconds, double bytes, double flops) const {
+  OpTally& t = tally_[static_cast<int>(c)];
+  t.seconds += seconds;
+  t.bytes += bytes;
+  t.flops += flops;
+  ++t.calls;
+}
+
+void ProfilingOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
+  const double t0 = Now();
+  inner_.Linear(x, w, y);
+  Add(OpCategory::kMatmul, Now() - t0, double(w.StoredBytes()),
+      2.0 * double(x.size(0)) * double(w.rows) * double(w.cols));
+}
+
+void ProfilingOps::LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const {
+  const double t0 = Now();
+  inner_.LinearTransposed(x, w, y);
+  Add(OpCategory::kMatmul, Now() - t0, double(w.StoredBytes()),
+      2.0 * double(x.size(0)) * double(w.rows) * double(w.cols));
+}
+
+void ProfilingOps::Embedding(const Weight& table, std::span<const int32_t> ids, Tensor& out) const {
+  const double t0 = Now();
+  inner_.Embedding(table, ids, out);
+  Add(OpCategory::kOther, Now() - t0, double(out.nbytes()), 0);
+}
+
+void ProfilingOps::RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) const {
+  const double t0 = Now();
+  inner_.RmsNorm(x, weight, eps, y);
+  Add(OpCategory::kOther, Now() - t0, 0, 3.0 * double(x.numel()));
+}
+
+void ProfilingOps::LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                             Tensor& y) const {
+  const double t0 = Now();
+  inner_.LayerNorm(x, weight, bias, eps, y);
+  Add(OpCategory::kOther, Now() - t0, 0, 5.0 * double(x.numel()));
+}
+
+void ProfilingOps::Rope(Tensor& x, int64_t heads, int64_t head_stride, int64_t offset,
+                        const RopeTable& table, std::span<const int64_t> positions,
+                        RopeStyle style) const {
+  const double t0 = Now();
+  inner_.Rope(x, heads, head_stride, offset, table, positions, style);
+  Add(OpCategory::kOther, Now() - t0, 0, 3.0 * double(positions.size() * heads * table.dim()));
+}
+
+void ProfilingOps::SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) const {
+  const double t0 = Now();
+  inner_.SwiGlu(gate, up, out);
+  Add(OpCategory::kOther, Now() - t0, 0, 4.0 * double(gate.numel()));
+}
+
+void ProfilingOps::MlaAttention(const MlaAttentionArgs& a) const {
+  const double t0 = Now();
+  inner_.MlaAttention(a);
+  double rows = 0;
+  for (int64_t t = 0; t < a.tokens; ++t) rows += a.selected_count[t];
+  const double K = double(a.latent_dim + a.rope_dim);
+  Add(OpCategory::kAttention, Now() - t0, rows * K * sizeof(float),
+      rows * double(a.heads) * 2.0 * (K + double(a.latent_dim)));
+}
+
+void ProfilingOps::IndexerScores(const IndexerArgs& a) const {
+  const double t0 = Now();
+  inner_.IndexerScores(a);
+  double keys = 0;
+  for (int64_t t = 0; t < a.tokens; ++t) keys += double(a.causal_len[t]);
+  Add(OpCategory::kIndexer, Now() - t0, keys * double(a.head_dim) * sizeof(float),
+      keys * double(a.heads) * (2.0 * double(a.head_dim) + 2.0));
+}
+
+void ProfilingOps::TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const {
+  const double t0 = Now();
+  inner_.TopK(scores, n, k, out);
+  Add(OpCategory::kTopK, Now() - t0, double(n) * sizeof(float), 0);
+}
+
+void ProfilingOps::MoeRoute(const Tensor& logits, const float* bias, int64_t n_group,
+                            int64_t topk_group, int64_t k, bool norm_topk_prob, float scaling,
+                            int32_t* idx, float* weights) const {
+  const double t0 = Now();
+  inner_.MoeRoute(logits, bias, n_group, topk_group, k, norm_topk_prob, scaling, idx, weights);
+  Add(OpCategory::kOther, Now() - t0, 0, 0);
+}
+
+void ProfilingOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts,
+                              const int32_t* idx, const float* weights, int64_t k,
+                              Tensor& out) const {
+  const double t0 = Now();
+  inner_.MoeExperts(x, experts, idx, weights, k, out);
+  const int64_t T = x.size(0);
+  std::set<int32_t> touched(idx, idx + T * k);
+  double bytes = 0, flops = 0;
+  for (int32_t e : touched) {
+    const ExpertWeights& w = experts[e];
+    bytes += double(w.gate.StoredBytes() + w.up.StoredBytes() + w.down.StoredBytes());
+  }
+  for (int64_t i = 0; i < T * k; ++i) {
+    const ExpertWeights& w = experts[idx[i]];
+    flops += 2.0 * double(w.gate.rows * w.gate.cols + w.up.rows * w.up.cols +
+                          w.down.rows * w.down.cols);
+  }
+  Add(OpCategory::kExperts, Now() - t0, bytes, flops);
+  tally_[static_cast<int>(OpCategory::kExperts)].units += double(touched.size());
+}
+
+}  // namespace lucid

@@ -1,0 +1,67 @@
+// ProfilingOps: an Ops decorator that forwards every call to an inner backend and accounts, per
+// category, the wall time, the bytes the op must read from memory at least once (weights as
+// stored, KV rows touched) and the floating-point operations of its math.
+//
+// Categories: kMatmul (Linear, LinearTransposed), kExperts (MoeExperts; `units` counts the
+// distinct experts touched), kAttention (MlaAttention),
+// kIndexer (IndexerScores), kTopK, kOther (embedding, norms, RoPE, SwiGLU, routing).
+// Byte model: a weight view counts StoredBytes() once per call (the fast kernels read each weight
+// once per call for the whole batch); MoeExperts counts each distinct touched expert once; attention
+// counts (latent + rope) floats per selected token per query row, the indexer head_dim floats per
+// causal key per query row (exact for decode; an upper bound for prefill, where keys are shared).
+// FLOPs: 2 per multiply-add.
+// Thread-safety: not thread-safe (the counters are plain); use from the one engine thread.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "ops/ops.h"
+
+namespace lucid {
+
+enum class OpCategory { kMatmul, kExperts, kAttention, kIndexer, kTopK, kOther, kCount };
+const char* OpCategoryName(OpCategory c);
+
+struct OpTally {
+  double seconds = 0;
+  double bytes = 0;
+  double flops = 0;
+  int64_t calls = 0;
+  double units = 0;  // kExperts: distinct experts touched (summed over calls)
+};
+
+class ProfilingOps final : public Ops {
+ public:
+  explicit ProfilingOps(const Ops& inner) : inner_(inner) {}
+  const char* name() const override { return inner_.name(); }
+
+  void Reset() const { tally_ = {}; }
+  const OpTally& Get(OpCategory c) const { return tally_[static_cast<int>(c)]; }
+  OpTally Total() const;
+
+  void Linear(const Tensor& x, const Weight& w, Tensor& y) const override;
+  void LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const override;
+  void Embedding(const Weight& table, std::span<const int32_t> ids, Tensor& out) const override;
+  void RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) const override;
+  void LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                 Tensor& y) const override;
+  void Rope(Tensor& x, int64_t heads, int64_t head_stride, int64_t offset, const RopeTable& table,
+            std::span<const int64_t> positions, RopeStyle style) const override;
+  void SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) const override;
+  void MlaAttention(const MlaAttentionArgs& a) const override;
+  void IndexerScores(const IndexerArgs& a) const override;
+  void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const override;
+  void MoeRoute(const Tensor& logits, const float* bias, int64_t n_group, int64_t topk_group,
+                int64_t k, bool norm_topk_prob, float scaling, int32_t* idx,
+                float* weights) const override;
+  void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts, const int32_t* idx,
+                  const float* weights, int64_t k, Tensor& out) const override;
+
+ private:
+  void Add(OpCategory c, double seconds, double bytes, double flops) const;
+  const Ops& inner_;
+  mutable std::array<OpTally, static_cast<int>(OpCategory::kCount)> tally_{};
+};
+
+}  // namespace lucid

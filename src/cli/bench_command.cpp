@@ -1,0 +1,80 @@
+// `lucid bench`: machine probes, then prefill, decode at batch sizes and a context sweep on one
+// model (bench/bench.h). Human-readable lines go to stdout, or to stderr with --json (the JSON
+// document then goes to stdout).
+#include <cstdio>
+#include <sstream>
+
+#include "bench/bench.h"
+#include "cli/commands.h"
+
+namespace lucid::cli {
+namespace {
+
+struct BenchFlags {
+  BenchOptions o;
+  std::string batches = "1,8,32";
+  std::string contexts;
+  bool json = false;
+};
+
+StatusOr<std::vector<int64_t>> ParseList(const std::string& flag, const std::string& s) {
+  std::vector<int64_t> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    int64_t mult = 1;
+    if (item.back() == 'k' || item.back() == 'K') {
+      mult = 1024;
+      item.pop_back();
+    }
+    size_t used = 0;
+    long long x = 0;
+    try {
+      x = std::stoll(item, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || x <= 0)
+      return InvalidArgument(flag + ": \"" + item + "\" is not a positive count");
+    v.push_back(x * mult);
+  }
+  return v;
+}
+
+Status Run(BenchFlags& f) {
+  LUCID_ASSIGN_OR_RETURN(f.o.batches, ParseList("--batch", f.batches));
+  LUCID_ASSIGN_OR_RETURN(f.o.contexts, ParseList("--context", f.contexts));
+  LUCID_ASSIGN_OR_RETURN(nlohmann::json j, RunBench(f.o, f.json ? stderr : stdout));
+  if (f.json) std::printf("%s\n", j.dump(2).c_str());
+  return OkStatus();
+}
+
+}  // namespace
+
+void RegisterBenchCommand(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<BenchFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Benchmark a model: bandwidth/FMA probes, prefill, decode, context sweep");
+  cmd->add_option("--model-path", f->o.model_path, "Model directory")->required();
+  cmd->add_option("--batch", f->batches, "Decode batch sizes, comma-separated");
+  cmd->add_option("--prompt-len", f->o.prompt_len, "Prefill length and decode context")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--gen-len", f->o.gen_len, "Timed decode steps per configuration")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
+  cmd->add_option("--context", f->contexts, "Context sweep, e.g. 1k,4k,16k,32k (DSA vs dense)");
+  cmd->add_option("--repeats", f->o.repeats, "Prefill repeats (median)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_flag("--reference-ops", f->o.reference_ops, "Use the CpuOps reference kernels");
+  cmd->add_flag("--skip-prefill", f->o.skip_prefill, "Do not measure prefill");
+  cmd->add_flag("--json", f->json, "Print the results as JSON on stdout");
+  cmd->callback([f, exit_code] {
+    Status s = Run(*f);
+    if (!s.ok()) {
+      std::fprintf(stderr, "lucid bench: %s\n", s.ToString().c_str());
+      *exit_code = s.code() == StatusCode::kInvalidArgument ? 2 : 1;
+    }
+  });
+}
+
+}  // namespace lucid::cli
