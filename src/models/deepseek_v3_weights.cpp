@@ -1,29 +1,40 @@
 #include "models/deepseek_v3_weights.h"
 
+#include <cmath>
 #include <string>
+
+#include "formats/quant_config.h"
 
 namespace lucid {
 namespace {
 
+std::string Shp(const Shape& s) { return ShapeToString(s); }
+
+// Binds checkpoint tensors to Weights, checking each against the quantization metadata: a module
+// the metadata says is quantized must carry exactly the packed tensors of its format (dtype and
+// shape), and a module it says is not must carry none. Packed tensors are borrowed from the
+// mapping, never converted.
 class Binder {
  public:
-  explicit Binder(const Checkpoint& ckpt) : ckpt_(ckpt) {}
+  Binder(const Checkpoint& ckpt, const QuantConfig& q) : ckpt_(ckpt), q_(q) {}
 
-  StatusOr<Weight> Matrix(const std::string& name, int64_t rows, int64_t cols) {
-    LUCID_ASSIGN_OR_RETURN(Tensor t, ckpt_.GetWithShape(name, {rows, cols}));
+  StatusOr<Weight> Matrix(const std::string& name, int64_t rows, int64_t cols,
+                          bool embedding = false) {
+    const std::string module = name.substr(0, name.size() - std::string(".weight").size());
+    std::string pattern;
+    const QuantScheme want = q_.SchemeFor(module, embedding, &pattern);
     Weight w;
     w.name = name;
     w.rows = rows;
     w.cols = cols;
-    switch (t.dtype()) {
-      case DType::kF32: w.format = WeightFormat::kF32; break;
-      case DType::kBF16: w.format = WeightFormat::kBF16; break;
-      default:
-        return Unimplemented("tensor " + name + " has dtype " + DTypeName(t.dtype()) +
-                             "; only f32 and bf16 weights are supported by this build");
+    if (want == QuantScheme::kNvfp4) {
+      LUCID_RETURN_IF_ERROR(BindNvfp4(module, &w));
+    } else if (want == QuantScheme::kFp8Block) {
+      LUCID_RETURN_IF_ERROR(BindFp8(module, &w));
+    } else {
+      LUCID_RETURN_IF_ERROR(BindDense(module, pattern, &w));
     }
-    bytes_ += t.nbytes();
-    w.data = std::move(t);
+    bytes_ += w.data.nbytes() + w.scale.nbytes() + w.scale2.nbytes();
     return w;
   }
 
@@ -39,7 +50,113 @@ class Binder {
   uint64_t bytes() const { return bytes_; }
 
  private:
+  Status Mismatch(const std::string& tensor, const std::string& expected,
+                  const std::string& found) const {
+    return InvalidArgument("tensor " + tensor + ": the quantization metadata (" + q_.Describe() +
+                           ") expects " + expected + "; found " + found);
+  }
+
+  std::string Found(const std::string& name) const {
+    auto info = ckpt_.Info(name);
+    if (!info.ok()) return "no such tensor";
+    return std::string(DTypeName(info->dtype)) + " " + Shp(info->shape) + " in " + info->file;
+  }
+
+  // `name` must exist with exactly this dtype and shape.
+  StatusOr<Tensor> Expect(const std::string& name, DType dtype, const Shape& shape,
+                          const std::string& why) {
+    auto info = ckpt_.Info(name);
+    if (!info.ok() || info->dtype != dtype || info->shape != shape)
+      return Mismatch(name, std::string(DTypeName(dtype)) + " " + Shp(shape) + " (" + why + ")",
+                      Found(name));
+    return ckpt_.Get(name);
+  }
+
+  StatusOr<Tensor> ExpectScalar(const std::string& name, const std::string& why) {
+    auto info = ckpt_.Info(name);
+    if (!info.ok() || info->dtype != DType::kF32 || NumElements(info->shape) != 1 ||
+        info->shape.size() > 1)
+      return Mismatch(name, "an f32 scalar (" + why + ")", Found(name));
+    return ckpt_.Get(name);
+  }
+
+  Status BindNvfp4(const std::string& m, Weight* w) {
+    const int64_t g = q_.group_size, groups = (w->cols + g - 1) / g;
+    w->format = WeightFormat::kNvfp4;
+    w->block_rows = 1;
+    w->block_cols = g;
+    LUCID_ASSIGN_OR_RETURN(w->data, Expect(m + ".weight", DType::kU8, {w->rows, groups * g / 2},
+                                           "NVFP4: two e2m1 per byte"));
+    LUCID_ASSIGN_OR_RETURN(w->scale, Expect(m + ".weight_scale", DType::kF8E4M3, {w->rows, groups},
+                                            "NVFP4: one e4m3 scale per 16 weights"));
+    LUCID_ASSIGN_OR_RETURN(w->scale2, ExpectScalar(m + ".weight_scale_2", "NVFP4 global scale"));
+    const float s2 = *w->scale2.data<const float>();
+    if (!(s2 > 0.0f) || !std::isfinite(s2))
+      return Mismatch(m + ".weight_scale_2", "a positive finite scale", std::to_string(s2));
+    if (ckpt_.Has(m + ".input_scale"))
+      LUCID_RETURN_IF_ERROR(ExpectScalar(m + ".input_scale", "NVFP4 activation scale").status());
+    return OkStatus();
+  }
+
+  Status BindFp8(const std::string& m, Weight* w) {
+    const int64_t br = q_.block_rows, bc = q_.block_cols;
+    const Shape sshape = {(w->rows + br - 1) / br, (w->cols + bc - 1) / bc};
+    w->format = WeightFormat::kFp8Block;
+    w->block_rows = br;
+    w->block_cols = bc;
+    LUCID_ASSIGN_OR_RETURN(w->data, Expect(m + ".weight", DType::kF8E4M3, {w->rows, w->cols},
+                                           "FP8 block weight"));
+    const std::string sn = m + ".weight_scale_inv";
+    auto info = ckpt_.Info(sn);
+    if (!info.ok() || (info->dtype != DType::kF32 && info->dtype != DType::kUE8M0) ||
+        info->shape != sshape)
+      return Mismatch(sn, "f32 or ue8m0 " + Shp(sshape) + " (one scale per " + std::to_string(br) +
+                              "x" + std::to_string(bc) + " block)",
+                      Found(sn));
+    LUCID_ASSIGN_OR_RETURN(w->scale, ckpt_.Get(sn));
+    if (q_.ue8m0_scales && w->scale.dtype() == DType::kF32) {
+      for (int64_t i = 0; i < w->scale.numel(); ++i) {
+        const float v = w->scale.data<const float>()[i];
+        int e = 0;
+        if (!(v > 0.0f) || !std::isfinite(v) || std::frexp(v, &e) != 0.5f)
+          return Mismatch(sn, "powers of two (scale_fmt ue8m0)",
+                          "value " + std::to_string(v) + " at index " + std::to_string(i));
+      }
+    }
+    return OkStatus();
+  }
+
+  Status BindDense(const std::string& m, const std::string& pattern, Weight* w) {
+    const std::string name = m + ".weight";
+    for (const char* extra : {".weight_scale", ".weight_scale_inv", ".weight_scale_2"}) {
+      if (q_.scheme != QuantScheme::kNone && ckpt_.Has(m + extra))
+        return Mismatch(m + extra, "no quantization scales for " + m + " (" +
+                                       (pattern.empty() ? std::string("not a quantized Linear")
+                                                        : "excluded by \"" + pattern + "\"") +
+                                       ")",
+                        "a scale tensor");
+    }
+    LUCID_ASSIGN_OR_RETURN(Tensor t, ckpt_.GetWithShape(name, {w->rows, w->cols}));
+    switch (t.dtype()) {
+      case DType::kF32: w->format = WeightFormat::kF32; break;
+      case DType::kBF16: w->format = WeightFormat::kBF16; break;
+      default:
+        if (q_.scheme != QuantScheme::kNone)
+          return Mismatch(name, "f32 or bf16 (" + m +
+                                    (pattern.empty() ? std::string(" is not quantized")
+                                                     : " is excluded by \"" + pattern + "\"") +
+                                    ")",
+                          Found(name));
+        return Unimplemented("tensor " + name + " has dtype " + DTypeName(t.dtype()) +
+                             " but the checkpoint has no quantization metadata; only f32 and bf16 "
+                             "weights are supported without it");
+    }
+    w->data = std::move(t);
+    return OkStatus();
+  }
+
   const Checkpoint& ckpt_;
+  const QuantConfig& q_;
   uint64_t bytes_ = 0;
 };
 
@@ -100,10 +217,24 @@ Status BindMoe(Binder& b, const ModelConfig& c, const std::string& p, MoeWeights
 }  // namespace
 
 StatusOr<DeepseekV3Weights> LoadDeepseekV3Weights(const ModelConfig& c, const Checkpoint& ckpt) {
-  Binder b(ckpt);
+  LUCID_ASSIGN_OR_RETURN(QuantConfig q, LoadQuantConfig(ckpt.dir(), c.raw));
+  return LoadDeepseekV3Weights(c, ckpt, q);
+}
+
+StatusOr<DeepseekV3Weights> LoadDeepseekV3Weights(const ModelConfig& c, const Checkpoint& ckpt,
+                                                  const QuantConfig& q) {
+  if (q.scheme != QuantScheme::kNone) {
+    const std::vector<std::string> unmatched = q.UnmatchedExcludes(ckpt.Names());
+    if (!unmatched.empty())
+      return InvalidArgument("the quantization metadata (" + q.Describe() +
+                             ") excludes \"" + unmatched[0] +
+                             "\", which names no tensor of the checkpoint: the metadata does not "
+                             "belong to these weights");
+  }
+  Binder b(ckpt, q);
   DeepseekV3Weights w;
   const int64_t D = c.hidden_size;
-  LUCID_ASSIGN_OR_RETURN(w.embed, b.Matrix("model.embed_tokens.weight", c.vocab_size, D));
+  LUCID_ASSIGN_OR_RETURN(w.embed, b.Matrix("model.embed_tokens.weight", c.vocab_size, D, /*embedding=*/true));
   LUCID_ASSIGN_OR_RETURN(w.final_norm, b.Vector("model.norm.weight", D));
   if (c.tie_word_embeddings && !ckpt.Has("lm_head.weight")) {
     w.lm_head = w.embed;

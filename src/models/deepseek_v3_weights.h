@@ -1,11 +1,15 @@
 // Weights of the DeepSeek-V3 family (deepseek_v3, deepseek_v32, glm_moe_dsa), bound to checkpoint
 // tensors by name and validated against the config's shapes at load. Tensors borrow the
-// checkpoint's memory mapping; nothing is copied except tiny f32 vectors (router bias).
+// checkpoint's memory mapping; nothing is copied except tiny f32 vectors (router bias). Packed
+// weights (NVFP4, FP8 block) stay packed: Weight views of the mapped payload and scale tensors,
+// dequantized block by block by the ops at compute time. Resident memory is therefore the packed
+// size of what has been touched (docs/QUANTIZATION.md has the measurement).
 #pragma once
 
 #include <vector>
 
 #include "formats/model_config.h"
+#include "formats/quant_config.h"
 #include "formats/safetensors.h"
 #include "ops/ops.h"
 
@@ -57,6 +61,12 @@ struct DeepseekV3Weights {
 };
 
 // Binds and validates every tensor the config needs. Errors name the tensor, file and shapes.
+// The quantization metadata (hf_quant_config.json in the checkpoint's directory, config.json
+// quantization_config) decides each Linear's expected format; the checkpoint must agree
+// (InvalidArgument naming the tensor, what the metadata expects and what was found), every
+// metadata exclude pattern must name some tensor, and unknown methods are refused by name.
 StatusOr<DeepseekV3Weights> LoadDeepseekV3Weights(const ModelConfig& c, const Checkpoint& ckpt);
+StatusOr<DeepseekV3Weights> LoadDeepseekV3Weights(const ModelConfig& c, const Checkpoint& ckpt,
+                                                  const QuantConfig& q);
 
 }  // namespace lucid
