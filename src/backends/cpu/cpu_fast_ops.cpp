@@ -65,8 +65,7 @@ void CpuFastOps::LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) c
       if (w.format == WeightFormat::kF32) {
         src = w.data.data<const float>() + base;
       } else {
-        const uint16_t* b = w.data.data<const uint16_t>() + base;
-        for (int64_t i = 0; i < n; ++i) row[i] = Bf16ToF32(b[i]);
+        kt.widen_bf16(w.data.data<const uint16_t>() + base, row.data(), n);
         src = row.data();
       }
       for (int64_t t = 0; t < T; ++t) kt.axpy(xs[t * R + r], src, ys + t * C + c0, n);
