@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace lucid {
@@ -53,6 +54,10 @@ std::vector<float> RequestSampler::Penalized(std::span<const float> logits) cons
   const float f = params_.frequency_penalty, p = params_.presence_penalty;
   if (f != 0.0f || p != 0.0f)
     for (const auto& [id, count] : output_counts_) x[id] -= f * static_cast<float>(count) + p;
+  // An extreme penalty can overflow a finite logit; keep the order without letting inf reach exp.
+  if (r != 1.0f)
+    for (float& v : x) v = std::clamp(v, -std::numeric_limits<float>::max(),
+                                      std::numeric_limits<float>::max());
   return x;
 }
 
@@ -71,10 +76,10 @@ int32_t RequestSampler::Draw(std::vector<float>& x, int64_t step) const {
     std::nth_element(cand.begin(), cand.begin() + params_.top_k, cand.end(), order);
     cand.resize(params_.top_k);
   }
-  std::sort(cand.begin(), cand.end(), order);
   double total = 0;
   for (int32_t i : cand) total += x[i];
-  if (params_.top_p < 1.0f) {
+  if (params_.top_p < 1.0f) {  // the only filter that needs the kept set in probability order
+    std::sort(cand.begin(), cand.end(), order);
     double cum = 0;
     size_t keep = 0;
     while (keep < cand.size()) {
@@ -84,6 +89,7 @@ int32_t RequestSampler::Draw(std::vector<float>& x, int64_t step) const {
     cand.resize(keep);
     total = cum;
   }
+  std::sort(cand.begin(), cand.end());  // walk in id order: no full sort on the common path
   const double target = CounterUniform(seed_, static_cast<uint64_t>(step)) * total;
   double cum = 0;
   for (int32_t i : cand) {

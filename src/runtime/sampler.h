@@ -10,7 +10,7 @@
 //      tokens whose probability is below min_p * the largest), top_k (keep the k most likely, ties
 //      to the lower id), top_p (keep the smallest most-likely-first set whose mass reaches top_p;
 //      always at least one token); the kept mass is renormalized and sampled by inverse CDF over
-//      the kept tokens in descending order of probability (ties to the lower id).
+//      the kept tokens in id order.
 //   Randomness is counter based: the uniform draw for output token n is a hash of (seed, n), so a
 //   request's output depends only on its seed, prompt and parameters, never on what else is in the
 //   batch or on a preemption and recompute.

@@ -108,6 +108,16 @@ TEST(SamplerTest, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
   EXPECT_EQ(x[2], 1.5f);
 }
 
+TEST(SamplerTest, ExtremePenaltiesNeverProduceNonFiniteValues) {
+  SamplingParams p = Params(1);
+  p.repetition_penalty = 1e-39f;  // 3 / 1e-39 overflows float
+  const std::vector<int32_t> prompt = {0, 1};
+  RequestSampler s(p, 1, prompt, 3);
+  const std::vector<float> logits = {3.0f, -3.0f, 1.0f};
+  for (float v : s.Penalized(logits)) EXPECT_TRUE(std::isfinite(v));
+  EXPECT_EQ(s.Sample(logits, 0, nullptr), 0);
+}
+
 TEST(SamplerTest, FrequencyAndPresencePenalizeGeneratedTokensOnly) {
   SamplingParams p = Params(0);
   p.frequency_penalty = 0.5f;
