@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
-# Sets up, builds Release and runs lucid on the bundled default model (a tiny random-weight GLM-5
-# checkpoint under tests/fixtures). Until the HTTP server exists this runs a greedy generation.
+# Sets up, builds Release and serves the bundled default model over HTTP: the OpenAI API at
+# http://127.0.0.1:30000/v1, SGLang's /generate, /health, /metrics (docs/SERVING.md).
+# The default model is the tiny random-weight GLM-5 checkpoint under tests/fixtures, paired (in
+# build/serve-model/) with a byte-level tokenizer and a small chat template so that text and chat
+# requests work; its output is random bytes. LUCID_MODEL=<dir> serves another model directory.
+# Extra arguments go to `lucid serve` (e.g. --port 8000 --api-key secret). Ctrl-C stops it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
-MODEL="${LUCID_MODEL:-tests/fixtures/models/tiny_glm_moe_dsa}"
-exec build/lucid generate --model-path "$MODEL" --prompt-ids 1,2,3,4,5 --max-new-tokens 16 "$@"
+if [ -n "${LUCID_MODEL:-}" ]; then
+  exec build/lucid serve --model-path "$LUCID_MODEL" "$@"
+fi
+MODEL=$(python3 -c 'import sys; sys.path.insert(0, "tests/e2e"); import lucid_server as ls; print(ls.make_model_dir("build/serve-model"))')
+# The tiny model needs a small KV pool; without --max-total-tokens the memory plan would give it
+# all of this machine's memory.
+exec build/lucid serve --model-path "$MODEL" --served-model-name tiny-glm5 --max-total-tokens 65536 "$@"
