@@ -195,7 +195,7 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
   if (n1 <= n0 || t1 <= t0) return;
   // Many rows of bf16 weights: widen each weight sliver to f32 once per activation block and run
   // the f32 tile over it (cheaper per FMA than converting in the tile or the dp-bf16 hi/lo pair).
-  const bool widen = w.format == WeightFormat::kBF16 && t1 - t0 >= 4;
+  const bool widen = w.format == WeightFormat::kBF16 && t1 - t0 >= 128;
   const TileKernel& tk = PickTile(kt, widen ? WeightFormat::kF32 : w.format, t1 - t0);
   const bool tiled = (w.format == WeightFormat::kF32 || w.format == WeightFormat::kBF16) && tk.fn;
   if (!tiled) return FallbackRows(kt, x, t0, t1, w, n0, n1, y, ldy);
