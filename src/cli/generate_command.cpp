@@ -21,6 +21,7 @@ struct GenerateFlags {
   int64_t max_new_tokens = 16;
   std::string output = "text";
   std::string dump_logits;
+  std::string kv_cache_dtype = "auto";
 };
 
 StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
@@ -46,11 +47,13 @@ StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
 Status RunGenerate(const GenerateFlags& f) {
   LUCID_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, ParseIds(f.prompt_ids));
   // The fast backend (tested against the CpuOps reference; LUCID_CPU_ISA=scalar caps it).
+  LUCID_ASSIGN_OR_RETURN(KvDtype kv_dtype, ParseKvCacheDtype(f.kv_cache_dtype));
   CpuFastOps ops;
   LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(f.model_path, ops));
   Tensor prompt_logits;
   LUCID_ASSIGN_OR_RETURN(std::vector<int32_t> out,
-                         GreedyGenerate(*model, prompt, f.max_new_tokens, &prompt_logits));
+                         GreedyGenerate(*model, prompt, f.max_new_tokens, &prompt_logits,
+                                        /*page_size=*/64, kv_dtype));
   if (!f.dump_logits.empty()) LUCID_RETURN_IF_ERROR(WriteNpy(f.dump_logits, prompt_logits));
   if (f.output == "json") {
     std::printf("%s\n", nlohmann::json{{"token_ids", out}}.dump().c_str());
@@ -73,6 +76,9 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-new-tokens", flags->max_new_tokens, "Tokens to generate")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   cmd->add_option("--output", flags->output, "Output format")->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype,
+                  "KV cache storage: auto (f32 on CPU), f32, bf16, fp8_e4m3 (FlashMLA layout)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "fp8_e4m3", "fp8"}));
   cmd->add_option("--dump-logits", flags->dump_logits,
                   "Write the prompt's logits [prompt_len, vocab] as float32 .npy");
   cmd->callback([flags, exit_code] {

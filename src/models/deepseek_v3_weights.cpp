@@ -34,7 +34,7 @@ class Binder {
     } else {
       LUCID_RETURN_IF_ERROR(BindDense(module, pattern, &w));
     }
-    bytes_ += w.data.nbytes() + w.scale.nbytes() + w.scale2.nbytes();
+    bytes_ += w.StoredBytes();
     return w;
   }
 

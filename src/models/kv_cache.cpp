@@ -1,6 +1,7 @@
 #include "models/kv_cache.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace lucid {
 
@@ -11,6 +12,46 @@ const char* KvDtypeName(KvDtype d) {
     case KvDtype::kFp8E4M3: return "fp8_e4m3";
   }
   return "?";
+}
+
+namespace {
+
+// Row format of `values` values for `dtype`; fp8 rows keep `fp8` leading e4m3 values in blocks of
+// `block` and the rest in bf16.
+PagedRows RowFormat(KvDtype dtype, int64_t values, int64_t fp8, int64_t block) {
+  PagedRows f;
+  f.row_floats = values;
+  switch (dtype) {
+    case KvDtype::kF32: f.kind = KvRowKind::kF32; break;
+    case KvDtype::kBF16: f.kind = KvRowKind::kBF16; break;
+    case KvDtype::kFp8E4M3:
+      f.kind = KvRowKind::kFp8;
+      f.fp8_values = fp8;
+      f.fp8_block = block;
+      break;
+  }
+  f.row_bytes = KvRowBytes(f);
+  return f;
+}
+
+PagedRows MlaFormat(const KvCacheSpec& s, KvDtype d) {
+  return RowFormat(d, s.mla_row(), s.latent_dim, 128);
+}
+PagedRows IndexerFormat(const KvCacheSpec& s, KvDtype d) {
+  return RowFormat(d, s.indexer_dim, s.indexer_dim, std::max<int64_t>(s.indexer_dim, 1));
+}
+
+}  // namespace
+
+StatusOr<KvDtype> ParseKvCacheDtype(const std::string& s) {
+  if (s == "auto" || s == "f32") return KvDtype::kF32;
+  if (s == "bf16") return KvDtype::kBF16;
+  if (s == "fp8_e4m3" || s == "fp8") return KvDtype::kFp8E4M3;
+  return InvalidArgument("--kv-cache-dtype \"" + s + "\" (accepted: auto, f32, bf16, fp8_e4m3)");
+}
+
+int64_t KvCacheSpec::MlaBytesPerTokenPerLayer(KvDtype dtype) const {
+  return MlaFormat(*this, dtype).row_bytes;
 }
 
 int64_t KvCacheSpec::BytesPerTokenPerLayer(KvDtype dtype) const {
@@ -29,13 +70,17 @@ int64_t KvCacheSpec::BytesPerTokenPerLayer(KvDtype dtype) const {
 
 KvPool::KvPool(const KvCacheSpec& spec, int64_t num_pages, int64_t page_size, KvDtype dtype)
     : spec_(spec), num_pages_(num_pages), page_size_(page_size), dtype_(dtype) {
-  LUCID_CHECK(dtype == KvDtype::kF32, "KvPool stores only f32 so far");
   LUCID_CHECK(num_pages > 0 && page_size > 0, "KvPool needs pages");
+  mla_fmt_ = MlaFormat(spec, dtype);
+  idx_fmt_ = IndexerFormat(spec, dtype);
+  LUCID_CHECK(mla_fmt_.row_bytes + (spec.indexer_dim > 0 ? idx_fmt_.row_bytes : 0) ==
+                  spec.BytesPerTokenPerLayer(dtype),
+              "KvPool row sizes disagree with KvCacheSpec::BytesPerTokenPerLayer");
   mla_.resize(spec.num_layers);
   indexer_.resize(spec.num_layers);
   for (int64_t l = 0; l < spec.num_layers; ++l) {
-    mla_[l].assign(num_pages * page_size * spec.mla_row(), 0.0f);
-    if (spec.indexer_dim > 0) indexer_[l].assign(num_pages * page_size * spec.indexer_dim, 0.0f);
+    mla_[l].assign(num_pages * page_size * mla_fmt_.row_bytes, 0);
+    if (spec.indexer_dim > 0) indexer_[l].assign(num_pages * page_size * idx_fmt_.row_bytes, 0);
   }
   free_.reserve(num_pages);
   for (int64_t p = num_pages - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));
@@ -69,25 +114,44 @@ void KvPool::Release(SequenceKv& seq) {
 void KvPool::WriteMla(int64_t layer, const SequenceKv& seq, int64_t pos, const float* ckv,
                       const float* kpe) {
   const int64_t page = seq.page_table[pos / page_size_];
-  float* row = mla_[layer].data() + (page * page_size_ + pos % page_size_) * spec_.mla_row();
-  std::copy_n(ckv, spec_.latent_dim, row);
-  std::copy_n(kpe, spec_.rope_dim, row + spec_.latent_dim);
+  std::vector<float> row(spec_.mla_row());
+  std::copy_n(ckv, spec_.latent_dim, row.data());
+  std::copy_n(kpe, spec_.rope_dim, row.data() + spec_.latent_dim);
+  EncodeKvRow(mla_fmt_, row.data(),
+              mla_[layer].data() + (page * page_size_ + pos % page_size_) * mla_fmt_.row_bytes);
 }
 
 void KvPool::WriteIndexerKey(int64_t layer, const SequenceKv& seq, int64_t pos, const float* key) {
   const int64_t page = seq.page_table[pos / page_size_];
-  std::copy_n(key, spec_.indexer_dim,
-              indexer_[layer].data() + (page * page_size_ + pos % page_size_) * spec_.indexer_dim);
+  EncodeKvRow(idx_fmt_, key,
+              indexer_[layer].data() + (page * page_size_ + pos % page_size_) * idx_fmt_.row_bytes);
 }
 
+namespace {
+
+PagedRows View(const PagedRows& fmt, const std::vector<uint8_t>& buf, const SequenceKv& seq,
+               int64_t page_size) {
+  PagedRows r = fmt;
+  r.page_table = seq.page_table;
+  r.page_size = page_size;
+  r.page_bytes = page_size * fmt.row_bytes;
+  if (fmt.kind == KvRowKind::kF32) {
+    r.base = reinterpret_cast<const float*>(buf.data());
+    r.page_stride = page_size * fmt.row_floats;
+  } else {
+    r.bytes = buf.data();
+  }
+  return r;
+}
+
+}  // namespace
+
 PagedRows KvPool::MlaRows(int64_t layer, const SequenceKv& seq) const {
-  return PagedRows{mla_[layer].data(), seq.page_table, page_size_, page_size_ * spec_.mla_row(),
-                   spec_.mla_row()};
+  return View(mla_fmt_, mla_[layer], seq, page_size_);
 }
 
 PagedRows KvPool::IndexerRows(int64_t layer, const SequenceKv& seq) const {
-  return PagedRows{indexer_[layer].data(), seq.page_table, page_size_,
-                   page_size_ * spec_.indexer_dim, spec_.indexer_dim};
+  return View(idx_fmt_, indexer_[layer], seq, page_size_);
 }
 
 }  // namespace lucid

@@ -1,10 +1,17 @@
 // The paged KV cache: what MLA and the DSA indexer keep per token, per layer.
 //
-// Layout (KvDtype f32 is the only storage implemented so far; bf16 and fp8_e4m3 are sized here so
-// that planning is exact, and their storage arrives with the quantization work): one buffer per layer for the MLA rows and one per
-// layer for the indexer keys. Page p of layer l holds `page_size` consecutive token slots:
-//   mla[l]     : [num_pages][page_size][latent_dim + rope_dim]   (ckv then the roped k_pe)
-//   indexer[l] : [num_pages][page_size][indexer_dim]              (absent when indexer_dim == 0)
+// Layout: one byte buffer per layer for the MLA rows and one per layer for the indexer keys.
+// Page p of layer l holds `page_size` consecutive token slots of fixed-size rows:
+//   mla[l]     : [num_pages][page_size][mla row]      (ckv then the roped k_pe)
+//   indexer[l] : [num_pages][page_size][indexer row]  (absent when indexer_dim == 0)
+// Row encodings by KvDtype (ops.h PagedRows/EncodeKvRow define the bytes):
+//   f32      : mla (latent_dim + rope_dim) f32;   indexer indexer_dim f32
+//   bf16     : mla (latent_dim + rope_dim) bf16;  indexer indexer_dim bf16
+//   fp8_e4m3 : mla = FlashMLA layout: latent_dim e4m3, ceil(latent_dim/128) f32 scales (scale =
+//              amax/448 of its 128 values), rope_dim bf16 = 656 bytes for 512 + 64;
+//              indexer = indexer_dim e4m3 + one f32 scale (amax/448 of the key) = 132 for 128.
+// Values are quantized when written (WriteMla/WriteIndexerKey) and dequantized by the ops that
+// read them, so the model code never sees the storage dtype.
 // A sequence owns an ordered page table; token position u lives in page_table[u / page_size] at
 // slot u % page_size. Pages are handed out by KvPool's free list (the runtime's block manager will
 // own that decision later; the storage layout stays).
@@ -24,6 +31,9 @@ namespace lucid {
 // 128 of them + rope_dim bf16 values (656 bytes for 512 + 64); indexer keys: e4m3 + one f32 scale.
 enum class KvDtype { kF32, kBF16, kFp8E4M3 };
 const char* KvDtypeName(KvDtype d);
+// `--kv-cache-dtype` values: "auto" (f32 on the CPU backend, what the goldens use), "f32",
+// "bf16", "fp8_e4m3" (alias "fp8"). InvalidArgument listing the accepted values otherwise.
+StatusOr<KvDtype> ParseKvCacheDtype(const std::string& s);
 
 // What a model keeps per token per layer; the memory planner sizes the pool from this.
 struct KvCacheSpec {
@@ -32,7 +42,9 @@ struct KvCacheSpec {
   int64_t rope_dim = 0;     // qk_rope_head_dim
   int64_t indexer_dim = 0;  // index_head_dim, 0 without an indexer
   int64_t mla_row() const { return latent_dim + rope_dim; }
-  // Bytes per token per layer for `dtype` (MLA part + indexer part).
+  // Bytes per token per layer of the MLA latent part alone (656 for 512 + 64 in fp8_e4m3).
+  int64_t MlaBytesPerTokenPerLayer(KvDtype dtype) const;
+  // Bytes per token per layer for `dtype` (MLA part + indexer part); the memory planner's figure.
   int64_t BytesPerTokenPerLayer(KvDtype dtype) const;
   int64_t BytesPerToken(KvDtype dtype) const { return num_layers * BytesPerTokenPerLayer(dtype); }
 };
@@ -46,6 +58,7 @@ class KvPool {
  public:
   KvPool(const KvCacheSpec& spec, int64_t num_pages, int64_t page_size, KvDtype dtype);
 
+  KvDtype dtype() const { return dtype_; }
   const KvCacheSpec& spec() const { return spec_; }
   int64_t page_size() const { return page_size_; }
   int64_t num_pages() const { return num_pages_; }
@@ -70,7 +83,8 @@ class KvPool {
   KvCacheSpec spec_;
   int64_t num_pages_, page_size_;
   KvDtype dtype_;
-  std::vector<std::vector<float>> mla_, indexer_;
+  PagedRows mla_fmt_, idx_fmt_;  // row formats (no storage pointers)
+  std::vector<std::vector<uint8_t>> mla_, indexer_;
   std::vector<int32_t> free_;
 };
 

@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "core/status.h"
 #include "core/tensor.h"
 #include "ops/weight.h"
 
@@ -28,19 +29,56 @@ struct RopeTable {
   int64_t dim() const { return static_cast<int64_t>(inv_freq.size()) * 2; }
 };
 
+// How a KV row is stored (models/kv_cache.h picks one per KvDtype):
+// - kF32: row_floats float32 values.
+// - kBF16: row_floats bf16 values.
+// - kFp8: [fp8_values e4m3][ceil(fp8_values / fp8_block) f32 scales][row_floats - fp8_values
+//   bf16], value i < fp8_values = e4m3 * scale[i / fp8_block]. MLA rows use fp8_block 128 with the
+//   RoPE part in bf16 (FlashMLA's 656-byte layout for 512 + 64); indexer keys use one scale for the
+//   whole key (fp8_block = fp8_values, no bf16 part). Scales may be unaligned (read by memcpy).
+enum class KvRowKind : uint8_t { kF32, kBF16, kFp8 };
+
 // Read-only view of per-token rows stored in fixed-size pages: token u lives in page
-// page_table[u / page_size] at slot u % page_size; a row is `row_floats` float32 values at
-// `base + page * page_stride + slot * row_floats`.
+// page_table[u / page_size] at slot u % page_size. For kF32 (the default, and the only kind
+// `Row` may be called for) a row is `row_floats` float32 values at
+// `base + page * page_stride + slot * row_floats`. Other kinds are bytes: the row of token u
+// starts at `bytes + page * page_bytes + slot * row_bytes`; read them with ReadRow (or RowF32,
+// which returns the f32 pointer directly for kF32 and decodes into scratch otherwise).
 struct PagedRows {
   const float* base = nullptr;
   std::span<const int32_t> page_table;
   int64_t page_size = 0;
-  int64_t page_stride = 0;  // floats per page
-  int64_t row_floats = 0;
+  int64_t page_stride = 0;  // floats per page (kF32)
+  int64_t row_floats = 0;   // values per row (every kind)
+  KvRowKind kind = KvRowKind::kF32;
+  const uint8_t* bytes = nullptr;  // kBF16 / kFp8 storage
+  int64_t page_bytes = 0;
+  int64_t row_bytes = 0;
+  int64_t fp8_values = 0;  // kFp8: leading e4m3 values
+  int64_t fp8_block = 0;   // kFp8: values per f32 scale
   const float* Row(int64_t u) const {
+    LUCID_CHECK(kind == KvRowKind::kF32, "PagedRows::Row on a non-f32 KV cache: use RowF32");
     return base + page_table[u / page_size] * page_stride + (u % page_size) * row_floats;
   }
+  const uint8_t* RowBytes(int64_t u) const {
+    return bytes + page_table[u / page_size] * page_bytes + (u % page_size) * row_bytes;
+  }
+  // Decodes token u's row into out[row_floats] (any kind).
+  void ReadRow(int64_t u, float* out) const;
+  // The row as float32: a pointer into the cache for kF32, else decoded into scratch[row_floats].
+  const float* RowF32(int64_t u, float* scratch) const {
+    if (kind == KvRowKind::kF32) return Row(u);
+    ReadRow(u, scratch);
+    return scratch;
+  }
 };
+
+// Bytes of one stored row of `fmt`'s kind and shape (row_floats, fp8_values, fp8_block).
+int64_t KvRowBytes(const PagedRows& fmt);
+// Encodes in[row_floats] into out[KvRowBytes(fmt)] in fmt's kind. kFp8 scale per block:
+// amax / 448 (an all-zero block stores scale 0 and zero codes), codes e4m3(x / scale) with RNE,
+// saturating; the tail is rounded to bf16 (RNE). kBF16 rounds RNE.
+void EncodeKvRow(const PagedRows& fmt, const float* in, uint8_t* out);
 
 // One MLA attention problem for one sequence: T query rows attending over cached tokens.
 // The key of token u is [ckv_u | kpe_u] (first `latent_dim` floats of its row, then `rope_dim`),

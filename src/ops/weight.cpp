@@ -25,7 +25,9 @@ Weight Weight::RowRange(int64_t begin, int64_t count) const {
 size_t Weight::StoredBytes() const {
   const size_t full_rows = static_cast<size_t>(data.valid() && data.rank() > 0 ? data.size(0) : 1);
   const double frac = static_cast<double>(rows) / static_cast<double>(full_rows);
-  size_t total = data.nbytes() + scale.nbytes() + scale2.nbytes();
+  // A default (absent) Tensor is rank 0 but holds nothing: count only tensors with storage.
+  auto bytes = [](const Tensor& t) { return t.raw() != nullptr ? t.nbytes() : size_t{0}; };
+  size_t total = bytes(data) + bytes(scale) + bytes(scale2);
   return static_cast<size_t>(static_cast<double>(total) * frac + 0.5);
 }
 

@@ -11,10 +11,10 @@ int32_t ArgMax(const float* v, int64_t n) {
 
 StatusOr<std::vector<int32_t>> GreedyGenerate(Model& model, const std::vector<int32_t>& prompt,
                                               int64_t max_new_tokens, Tensor* prompt_logits,
-                                              int64_t page_size) {
+                                              int64_t page_size, KvDtype kv_dtype) {
   const int64_t V = model.config().vocab_size;
   const int64_t total = static_cast<int64_t>(prompt.size()) + max_new_tokens;
-  KvPool pool(model.kv_spec(), (total + page_size - 1) / page_size, page_size, KvDtype::kF32);
+  KvPool pool(model.kv_spec(), (total + page_size - 1) / page_size, page_size, kv_dtype);
   SequenceKv seq;
   LUCID_RETURN_IF_ERROR(pool.Reserve(seq, total));
   std::vector<int32_t> out;

@@ -1,4 +1,5 @@
 // Reference sparse MLA attention over the paged latent cache, the DSA indexer scores, and top-k.
+// KV rows are read in whatever dtype the pool stores (PagedRows::RowF32 decodes on the fly).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -12,7 +13,7 @@ namespace lucid {
 void CpuOps::MlaAttention(const MlaAttentionArgs& a) const {
   const int64_t R = a.latent_dim, P = a.rope_dim;
   ParallelFor(a.tokens * a.heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> p;
+    std::vector<float> p, scratch(a.kv.row_floats);
     for (int64_t th = begin; th < end; ++th) {
       const int64_t t = th / a.heads;
       const float* ql = a.q_latent + th * R;
@@ -22,7 +23,7 @@ void CpuOps::MlaAttention(const MlaAttentionArgs& a) const {
       p.resize(n);
       float mx = -INFINITY;
       for (int64_t j = 0; j < n; ++j) {
-        const float* row = a.kv.Row(sel[j]);
+        const float* row = a.kv.RowF32(sel[j], scratch.data());
         float s = 0.0f;
         for (int64_t i = 0; i < R; ++i) s += ql[i] * row[i];
         for (int64_t i = 0; i < P; ++i) s += qr[i] * row[R + i];
@@ -37,7 +38,7 @@ void CpuOps::MlaAttention(const MlaAttentionArgs& a) const {
       float* out = a.out_latent + th * R;
       std::fill(out, out + R, 0.0f);
       for (int64_t j = 0; j < n; ++j) {
-        const float* row = a.kv.Row(sel[j]);
+        const float* row = a.kv.RowF32(sel[j], scratch.data());
         const float wj = p[j] / sum;
         for (int64_t i = 0; i < R; ++i) out[i] += wj * row[i];
       }
@@ -48,10 +49,11 @@ void CpuOps::MlaAttention(const MlaAttentionArgs& a) const {
 void CpuOps::IndexerScores(const IndexerArgs& a) const {
   const int64_t D = a.head_dim;
   ParallelFor(a.tokens, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch(a.keys.row_floats);
     for (int64_t t = begin; t < end; ++t) {
       float* out = a.scores + t * a.score_stride;
       for (int64_t u = 0; u < a.causal_len[t]; ++u) {
-        const float* k = a.keys.Row(u);
+        const float* k = a.keys.RowF32(u, scratch.data());
         float s = 0.0f;
         for (int64_t j = 0; j < a.heads; ++j) {
           const float* q = a.q + (t * a.heads + j) * D;
