@@ -202,7 +202,7 @@ Err ParseStreamFlags(const ordered_json& body, ParsedRequest* out) {
       return BadRequest("The 'stream_options' parameter is only allowed when 'stream' is enabled.",
                         "stream_options");
     LUCID_API_RETURN_IF_ERROR(
-        CheckKnown(*so, {"include_usage", "continuous_usage_stats"}, "stream_options"));
+        CheckKnown(*so, {"include_usage"}, "stream_options"));
     LUCID_API_RETURN_IF_ERROR(GetBool(*so, "include_usage", "stream_options", &out->include_usage));
   }
   return std::nullopt;
