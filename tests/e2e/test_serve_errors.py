@@ -230,5 +230,35 @@ class ShutdownTest(unittest.TestCase):
         self.assertIn("shutting down", server.log())
 
 
+class StartupErrorTest(unittest.TestCase):
+    def run_serve(self, *args):
+        import subprocess
+        return subprocess.run([ls.BINARY, "serve", *args], capture_output=True, text=True,
+                              timeout=60, env=ls.ENV)
+
+    def test_bad_configuration_exits_2_before_loading(self):
+        r = self.run_serve("--model-path", os.path.join(TMP.name, "missing"), "--port", "1")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("lucid serve:", r.stderr)
+        r = self.run_serve("--model-path", MODEL_DIR, "--temperature", "1")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        r = self.run_serve("--model-path", MODEL_DIR, "--port", "0")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        r = self.run_serve("--model-path", MODEL_DIR, "--max-request-bytes", "lots")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--max-request-bytes", r.stderr)
+
+    def test_port_in_use_exits_1_naming_it(self):
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            s.listen(1)
+            port = s.getsockname()[1]
+            r = self.run_serve("--model-path", MODEL_DIR, "--port", str(port),
+                               "--max-total-tokens", "1024")
+        self.assertEqual(r.returncode, 1, r.stderr[-2000:])
+        self.assertIn(f"cannot listen on 127.0.0.1:{port}", r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
