@@ -35,7 +35,7 @@ Tensor Tensor::Empty(DType dtype, Shape shape) {
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   t.strides_ = ContiguousStrides(t.shape_);
-  size_t bytes = t.nbytes();
+  const size_t bytes = static_cast<size_t>((t.numel() * DTypeBits(dtype) + 7) / 8);
   size_t alloc = ((bytes + 63) / 64) * 64;
   if (alloc == 0) alloc = 64;
   void* p = std::aligned_alloc(64, alloc);
@@ -57,6 +57,7 @@ Tensor Tensor::Borrow(DType dtype, Shape shape, void* data, std::shared_ptr<cons
 }
 
 size_t Tensor::nbytes() const {
+  if (data_ == nullptr) return 0;  // a default (empty) Tensor holds nothing, not one scalar
   return static_cast<size_t>((numel() * DTypeBits(dtype_) + 7) / 8);
 }
 

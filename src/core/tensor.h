@@ -44,7 +44,7 @@ class Tensor {
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t size(int dim) const { return shape_[dim < 0 ? dim + rank() : dim]; }
   int64_t numel() const { return NumElements(shape_); }
-  // Bytes spanned by a contiguous tensor of this shape and dtype.
+  // Bytes spanned by a contiguous tensor of this shape and dtype; 0 for a default Tensor.
   size_t nbytes() const;
   bool is_contiguous() const;
 

@@ -57,6 +57,8 @@ TEST(Tensor, EmptyWithNoElementsIsValid) {
 
 TEST(Tensor, Nbytes) {
   EXPECT_EQ(Tensor::Empty(DType::kF32, {3, 4}).nbytes(), 48u);
+  EXPECT_EQ(Tensor().nbytes(), 0u);  // default: no storage, not one scalar
+  EXPECT_EQ(Tensor::Empty(DType::kF32, {}).nbytes(), 4u);  // a real scalar
   EXPECT_EQ(Tensor::Empty(DType::kBF16, {3, 4}).nbytes(), 24u);
   EXPECT_EQ(Tensor::Empty(DType::kF8E5M2, {3, 4}).nbytes(), 12u);
   EXPECT_EQ(Tensor::Empty(DType::kUE8M0, {7}).nbytes(), 7u);
