@@ -131,6 +131,18 @@ Status Resolver::ResolveMemory() {
           std::to_string(plan.kv_capacity_tokens) +
           " tokens; would work: --max-total-tokens <= " + std::to_string(plan.kv_capacity_tokens));
     SetUser("max-total-tokens");
+  } else if (!in.cuda && in.max_running_requests > 0 && in.context_length > 0 &&
+             in.max_running_requests * in.context_length < plan.kv_capacity_tokens) {
+    // CPU: system memory is shared with everything else; hold only what the running requests
+    // can use at once instead of claiming the whole budget.
+    const int64_t cap = (in.max_running_requests * in.context_length + in.page_size - 1) /
+                        in.page_size * in.page_size;
+    PlanKvPool(&plan, f, in.page_size, cap);
+    SetRule("max-total-tokens", *RuleById("kv-capacity-cpu-requests"), cap,
+            " (max-running-requests " + std::to_string(in.max_running_requests) +
+                " x context-length " + std::to_string(in.context_length) + ", whole pages of " +
+                std::to_string(in.page_size) + "; the budget would hold " +
+                std::to_string(plan.kv_capacity_tokens) + ")");
   } else {
     SetRule("max-total-tokens", *RuleById("kv-capacity-from-plan"), plan.kv_capacity_tokens,
             " (floor((" + B(plan.static_budget) + " - weights " + B(plan.weights) + ") / " +

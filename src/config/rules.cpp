@@ -179,6 +179,14 @@ std::vector<Rule> BuildRules() {
         return "the largest fraction that leaves room for activations, graphs and runtime";
       });
   add(
+      "kv-capacity-cpu-requests", "max-total-tokens",
+      "device cpu and max-running-requests x context-length is below the budget's capacity",
+      always, [](const Ctx&) { return json(); },
+      [](const Ctx&) {
+        return "on CPU the KV pool holds what the running requests can use at once, not all of "
+               "system memory";
+      });
+  add(
       "kv-capacity-from-plan", "max-total-tokens", "always (computed by the planner)", always,
       [](const Ctx&) { return json(); },
       [](const Ctx&) { return "every token the static budget holds after the weights"; });
