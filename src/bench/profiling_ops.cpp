@@ -58,6 +58,25 @@ void ProfilingOps::LinearTransposed(const Tensor& x, const Weight& w, Tensor& y)
       2.0 * double(x.size(0)) * double(w.rows) * double(w.cols));
 }
 
+void ProfilingOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride,
+                                  int64_t nope_dim, int64_t v_dim, const Weight& kv_b,
+                                  Tensor& q_latent) const {
+  const double t0 = Now();
+  inner_.MlaAbsorbQuery(q, heads, q_stride, nope_dim, v_dim, kv_b, q_latent);
+  const double share = double(nope_dim) / double(nope_dim + v_dim);
+  Add(OpCategory::kMatmul, Now() - t0, double(kv_b.StoredBytes()) * share,
+      2.0 * double(q.size(0)) * double(heads * nope_dim) * double(kv_b.cols));
+}
+
+void ProfilingOps::MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t nope_dim,
+                                    int64_t v_dim, const Weight& kv_b, Tensor& out) const {
+  const double t0 = Now();
+  inner_.MlaProjectOutput(latent, heads, nope_dim, v_dim, kv_b, out);
+  const double share = double(v_dim) / double(nope_dim + v_dim);
+  Add(OpCategory::kMatmul, Now() - t0, double(kv_b.StoredBytes()) * share,
+      2.0 * double(latent.size(0)) * double(heads * v_dim) * double(kv_b.cols));
+}
+
 void ProfilingOps::Embedding(const Weight& table, std::span<const int32_t> ids, Tensor& out) const {
   const double t0 = Now();
   inner_.Embedding(table, ids, out);

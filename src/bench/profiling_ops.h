@@ -2,7 +2,8 @@
 // category, the wall time, the bytes the op must read from memory at least once (weights as
 // stored, KV rows touched) and the floating-point operations of its math.
 //
-// Categories: kMatmul (Linear, LinearTransposed), kExperts (MoeExperts; `units` counts the
+// Categories: kMatmul (Linear, LinearTransposed, MlaAbsorbQuery / MlaProjectOutput: the W_uk /
+// W_uv share of kv_b_proj's bytes), kExperts (MoeExperts; `units` counts the
 // distinct experts touched), kAttention (MlaAttention),
 // kIndexer (IndexerScores), kTopK, kOther (embedding, norms, RoPE, SwiGLU, routing).
 // Byte model: a weight view counts StoredBytes() once per call (the fast kernels read each weight
@@ -57,6 +58,10 @@ class ProfilingOps final : public Ops {
                 float* weights) const override;
   void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts, const int32_t* idx,
                   const float* weights, int64_t k, Tensor& out) const override;
+  void MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride, int64_t nope_dim,
+                      int64_t v_dim, const Weight& kv_b, Tensor& q_latent) const override;
+  void MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t nope_dim, int64_t v_dim,
+                        const Weight& kv_b, Tensor& out) const override;
 
  private:
   void Add(OpCategory c, double seconds, double bytes, double flops) const;

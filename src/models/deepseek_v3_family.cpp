@@ -204,16 +204,11 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
                     kpe.data<float>() + (sp.begin + i) * dr);
   // Absorb W_uk into the queries: q_latent[t, h] = q_nope[t, h] · W_uk_h.
   Tensor q_lat = F32(N, H * R), q_rope = F32(N, H * dr);
-  Tensor qh = F32(N, dn), yh = F32(N, R), rh = F32(N, dr);
-  for (int64_t hd = 0; hd < H; ++hd) {
-    CopyGroup(q, dq, hd, 0, dn, qh);
-    ops_.LinearTransposed(qh, a.kv_b.RowRange(hd * (dn + dv), dn), yh);
-    CopyGroup(q, dq, hd, dn, dr, rh);
-    for (int64_t t = 0; t < N; ++t) {
-      std::memcpy(q_lat.data<float>() + (t * H + hd) * R, yh.data<float>() + t * R, R * 4);
-      std::memcpy(q_rope.data<float>() + (t * H + hd) * dr, rh.data<float>() + t * dr, dr * 4);
-    }
-  }
+  ops_.MlaAbsorbQuery(q, H, dq, dn, dv, a.kv_b, q_lat);
+  for (int64_t t = 0; t < N; ++t)
+    for (int64_t hd = 0; hd < H; ++hd)
+      std::memcpy(q_rope.data<float>() + (t * H + hd) * dr,
+                  q.data<float>() + t * H * dq + hd * dq + dn, dr * 4);
   SelectTokens(l, h, cq, s, pool, selected, sel_stride);
   Tensor out_lat = F32(N, H * R);
   for (size_t i = 0; i < s.spans.size(); ++i) {
@@ -235,13 +230,8 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
   }
   Check(out_lat, l, "mla_attention", s);
   // Up-project the latent output per head with W_uv, then o_proj.
-  Tensor o = F32(N, H * dv), oh = F32(N, dv), lh = F32(N, R);
-  for (int64_t hd = 0; hd < H; ++hd) {
-    CopyGroup(out_lat, R, hd, 0, R, lh);
-    ops_.Linear(lh, a.kv_b.RowRange(hd * (dn + dv) + dn, dv), oh);
-    for (int64_t t = 0; t < N; ++t)
-      std::memcpy(o.data<float>() + t * H * dv + hd * dv, oh.data<float>() + t * dv, dv * 4);
-  }
+  Tensor o = F32(N, H * dv);
+  ops_.MlaProjectOutput(out_lat, H, dn, dv, a.kv_b, o);
   Tensor out = F32(N, c_.hidden_size);
   ops_.Linear(o, a.o, out);
   Check(out, l, "o_proj", s);

@@ -160,6 +160,19 @@ class Ops {
   virtual void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts,
                           const int32_t* idx, const float* weights, int64_t k,
                           Tensor& out) const = 0;
+
+  // MLA weight absorption, all heads in one call. kv_b is kv_b_proj [heads * (nope_dim + v_dim),
+  // latent] (any format); head h's W_uk is its rows [h * (nope_dim + v_dim), + nope_dim) and W_uv
+  // the v_dim rows after them.
+  // MlaAbsorbQuery: q is [T, heads * q_stride] with head h's nope part at column h * q_stride;
+  // q_latent[T, heads * latent] gets q_latent[t, h, :] = q[t, h, 0:nope_dim] · W_uk_h.
+  // The default (the reference) is one LinearTransposed per head on a row range of kv_b.
+  virtual void MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride, int64_t nope_dim,
+                              int64_t v_dim, const Weight& kv_b, Tensor& q_latent) const;
+  // MlaProjectOutput: latent is [T, heads * latent]; out[T, heads * v_dim] gets
+  // out[t, h * v_dim + j] = latent[t, h, :] · W_uv_h[j, :]. Default: one Linear per head.
+  virtual void MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t nope_dim,
+                                int64_t v_dim, const Weight& kv_b, Tensor& out) const;
 };
 
 }  // namespace lucid

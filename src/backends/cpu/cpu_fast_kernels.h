@@ -47,6 +47,13 @@ struct KernelTable {
   void (*swiglu)(const float* g, const float* u, float* o, int64_t n) = nullptr;
   // dst[i] = float(src[i]) for n bf16 values.
   void (*widen_bf16)(const uint16_t* src, float* dst, int64_t n) = nullptr;
+  // Packed weight formats, decoded exactly as DequantizeRowSpan (bit for bit, NaN codes to NaN):
+  // out[i] = e4m3(q[i]) * scale for i < n (FP8 block: one scale block's run of a row).
+  void (*dequant_fp8)(const uint8_t* q, float scale, float* out, int64_t n) = nullptr;
+  // NVFP4: out[16 g + i] = (e2m1(nibble i of group g) * gs[g]) * s2 for g < groups, i < 16; q holds
+  // 8 bytes per group (low nibble first), gs the groups' e4m3 scales already in f32.
+  void (*dequant_nvfp4)(const uint8_t* q, const float* gs, float s2, float* out,
+                        int64_t groups) = nullptr;
   // s[i] = exp(s[i] - m) for i < n; returns their sum.
   float (*exp_sum)(float* s, int64_t n, float m) = nullptr;
   // out[0..R) += sum over j < nb of p[j] * rows[j][0..R).
@@ -74,6 +81,12 @@ constexpr int64_t kPadK = 64;
 // Packs T rows of x (row stride ldx) of K columns.
 void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_t K,
            WeightFormat format, PackedX* p);
+
+// Columns [k0, k1) of view row r of any weight format in f32, exactly as DequantizeRowSpan. For
+// packed formats k0 must be a multiple of the scale block (block_cols) and NVFP4 writes whole
+// 16-column groups: out needs room for k1 - k0 rounded up to 16.
+void DequantSpan(const KernelTable& kt, const Weight& w, int64_t r, int64_t k0, int64_t k1,
+                 float* out);
 
 // y[t * ldy + n] = sum_k x[t, k] * W[n, k] for t in [t0, t1) and n in [n0, n1). Single-threaded;
 // the caller splits n (or t) across threads. Formats without a fast tile use DequantizeRow.

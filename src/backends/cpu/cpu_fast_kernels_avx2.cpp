@@ -59,6 +59,51 @@ LUCID_AVX2 void WidenBf16(const uint16_t* src, float* dst, int64_t n) {
   }
 }
 
+// e4m3 -> f32 through f16 (see the AVX-512 version): 8 bytes in, value / 256, NaN codes to NaN.
+LUCID_AVX2 inline __m256 E4m3x8(__m128i bytes, __m256 scale256) {
+  const __m128i b = _mm_cvtepu8_epi16(bytes);
+  const __m128i mag = _mm_and_si128(b, _mm_set1_epi16(0x7F));
+  const __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8),
+                                 _mm_slli_epi16(mag, 7));
+  const __m256 nan =
+      _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7F))));
+  const __m256 v = _mm256_mul_ps(_mm256_cvtph_ps(h), scale256);
+  return _mm256_blendv_ps(v, _mm256_set1_ps(__builtin_nanf("")), nan);
+}
+
+LUCID_AVX2 void DequantFp8(const uint8_t* q, float scale, float* out, int64_t n) {
+  const __m256 s = _mm256_set1_ps(scale * 256.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, E4m3x8(_mm_loadl_epi64((const __m128i*)(q + i)), s));
+  if (i < n) {
+    uint8_t tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    float v[8];
+    for (int64_t j = i; j < n; ++j) tail[j - i] = q[j];
+    _mm256_storeu_ps(v, E4m3x8(_mm_loadl_epi64((const __m128i*)tail), s));
+    for (int64_t j = i; j < n; ++j) out[j] = v[j - i];
+  }
+}
+
+// NVFP4, 8 values (4 bytes) per half group: the magnitude from an 8-entry vpermps table, the sign
+// (bit 3 of the nibble) moved to bit 31.
+LUCID_AVX2 void DequantNvfp4(const uint8_t* q, const float* gs, float s2, float* out,
+                             int64_t groups) {
+  const __m256 lut = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+  const __m256 s2v = _mm256_set1_ps(s2);
+  const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+  for (int64_t h = 0; h < 2 * groups; ++h) {
+    int32_t four;
+    __builtin_memcpy(&four, q + 4 * h, 4);
+    const __m256i b = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(four));
+    const __m256i idx = _mm256_or_si256(b, _mm256_slli_epi64(_mm256_srli_epi64(b, 4), 32));
+    const __m256 mag = _mm256_permutevar8x32_ps(lut, idx);
+    const __m256 v =
+        _mm256_xor_ps(mag, _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(idx, 28), sign)));
+    _mm256_storeu_ps(out + 8 * h, _mm256_mul_ps(_mm256_mul_ps(v, _mm256_set1_ps(gs[h / 2])), s2v));
+  }
+}
+
 int64_t VectorK(int64_t K) { return K / 8 * 8; }
 
 LUCID_AVX2 float Dot(const float* a, const float* b, int64_t n) {
@@ -68,7 +113,8 @@ LUCID_AVX2 float Dot(const float* a, const float* b, int64_t n) {
     s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
     s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
   }
-  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  for (; i + 8 <= n; i += 8)
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
   float s = Hsum(_mm256_add_ps(s0, s1));
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
@@ -93,8 +139,8 @@ LUCID_AVX2 void ScaledMul(const float* x, const float* w, float inv, float* y, i
   const __m256 iv = _mm256_set1_ps(inv);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(w + i),
-                                          _mm256_mul_ps(_mm256_loadu_ps(x + i), iv)));
+    _mm256_storeu_ps(
+        y + i, _mm256_mul_ps(_mm256_loadu_ps(w + i), _mm256_mul_ps(_mm256_loadu_ps(x + i), iv)));
   for (; i < n; ++i) y[i] = w[i] * (x[i] * inv);
 }
 
@@ -126,7 +172,8 @@ LUCID_AVX2 inline __m256 Exp(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
   p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
   // 2^n: n in [-126, 127] after the clamp, so the exponent field never overflows.
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
@@ -154,8 +201,8 @@ LUCID_AVX2 void SwiGlu(const float* g, const float* u, float* o, int64_t n) {
   for (; i + 8 <= n; i += 8) {
     const __m256 gv = _mm256_loadu_ps(g + i);
     const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), gv));
-    _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)),
-                                          _mm256_loadu_ps(u + i)));
+    _mm256_storeu_ps(
+        o + i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
   }
   for (; i < n; ++i) {
     float buf[8] = {-g[i], 0, 0, 0, 0, 0, 0, 0};
@@ -237,6 +284,8 @@ KernelTable MakeTable() {
   t.exp_sum = &ExpSum;
   t.weighted_rows = &WeightedRows;
   t.widen_bf16 = &WidenBf16;
+  t.dequant_fp8 = &DequantFp8;
+  t.dequant_nvfp4 = &DequantNvfp4;
   return t;
 }
 

@@ -84,9 +84,11 @@ LUCID_AVX512 void TileFma(const void* const* xv, const void* const*, const void*
 }
 
 template <int MR, int NR, bool kMasked>
-LUCID_AVX512BF16 __attribute__((always_inline)) inline void DpStep(
-    __m512 (&acc)[MR][NR], const void* const* xh, const void* const* xl, const void* const* wv,
-    int64_t k, __mmask32 m) {
+LUCID_AVX512BF16 __attribute__((always_inline)) inline void DpStep(__m512 (&acc)[MR][NR],
+                                                                   const void* const* xh,
+                                                                   const void* const* xl,
+                                                                   const void* const* wv, int64_t k,
+                                                                   __mmask32 m) {
   __m512bh w[NR];
 #pragma GCC unroll 8
   for (int j = 0; j < NR; ++j) {
@@ -132,6 +134,47 @@ LUCID_AVX512 void WidenBf16(const uint16_t* src, float* dst, int64_t n) {
   }
 }
 
+// e4m3 bytes (in 16-bit lanes) -> f16 bits of value / 256 (exact for every finite code, subnormals
+// included: the e4m3 exponent/mantissa land in the f16 fields and the bias gap 15 - 7 is the 256);
+// NaN codes (0x7F, 0xFF) are set to NaN by the caller.
+LUCID_AVX512 inline __m512 E4m3x16(__m128i bytes, __m512 scale256) {
+  const __m256i b = _mm256_cvtepu8_epi16(bytes);
+  const __m256i mag = _mm256_and_si256(b, _mm256_set1_epi16(0x7F));
+  const __m256i h =
+      _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8),
+                      _mm256_slli_epi16(mag, 7));
+  const __mmask16 nan = _mm256_cmpeq_epi16_mask(mag, _mm256_set1_epi16(0x7F));
+  const __m512 v = _mm512_mul_ps(_mm512_cvtph_ps(h), scale256);
+  return _mm512_mask_mov_ps(v, nan, _mm512_set1_ps(__builtin_nanf("")));
+}
+
+// out[i] = e4m3(q[i]) * scale: (q / 256) * (256 * scale) is the same real product, rounded once.
+LUCID_AVX512 void DequantFp8(const uint8_t* q, float scale, float* out, int64_t n) {
+  const __m512 s = _mm512_set1_ps(scale * 256.0f);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(out + i, E4m3x16(_mm_loadu_si128((const __m128i*)(q + i)), s));
+  if (i < n) {
+    const __mmask16 m = TailMask16(n - i);
+    _mm512_mask_storeu_ps(out + i, m, E4m3x16(_mm_maskz_loadu_epi8(m, q + i), s));
+  }
+}
+
+// NVFP4: 16 values (8 bytes) per group; lanes 2i / 2i+1 take the low / high nibble of byte i, and
+// vpermps looks the e2m1 value up (it reads only the low 4 bits of each index lane).
+LUCID_AVX512 void DequantNvfp4(const uint8_t* q, const float* gs, float s2, float* out,
+                               int64_t groups) {
+  const __m512 lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f,
+                                    -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+  const __m512 s2v = _mm512_set1_ps(s2);
+  for (int64_t g = 0; g < groups; ++g) {
+    const __m512i b = _mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i*)(q + 8 * g)));
+    const __m512i idx = _mm512_or_si512(b, _mm512_slli_epi64(_mm512_srli_epi64(b, 4), 32));
+    const __m512 v = _mm512_mul_ps(_mm512_permutexvar_ps(idx, lut), _mm512_set1_ps(gs[g]));
+    _mm512_storeu_ps(out + 16 * g, _mm512_mul_ps(v, s2v));
+  }
+}
+
 int64_t VectorK(int64_t K) { return K; }  // masked tails: the tiles cover every column
 
 LUCID_AVX512 float Dot(const float* a, const float* b, int64_t n) {
@@ -152,9 +195,9 @@ LUCID_AVX512 void Axpy(float a, const float* x, float* y, int64_t n) {
   const __m512 av = _mm512_set1_ps(a);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = TailMask16(n - i);
-    _mm512_mask_storeu_ps(y + i, m,
-                          _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i),
-                                          _mm512_maskz_loadu_ps(m, y + i)));
+    _mm512_mask_storeu_ps(
+        y + i, m,
+        _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
   }
 }
 
@@ -304,6 +347,8 @@ KernelTable MakeTable(bool bf16) {
   t.exp_sum = &ExpSum;
   t.weighted_rows = &WeightedRows;
   t.widen_bf16 = &WidenBf16;
+  t.dequant_fp8 = &DequantFp8;
+  t.dequant_nvfp4 = &DequantNvfp4;
   return t;
 }
 

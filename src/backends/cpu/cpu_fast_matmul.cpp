@@ -13,10 +13,14 @@ namespace lucid {
 
 const char* CpuIsaName(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::kScalar: return "scalar";
-    case CpuIsa::kAvx2: return "avx2";
-    case CpuIsa::kAvx512: return "avx512";
-    case CpuIsa::kAvx512Bf16: return "avx512bf16";
+    case CpuIsa::kScalar:
+      return "scalar";
+    case CpuIsa::kAvx2:
+      return "avx2";
+    case CpuIsa::kAvx512:
+      return "avx512";
+    case CpuIsa::kAvx512Bf16:
+      return "avx512bf16";
   }
   return "?";
 }
@@ -130,21 +134,73 @@ uint16_t Bf16Rne(float v) {
   return static_cast<uint16_t>(b >> 16);
 }
 
+constexpr int64_t kMaxGroups = 1024 / 16;  // NVFP4 groups in one k block
+
 const TileKernel& PickTile(const KernelTable& kt, WeightFormat f, int64_t T) {
   const bool gemv = T < 4;
   if (f == WeightFormat::kBF16) return gemv ? kt.gemv_bf16 : kt.gemm_bf16;
   return gemv ? kt.gemv_f32 : kt.gemm_f32;
 }
 
-// Weight element (n, k) of an f32/bf16 weight, for tails.
+// Weight element (n, k) of the view, for tails.
 inline float At(const Weight& w, int64_t n, int64_t k) {
   const int64_t i = (w.row_begin + n) * w.cols + k;
-  return w.format == WeightFormat::kF32 ? w.data.data<const float>()[i]
-                                        : Bf16ToF32(w.data.data<const uint16_t>()[i]);
+  if (w.format == WeightFormat::kF32) return w.data.data<const float>()[i];
+  if (w.format == WeightFormat::kBF16) return Bf16ToF32(w.data.data<const uint16_t>()[i]);
+  float v;
+  DequantizeRowSpan(w, n, k, 1, &v);
+  return v;
 }
 
-void FallbackRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
-                  const Weight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+bool Packed(WeightFormat f) { return f == WeightFormat::kFp8Block || f == WeightFormat::kNvfp4; }
+
+const float* E4m3Table() {
+  static const std::vector<float> t = [] {
+    std::vector<float> a(256);
+    for (int i = 0; i < 256; ++i) a[i] = F8E4M3ToF32(static_cast<uint8_t>(i));
+    return a;
+  }();
+  return t.data();
+}
+
+float Fp8BlockScale(const Weight& w, int64_t row, int64_t c) {
+  const int64_t i = (row / w.block_rows) * w.scale.size(1) + c / w.block_cols;
+  if (w.scale.dtype() == DType::kUE8M0) return Ue8m0ToF32(w.scale.data<const uint8_t>()[i]);
+  return w.scale.data<const float>()[i];
+}
+
+}  // namespace
+
+void DequantSpan(const KernelTable& kt, const Weight& w, int64_t r, int64_t k0, int64_t k1,
+                 float* out) {
+  const int64_t row = w.row_begin + r;
+  if (w.format == WeightFormat::kBF16) {
+    kt.widen_bf16(w.data.data<const uint16_t>() + row * w.cols + k0, out, k1 - k0);
+  } else if (w.format == WeightFormat::kFp8Block && kt.dequant_fp8) {
+    const uint8_t* q = w.data.data<const uint8_t>() + row * w.cols;
+    for (int64_t c = k0; c < k1; c += w.block_cols)
+      kt.dequant_fp8(q + c, Fp8BlockScale(w, row, c), out + (c - k0),
+                     std::min(w.block_cols, k1 - c));
+  } else if (w.format == WeightFormat::kNvfp4 && kt.dequant_nvfp4 && w.block_cols == 16) {
+    const uint8_t* s = w.scale.data<const uint8_t>() + row * w.scale.size(1);
+    const uint8_t* q = w.data.data<const uint8_t>() + row * w.data.size(1);
+    const float* e4m3 = E4m3Table();
+    const float s2 = *w.scale2.data<const float>();
+    float gs[kMaxGroups];
+    for (int64_t c = k0; c < k1; c += kMaxGroups * 16) {
+      const int64_t groups = (std::min(k1, c + kMaxGroups * 16) - c + 15) / 16;
+      for (int64_t g = 0; g < groups; ++g) gs[g] = e4m3[s[c / 16 + g]];
+      kt.dequant_nvfp4(q + c / 2, gs, s2, out + (c - k0), groups);
+    }
+  } else {
+    DequantizeRowSpan(w, r, k0, k1 - k0, out);
+  }
+}
+
+namespace {
+
+void FallbackRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
+                  int64_t n0, int64_t n1, float* y, int64_t ldy) {
   std::vector<float> row(w.cols);
   for (int64_t n = n0; n < n1; ++n) {
     DequantizeRow(w, n, row.data());
@@ -165,10 +221,14 @@ const KernelTable& Kernels(CpuIsa isa) {
   static const KernelTable avx512 = Complete(Avx512Kernels());
   static const KernelTable avx512bf16 = Complete(Avx512Bf16Kernels());
   switch (isa) {
-    case CpuIsa::kAvx2: return avx2;
-    case CpuIsa::kAvx512: return avx512;
-    case CpuIsa::kAvx512Bf16: return avx512bf16;
-    default: return ScalarKernels();
+    case CpuIsa::kAvx2:
+      return avx2;
+    case CpuIsa::kAvx512:
+      return avx512;
+    case CpuIsa::kAvx512Bf16:
+      return avx512bf16;
+    default:
+      return ScalarKernels();
   }
 }
 
@@ -195,18 +255,28 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
   if (n1 <= n0 || t1 <= t0) return;
   // Many rows of bf16 weights: widen each weight sliver to f32 once per activation block and run
   // the f32 tile over it (cheaper per FMA than converting in the tile or the dp-bf16 hi/lo pair).
-  const bool widen = w.format == WeightFormat::kBF16 && t1 - t0 >= 128;
+  // Packed formats (FP8 block, NVFP4) always go this way: each k block of NR rows is decoded into
+  // the L1 sliver, block by block, and never more of the matrix than that.
+  const bool packed = Packed(w.format);
+  const bool widen = packed || (w.format == WeightFormat::kBF16 && t1 - t0 >= 128);
   const TileKernel& tk = PickTile(kt, widen ? WeightFormat::kF32 : w.format, t1 - t0);
-  const bool tiled = (w.format == WeightFormat::kF32 || w.format == WeightFormat::kBF16) && tk.fn;
+  const bool tiled =
+      (packed || w.format == WeightFormat::kF32 || w.format == WeightFormat::kBF16) && tk.fn &&
+      (!packed || w.block_cols > 0);
   if (!tiled) return FallbackRows(kt, x, t0, t1, w, n0, n1, y, ldy);
   const int64_t K = w.cols, T = t1, Kv = kt.vector_k(K);
   const bool split = !widen && kt.bf16_split && w.format == WeightFormat::kBF16;
   const size_t esz = w.format == WeightFormat::kF32 ? 4 : 2;
-  const char* wbase = static_cast<const char*>(w.data.raw()) + w.row_begin * K * esz;
+  const char* wbase =
+      packed ? nullptr : static_cast<const char*>(w.data.raw()) + w.row_begin * K * esz;
   // The weight sliver (NR rows x Kc) stays in L1, the activation block (Mc rows x Kc) in L2.
-  const int64_t Kc = esz == 4 || widen ? 1024 : 2048, Mc = widen ? 128 : 64;
+  // Packed k blocks are whole scale blocks (1024 columns for 128- and 16-column blocks).
+  const int64_t Kc = packed              ? std::max<int64_t>(1, 1024 / w.block_cols) * w.block_cols
+                     : esz == 4 || widen ? 1024
+                                         : 2048;
+  const int64_t Mc = widen ? 128 : 64;
   const int MR = tk.mr, NR = tk.nr;
-  std::vector<float> wide(widen ? NR * Kc : 0);
+  std::vector<float> wide(widen ? NR * Kc + 16 : 0);
   float out[64];
   const void* wp[16];
   const void* xp[16];
@@ -223,7 +293,10 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
         // Tiles see k relative to k0: pointers are offset by k0, the row length is K - k0.
         for (int j = 0; j < NR; ++j) {
           const char* row = wbase + (n + std::min<int64_t>(j, nn - 1)) * K * esz;
-          if (widen) {
+          if (packed) {
+            DequantSpan(kt, w, n + std::min<int64_t>(j, nn - 1), k0, k1, &wide[j * Kc]);
+            wp[j] = &wide[j * Kc];
+          } else if (widen) {
             kt.widen_bf16(reinterpret_cast<const uint16_t*>(row) + k0, &wide[j * Kc], k1 - k0);
             wp[j] = &wide[j * Kc];
           } else {

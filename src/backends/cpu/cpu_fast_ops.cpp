@@ -13,10 +13,14 @@ namespace {
 
 const char* OpsName(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::kScalar: return "cpu-fast-scalar";
-    case CpuIsa::kAvx2: return "cpu-fast-avx2";
-    case CpuIsa::kAvx512: return "cpu-fast-avx512";
-    case CpuIsa::kAvx512Bf16: return "cpu-fast-avx512bf16";
+    case CpuIsa::kScalar:
+      return "cpu-fast-scalar";
+    case CpuIsa::kAvx2:
+      return "cpu-fast-avx2";
+    case CpuIsa::kAvx512:
+      return "cpu-fast-avx512";
+    case CpuIsa::kAvx512Bf16:
+      return "cpu-fast-avx512bf16";
   }
   return "cpu-fast";
 }
@@ -27,14 +31,15 @@ CpuFastOps::CpuFastOps(CpuIsa max_isa)
     : isa_(std::min(max_isa, DetectCpuIsa())), name_(OpsName(isa_)) {}
 
 bool CpuFastOps::FastFormat(WeightFormat f) {
-  return f == WeightFormat::kF32 || f == WeightFormat::kBF16;
+  return f == WeightFormat::kF32 || f == WeightFormat::kBF16 || f == WeightFormat::kFp8Block ||
+         f == WeightFormat::kNvfp4;
 }
 
 void CpuFastOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
   const int64_t T = x.size(0), N = w.rows;
-  LUCID_CHECK(x.size(-1) == w.cols && y.size(-1) == w.rows && y.size(0) == T,
-              "Linear shape mismatch for " + w.name + ": x " + x.DebugString() + " y " +
-                  y.DebugString());
+  LUCID_CHECK(
+      x.size(-1) == w.cols && y.size(-1) == w.rows && y.size(0) == T,
+      "Linear shape mismatch for " + w.name + ": x " + x.DebugString() + " y " + y.DebugString());
   const fast::KernelTable& kt = fast::Kernels(isa_);
   fast::PackedX p;
   fast::PackX(kt, x.data<const float>(), w.cols, T, w.cols, w.format, &p);
@@ -51,22 +56,24 @@ void CpuFastOps::LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) c
   const int64_t T = x.size(0), R = w.rows, C = w.cols;
   LUCID_CHECK(x.size(-1) == R && y.size(-1) == C && y.size(0) == T,
               "LinearTransposed shape mismatch for " + w.name);
-  if (!FastFormat(w.format)) return CpuOps::LinearTransposed(x, w, y);
   const fast::KernelTable& kt = fast::Kernels(isa_);
   const float* xs = x.data<const float>();
   float* ys = y.data<float>();
+  // Packed rows are decoded from the start of the scale block that holds column c0.
+  const int64_t align = w.format == WeightFormat::kFp8Block || w.format == WeightFormat::kNvfp4
+                            ? std::max<int64_t>(1, w.block_cols)
+                            : 1;
   ParallelFor(C, 64, [&](int64_t c0, int64_t c1) {
-    const int64_t n = c1 - c0;
-    std::vector<float> row(n);
+    const int64_t a0 = c0 / align * align, n = c1 - c0;
+    std::vector<float> row(c1 - a0 + 16);
     for (int64_t t = 0; t < T; ++t) std::fill(ys + t * C + c0, ys + t * C + c1, 0.0f);
     for (int64_t r = 0; r < R; ++r) {
-      const int64_t base = (w.row_begin + r) * C + c0;
       const float* src;
       if (w.format == WeightFormat::kF32) {
-        src = w.data.data<const float>() + base;
+        src = w.data.data<const float>() + (w.row_begin + r) * C + c0;
       } else {
-        kt.widen_bf16(w.data.data<const uint16_t>() + base, row.data(), n);
-        src = row.data();
+        fast::DequantSpan(kt, w, r, a0, c1, row.data());
+        src = row.data() + (c0 - a0);
       }
       for (int64_t t = 0; t < T; ++t) kt.axpy(xs[t * R + r], src, ys + t * C + c0, n);
     }

@@ -15,7 +15,12 @@
 // - Linear: one kernel for 1 and many tokens; every weight element is read from memory once per
 //   call for the whole batch (register tiles of tokens x weight rows, k-blocked so the weight
 //   sliver stays in L1 and the activation block in L2), threads split the weight rows.
-// - LinearTransposed (the W_uk absorption): threads split the output columns.
+// - Linear on FP8-block and NVFP4 weights: the same tiles; each k block of a tile's weight rows is
+//   decoded (vector e4m3 -> f16 -> f32, NVFP4 nibbles through a vpermps table) into the L1 sliver
+//   just before use, so no more than NR x 1024 values of a matrix are ever dequantized at once.
+// - LinearTransposed: threads split the output columns (packed rows decoded span by span).
+// - MlaAbsorbQuery / MlaProjectOutput: all heads of the W_uk absorption / W_uv projection in one
+//   parallel region each (cpu_fast_mla.cpp).
 // - MoeExperts: rows grouped by expert; one parallel pass for every touched expert's gate/up,
 //   one for every down projection, so each touched expert is read once per step.
 // - MlaAttention: per query, keys visited once for all heads (flash-decoding split of the
@@ -51,6 +56,10 @@ class CpuFastOps : public CpuOps {
   void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const override;
   void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts, const int32_t* idx,
                   const float* weights, int64_t k, Tensor& out) const override;
+  void MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride, int64_t nope_dim,
+                      int64_t v_dim, const Weight& kv_b, Tensor& q_latent) const override;
+  void MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t nope_dim, int64_t v_dim,
+                        const Weight& kv_b, Tensor& out) const override;
 
   // Whether Linear has a fast kernel for this format (others fall back to CpuOps::Linear).
   static bool FastFormat(WeightFormat f);

@@ -1,0 +1,79 @@
+// CpuFastOps::MlaAbsorbQuery / MlaProjectOutput: every head in one parallel region (the reference
+// runs one LinearTransposed / Linear per head, 2 x heads parallel regions per layer and step).
+//
+// Absorb: work items are (head, 128-column chunk of the latent); an item decodes its W_uk rows'
+// chunk one row at a time (DequantSpan: straight from the L1-sized span, never a whole matrix)
+// and adds q_nope[t, h, r] * row into every token's output chunk.
+// Project: each head's latent rows are packed once (PackX with the [T, heads * latent] stride),
+// then items are (head, chunk of W_uv rows) run by the matmul driver, which reads each weight
+// element once for all T tokens and writes straight into out[:, h * v_dim + j].
+#include <algorithm>
+#include <vector>
+
+#include "backends/cpu/cpu_fast_kernels.h"
+#include "core/parallel.h"
+
+namespace lucid {
+
+void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride, int64_t nope_dim,
+                                int64_t v_dim, const Weight& kv_b, Tensor& q_latent) const {
+  const int64_t T = q.size(0), R = kv_b.cols;
+  LUCID_CHECK(q.size(-1) == heads * q_stride && q_latent.size(0) == T &&
+                  q_latent.size(-1) == heads * R && kv_b.rows == heads * (nope_dim + v_dim),
+              "MlaAbsorbQuery shape mismatch for " + kv_b.name);
+  const fast::KernelTable& kt = fast::Kernels(isa_);
+  // Column chunks start on scale-block boundaries (128 is a multiple of 16 and of 128).
+  const int64_t align = kv_b.block_cols > 0 ? kv_b.block_cols : 1;
+  const int64_t cw = std::max<int64_t>(128, (128 + align - 1) / align * align);
+  const int64_t chunks = (R + cw - 1) / cw;
+  const float* qs = q.data<const float>();
+  float* ys = q_latent.data<float>();
+  ParallelFor(heads * chunks, 1, [&](int64_t b, int64_t e) {
+    std::vector<float> row(cw + 16);
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t h = item / chunks, c0 = (item % chunks) * cw, c1 = std::min(R, c0 + cw);
+      const Weight uk = kv_b.RowRange(h * (nope_dim + v_dim), nope_dim);
+      for (int64_t t = 0; t < T; ++t)
+        std::fill(ys + (t * heads + h) * R + c0, ys + (t * heads + h) * R + c1, 0.0f);
+      for (int64_t r = 0; r < nope_dim; ++r) {
+        const float* src;
+        if (kv_b.format == WeightFormat::kF32) {
+          src = kv_b.data.data<const float>() + (uk.row_begin + r) * R + c0;
+        } else {
+          fast::DequantSpan(kt, uk, r, c0, c1, row.data());
+          src = row.data();
+        }
+        for (int64_t t = 0; t < T; ++t)
+          kt.axpy(qs[t * heads * q_stride + h * q_stride + r], src, ys + (t * heads + h) * R + c0,
+                  c1 - c0);
+      }
+    }
+  });
+}
+
+void CpuFastOps::MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t nope_dim,
+                                  int64_t v_dim, const Weight& kv_b, Tensor& out) const {
+  const int64_t T = latent.size(0), R = kv_b.cols;
+  LUCID_CHECK(latent.size(-1) == heads * R && out.size(0) == T && out.size(-1) == heads * v_dim &&
+                  kv_b.rows == heads * (nope_dim + v_dim),
+              "MlaProjectOutput shape mismatch for " + kv_b.name);
+  const fast::KernelTable& kt = fast::Kernels(isa_);
+  std::vector<fast::PackedX> px(heads);
+  ParallelFor(heads, 1, [&](int64_t b, int64_t e) {
+    for (int64_t h = b; h < e; ++h)
+      fast::PackX(kt, latent.data<const float>() + h * R, heads * R, T, R, kv_b.format, &px[h]);
+  });
+  constexpr int64_t kRows = 32;  // W_uv rows per work item
+  const int64_t chunks = (v_dim + kRows - 1) / kRows;
+  float* ys = out.data<float>();
+  ParallelFor(heads * chunks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t h = item / chunks, n0 = (item % chunks) * kRows;
+      const Weight uv = kv_b.RowRange(h * (nope_dim + v_dim) + nope_dim, v_dim);
+      fast::MatmulRows(kt, px[h], 0, T, uv, n0, std::min(v_dim, n0 + kRows), ys + h * v_dim,
+                       heads * v_dim);
+    }
+  });
+}
+
+}  // namespace lucid

@@ -1,0 +1,248 @@
+// CpuFastOps on packed weights (FP8 block, NVFP4) against the reference (DequantizeRowSpan and
+// CpuOps): the decode kernels bit for bit on every code, Linear / LinearTransposed / MoeExperts on
+// odd shapes (partial scale blocks at both ends, 1 row, many rows, row-range views whose scale rows
+// straddle blocks), at every instruction-set level this machine has; and the all-heads MLA ops
+// (MlaAbsorbQuery, MlaProjectOutput) against the per-head reference in every weight format.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/cpu_fast_kernels.h"
+#include "backends/cpu/cpu_fast_ops.h"
+#include "core/dtype.h"
+
+namespace lucid {
+namespace {
+
+const CpuOps kRef;
+
+Weight RandomNvfp4(int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t groups = (cols + 15) / 16;
+  Weight w;
+  w.format = WeightFormat::kNvfp4;
+  w.name = "nvfp4";
+  w.rows = rows;
+  w.cols = cols;
+  w.block_rows = 1;
+  w.block_cols = 16;
+  w.data = Tensor::Empty(DType::kU8, {rows, groups * 8});
+  w.scale = Tensor::Empty(DType::kF8E4M3, {rows, groups});
+  w.scale2 = Tensor::Empty(DType::kF32, {});
+  for (int64_t i = 0; i < w.data.numel(); ++i) w.data.data<uint8_t>()[i] = rng() & 0xFF;
+  std::uniform_real_distribution<float> s(0.01f, 448.0f);
+  for (int64_t i = 0; i < w.scale.numel(); ++i)
+    w.scale.data<uint8_t>()[i] = F32ToF8E4M3Saturate(s(rng));
+  *w.scale2.data<float>() = 1.2345e-4f;
+  return w;
+}
+
+Weight RandomFp8(int64_t rows, int64_t cols, uint32_t seed, bool ue8m0, bool nan_codes = false) {
+  std::mt19937 rng(seed);
+  const int64_t br = (rows + 127) / 128, bc = (cols + 127) / 128;
+  Weight w;
+  w.format = WeightFormat::kFp8Block;
+  w.name = "fp8";
+  w.rows = rows;
+  w.cols = cols;
+  w.block_rows = 128;
+  w.block_cols = 128;
+  w.data = Tensor::Empty(DType::kF8E4M3, {rows, cols});
+  for (int64_t i = 0; i < w.data.numel(); ++i) {
+    uint8_t b = rng() & 0xFF;
+    if (!nan_codes && (b & 0x7F) == 0x7F) b &= 0xFE;
+    w.data.data<uint8_t>()[i] = b;
+  }
+  w.scale = Tensor::Empty(ue8m0 ? DType::kUE8M0 : DType::kF32, {br, bc});
+  std::uniform_real_distribution<float> s(1e-4f, 1e-2f);
+  for (int64_t i = 0; i < br * bc; ++i) {
+    if (ue8m0)
+      w.scale.data<uint8_t>()[i] = static_cast<uint8_t>(127 - 14 + (rng() % 8));
+    else
+      w.scale.data<float>()[i] = s(rng);
+  }
+  return w;
+}
+
+// kind 0: FP8 f32 scales, 1: FP8 ue8m0 scales, 2: NVFP4. A [rows] view from row `skip` of a
+// [skip + rows + 3] parent.
+Weight Packed(int kind, int64_t rows, int64_t cols, uint32_t seed, int64_t skip = 0) {
+  const int64_t total = skip + rows + 3;
+  Weight w = kind == 2 ? RandomNvfp4(total, cols, seed) : RandomFp8(total, cols, seed, kind == 1);
+  return w.RowRange(skip, rows);
+}
+
+Tensor Random(Shape shape, uint32_t seed) {
+  Tensor t = Tensor::Empty(DType::kF32, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+double RelErr(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.numel(), b.numel());
+  double e = 0, m = 1e-30;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    e = std::max(e, double(std::abs(a.data<float>()[i] - b.data<float>()[i])));
+    m = std::max(m, double(std::abs(b.data<float>()[i])));
+  }
+  return e / m;
+}
+
+const char* KindName(int kind) { return kind == 0 ? "fp8" : kind == 1 ? "fp8-ue8m0" : "nvfp4"; }
+
+class FastQuantTest : public ::testing::TestWithParam<CpuIsa> {
+ protected:
+  CpuFastOps ops_{GetParam()};
+};
+
+// The decode kernels equal DequantizeRowSpan bit for bit, NaN codes included.
+TEST_P(FastQuantTest, DecodeKernelsAreExact) {
+  const fast::KernelTable& kt = fast::Kernels(ops_.isa());
+  if (!kt.dequant_fp8) GTEST_SKIP() << "no vector decode at this level";
+  Weight w = RandomFp8(3, 300, 5, false, /*nan_codes=*/true);
+  for (int i = 0; i < 256; ++i) w.data.data<uint8_t>()[i] = static_cast<uint8_t>(i);
+  for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t n : {int64_t{128}, int64_t{37}, int64_t{1}, int64_t{44}}) {
+      const int64_t c0 = n == 44 ? 256 : 0;  // a partial last block
+      std::vector<float> ref(n), got(n);
+      DequantizeRowSpan(w, r, c0, n, ref.data());
+      const float s = w.scale.data<float>()[c0 / 128];
+      kt.dequant_fp8(w.data.data<uint8_t>() + r * 300 + c0, s, got.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        if (std::isnan(ref[i])) {
+          EXPECT_TRUE(std::isnan(got[i])) << i;
+        } else {
+          EXPECT_EQ(std::memcmp(&ref[i], &got[i], 4), 0)
+              << r << " " << i << " " << ref[i] << " " << got[i];
+        }
+      }
+    }
+  }
+  Weight q = RandomNvfp4(2, 64, 9);
+  for (int64_t r = 0; r < 2; ++r) {
+    std::vector<float> ref(64), got(64), gs(4);
+    DequantizeRowSpan(q, r, 0, 64, ref.data());
+    for (int g = 0; g < 4; ++g) gs[g] = F8E4M3ToF32(q.scale.data<uint8_t>()[r * 4 + g]);
+    kt.dequant_nvfp4(q.data.data<uint8_t>() + r * 32, gs.data(), *q.scale2.data<float>(),
+                     got.data(), 4);
+    for (int i = 0; i < 64; ++i) EXPECT_EQ(std::memcmp(&ref[i], &got[i], 4), 0) << i;
+  }
+}
+
+TEST_P(FastQuantTest, LinearMatchesReference) {
+  struct Case {
+    int64_t T, N, K, skip;
+  };
+  for (int kind : {0, 1, 2}) {
+    for (Case c : {Case{1, 13, 37, 0}, Case{1, 300, 1100, 100}, Case{2, 70, 129, 5},
+                   Case{3, 33, 2051, 1}, Case{5, 45, 1100, 0}, Case{17, 9, 300, 2},
+                   Case{67, 131, 71, 130}, Case{130, 40, 260, 0}, Case{1, 1, 16, 0}}) {
+      SCOPED_TRACE(std::string(KindName(kind)) + " T=" + std::to_string(c.T) +
+                   " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
+                   " skip=" + std::to_string(c.skip));
+      Weight w = Packed(kind, c.N, c.K, 7 + c.K, c.skip);
+      Tensor x = Random({c.T, c.K}, 3 + c.T);
+      Tensor y = Tensor::Empty(DType::kF32, {c.T, c.N}), r = y.Clone();
+      ops_.Linear(x, w, y);
+      kRef.Linear(x, w, r);
+      EXPECT_LE(RelErr(y, r), 2e-5);
+    }
+  }
+}
+
+TEST_P(FastQuantTest, LinearTransposedMatchesReference) {
+  for (int kind : {0, 1, 2}) {
+    for (int64_t T : {1, 4}) {
+      Weight w = Packed(kind, 150, 301, 11, 7);
+      Tensor x = Random({T, 150}, 12);
+      Tensor y = Tensor::Empty(DType::kF32, {T, 301}), r = y.Clone();
+      ops_.LinearTransposed(x, w, y);
+      kRef.LinearTransposed(x, w, r);
+      EXPECT_LE(RelErr(y, r), 2e-5) << KindName(kind) << " T=" << T;
+    }
+  }
+}
+
+TEST_P(FastQuantTest, MoeExpertsMatchReference) {
+  const int64_t E = 6, D = 48, I = 40, k = 2;
+  for (int kind : {0, 2}) {
+    for (int64_t T : {1, 9}) {
+      std::vector<ExpertWeights> ex;
+      for (int64_t e = 0; e < E; ++e)
+        ex.push_back({Packed(kind, I, D, 100 + e), Packed(kind, I, D, 200 + e),
+                      Packed(kind, D, I, 300 + e)});
+      Tensor x = Random({T, D}, 17);
+      std::vector<int32_t> idx(T * k);
+      std::vector<float> wt(T * k);
+      for (int64_t t = 0; t < T; ++t) {
+        idx[t * k] = static_cast<int32_t>((t * 3) % E);
+        idx[t * k + 1] = static_cast<int32_t>((t * 3 + 2) % E);
+        wt[t * k] = 0.7f;
+        wt[t * k + 1] = 0.4f;
+      }
+      Tensor out = Random({T, D}, 18), ref = out.Clone();
+      ops_.MoeExperts(x, ex, idx.data(), wt.data(), k, out);
+      kRef.MoeExperts(x, ex, idx.data(), wt.data(), k, ref);
+      EXPECT_LE(RelErr(out, ref), 2e-5) << KindName(kind) << " T=" << T;
+    }
+  }
+}
+
+// kind 3: f32, 4: bf16, else Packed(kind).
+Weight AnyWeight(int kind, int64_t rows, int64_t cols, uint32_t seed) {
+  if (kind < 3) return Packed(kind, rows, cols, seed);
+  Tensor src = Random({rows, cols}, seed);
+  Weight w;
+  w.format = kind == 3 ? WeightFormat::kF32 : WeightFormat::kBF16;
+  w.name = "kv_b";
+  w.rows = rows;
+  w.cols = cols;
+  if (kind == 3) {
+    w.data = src;
+  } else {
+    w.data = Tensor::Empty(DType::kBF16, {rows, cols});
+    for (int64_t i = 0; i < src.numel(); ++i)
+      w.data.data<uint16_t>()[i] = F32ToBf16(src.data<float>()[i]);
+  }
+  return w;
+}
+
+TEST_P(FastQuantTest, MlaHeadOpsMatchReference) {
+  struct Case {
+    int64_t T, heads, nope, v, rope, R;
+  };
+  for (int kind : {0, 1, 2, 3, 4}) {
+    for (Case c :
+         {Case{1, 3, 24, 20, 8, 200}, Case{5, 4, 32, 48, 16, 130}, Case{1, 2, 5, 7, 3, 16}}) {
+      SCOPED_TRACE(std::string("kind=") + std::to_string(kind) + " T=" + std::to_string(c.T) +
+                   " R=" + std::to_string(c.R));
+      // Whole kv_b matrix as the model passes it (the view starts at row 0 of its parent).
+      Weight kv_b = AnyWeight(kind, c.heads * (c.nope + c.v), c.R, 40 + kind);
+      kv_b = kv_b.RowRange(0, c.heads * (c.nope + c.v));
+      const int64_t dq = c.nope + c.rope;
+      Tensor q = Random({c.T, c.heads * dq}, 41);
+      Tensor lat = Tensor::Empty(DType::kF32, {c.T, c.heads * c.R}), lat_ref = lat.Clone();
+      ops_.MlaAbsorbQuery(q, c.heads, dq, c.nope, c.v, kv_b, lat);
+      kRef.MlaAbsorbQuery(q, c.heads, dq, c.nope, c.v, kv_b, lat_ref);
+      EXPECT_LE(RelErr(lat, lat_ref), 2e-5);
+      Tensor o = Tensor::Empty(DType::kF32, {c.T, c.heads * c.v}), o_ref = o.Clone();
+      ops_.MlaProjectOutput(lat_ref, c.heads, c.nope, c.v, kv_b, o);
+      kRef.MlaProjectOutput(lat_ref, c.heads, c.nope, c.v, kv_b, o_ref);
+      EXPECT_LE(RelErr(o, o_ref), 2e-5);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, FastQuantTest,
+                         ::testing::Values(CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512,
+                                           CpuIsa::kAvx512Bf16),
+                         [](const auto& info) { return std::string(CpuIsaName(info.param)); });
+
+}  // namespace
+}  // namespace lucid
