@@ -51,11 +51,6 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(
   if (o.num_pages == 0)  // the small fallback documented in EngineOptions
     o.num_pages = std::min<int64_t>(o.max_running_requests, 4) *
                   ((std::min<int64_t>(o.context_length, 8192) + o.page_size - 1) / o.page_size);
-  // KvPool aborts on a dtype it cannot store; refuse it here with a reason instead. Widen this
-  // test as the quantization work adds KV storage dtypes to KvPool.
-  if (o.kv_dtype != KvDtype::kF32)
-    return Unimplemented(std::string("engine: KV cache dtype ") + KvDtypeName(o.kv_dtype) +
-                         " is not stored by KvPool yet; use f32");
   if (o.nan_check == EngineOptions::NanCheck::kLayers && !model->SetNumericsCheck(true))
     return Unimplemented("engine: --nan-check layers: this model has no per-op numerics check");
   return std::unique_ptr<EngineCore>(new EngineCore(std::move(model), std::move(tokenizer), o));
@@ -195,15 +190,10 @@ void EngineCore::FailBatch(const StepPlan& plan, const Status& error) {
 }
 
 Status EngineCore::CheckChunk(const ScheduledChunk& chunk, const float* rows,
-                              int64_t chunk_index) const {
+                              const std::optional<NonFiniteSite>& site) const {
   const int64_t V = model_->config().vocab_size;
   const bool all_rows = options_.nan_check != EngineOptions::NanCheck::kOff;
   const int64_t first = all_rows ? 0 : chunk.count - 1;
-  std::optional<NonFiniteSite> site;
-  if (options_.nan_check == EngineOptions::NanCheck::kLayers) {
-    const auto sites = model_->LastNonFiniteSites();
-    if (chunk_index < static_cast<int64_t>(sites.size())) site = sites[chunk_index];
-  }
   int64_t bad_row = -1;
   if (all_rows || chunk.completes()) {
     for (int64_t t = first; t < chunk.count && bad_row < 0; ++t)
@@ -219,12 +209,14 @@ Status EngineCore::CheckChunk(const ScheduledChunk& chunk, const float* rows,
   std::string what = bad_row >= 0
                          ? "non-finite logits at position " + std::to_string(chunk.begin + bad_row)
                          : "non-finite value";
-  std::string msg = "numerics: request " + std::to_string(s.id) + ": " + what +
-                    " while computing " + "positions " +
-                    Positions(chunk.begin, chunk.begin + chunk.count) + " (" +
-                    (generated > 0 ? "decode of output token " + std::to_string(generated)
-                                   : std::string("prefill")) +
-                    ")";
+  std::string msg =
+      "numerics: request " + std::to_string(s.id) + ": " + what + " while computing " +
+      "positions " + Positions(chunk.begin, chunk.begin + chunk.count) + " (" +
+      (generated == 0 ? std::string("prefill")
+       : chunk.count == 1
+           ? "decode after " + std::to_string(generated) + " generated tokens"
+           : "recompute after preemption, " + std::to_string(generated) + " tokens generated") +
+      ")";
   if (site) {
     msg += "; first non-finite output: layer " + std::to_string(site->layer) + ", op " + site->op;
   } else if (options_.nan_check != EngineOptions::NanCheck::kLayers) {
@@ -251,14 +243,16 @@ void EngineCore::Step() {
   Status st = model_->Forward(batch, pool_, &logits);
   if (!st.ok()) return FailBatch(plan, st.WithContext("forward"));
   const int64_t V = model_->config().vocab_size;
+  std::vector<std::optional<NonFiniteSite>> sites;
+  if (options_.nan_check == EngineOptions::NanCheck::kLayers) sites = model_->LastNonFiniteSites();
   int64_t row = 0;
-  // Copy: Fail/Finish erase sequences, but chunks of other sequences stay valid.
+  // Fail/Finish erase a chunk's own sequence only; the other chunks' sequences stay valid.
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
     const float* rows = logits.data<const float>() + row * V;
     row += c.count;
     const uint64_t id = c.seq->id;
-    Status check = CheckChunk(c, rows, static_cast<int64_t>(i));
+    Status check = CheckChunk(c, rows, i < sites.size() ? sites[i] : std::nullopt);
     if (!check.ok()) {
       Fail(id, check);
       continue;

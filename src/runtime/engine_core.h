@@ -76,7 +76,9 @@ class EngineCore {
              const EngineOptions& options);
 
   // Returns an error naming where the chunk's logits (or, in kLayers mode, an op) went non-finite.
-  Status CheckChunk(const ScheduledChunk& chunk, const float* rows, int64_t chunk_index) const;
+  // `site` is the model's report for the chunk (kLayers only).
+  Status CheckChunk(const ScheduledChunk& chunk, const float* rows,
+                    const std::optional<NonFiniteSite>& site) const;
   void SampleAndEmit(Request& r, const float* logits_row);
   void Finish(Request& r, RequestOutput& out, const std::string& reason, Status error = {});
   void Fail(uint64_t id, const Status& error);
