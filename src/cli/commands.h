@@ -14,6 +14,7 @@ void RegisterBackendsCommand(CLI::App& app, int* exit_code);
 void RegisterSynthCommand(CLI::App& app, int* exit_code);
 void RegisterBenchCommand(CLI::App& app, int* exit_code);
 void RegisterServeCommand(CLI::App& app, int* exit_code);
+void RegisterQuantizeCommand(CLI::App& app, int* exit_code);
 
 inline constexpr RegisterFn kCommands[] = {
     &RegisterGenerateCommand,
@@ -22,6 +23,7 @@ inline constexpr RegisterFn kCommands[] = {
     &RegisterSynthCommand,
     &RegisterBenchCommand,
     &RegisterServeCommand,
+    &RegisterQuantizeCommand,
 };
 
 }  // namespace lucid::cli

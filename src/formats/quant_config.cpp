@@ -197,12 +197,7 @@ StatusOr<QuantConfig> ParseQuantConfig(const json* hf_quant, const json& config)
   if (hf_quant != nullptr) {
     const std::string where = "hf_quant_config.json";
     if (!hf_quant->is_object()) return InvalidArgument(where + ": not a JSON object");
-    const std::string producer =
-        hf_quant->contains("producer") && (*hf_quant)["producer"].is_object()
-            ? OptString((*hf_quant)["producer"], "name")
-            : "";
-    if (!producer.empty() && producer != "modelopt")
-      return Unimplemented(where + ": producer \"" + producer + "\" is not supported (only modelopt)");
+    // The producer (modelopt, or lucid quantize) does not matter: the format does.
     auto q = hf_quant->find("quantization");
     if (q == hf_quant->end() || !q->is_object())
       return InvalidArgument(where + ": missing the \"quantization\" object");
