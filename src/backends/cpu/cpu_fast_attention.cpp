@@ -60,6 +60,32 @@ struct AttnItem {
   int64_t partial;  // index of its partial slot, -1 when the item covers the whole row
 };
 
+// Token u's KV row in f32: the cache itself for kF32, else decoded into scratch[row_floats] with
+// the vector kernels (bit for bit PagedRows::ReadRow: e4m3 * block scale, bf16 widened).
+const float* KvRow(const fast::KernelTable& kt, const PagedRows& kv, int64_t u, float* scratch) {
+  if (kv.kind == KvRowKind::kF32) return kv.Row(u);
+  const uint8_t* r = kv.RowBytes(u);
+  if (kv.kind == KvRowKind::kBF16) {
+    kt.widen_bf16(reinterpret_cast<const uint16_t*>(r), scratch, kv.row_floats);
+    return scratch;
+  }
+  if (!kt.dequant_fp8) {
+    kv.ReadRow(u, scratch);
+    return scratch;
+  }
+  const int64_t ns = (kv.fp8_values + kv.fp8_block - 1) / kv.fp8_block;
+  for (int64_t b = 0; b < ns; ++b) {
+    float scale;
+    std::memcpy(&scale, r + kv.fp8_values + 4 * b, 4);
+    const int64_t b0 = b * kv.fp8_block;
+    kt.dequant_fp8(r + b0, scale, scratch + b0, std::min(kv.fp8_block, kv.fp8_values - b0));
+  }
+  if (kv.row_floats > kv.fp8_values)
+    kt.widen_bf16(reinterpret_cast<const uint16_t*>(r + kv.fp8_values + 4 * ns),
+                  scratch + kv.fp8_values, kv.row_floats - kv.fp8_values);
+  return scratch;
+}
+
 }  // namespace
 
 void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
@@ -83,7 +109,8 @@ void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
     if (chunk >= n) {
       items.push_back({t, 0, n, -1});
     } else {
-      for (int64_t j = 0; j < n; j += chunk) items.push_back({t, j, std::min(n, j + chunk), partials++});
+      for (int64_t j = 0; j < n; j += chunk)
+        items.push_back({t, j, std::min(n, j + chunk), partials++});
     }
   }
   // Partial slots: [m (H) | l (H) | o (H * R)].
@@ -91,6 +118,7 @@ void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
   std::vector<float> part(partials * slot);
   ParallelFor(static_cast<int64_t>(items.size()), 1, [&](int64_t ib, int64_t ie) {
     std::vector<float> q(H * Kp), s, o(H * R);
+    std::vector<float> dec(a.kv.kind == KvRowKind::kF32 ? 0 : kRowBlock * a.kv.row_floats);
     const float* rows[kRowBlock];
     for (int64_t it = ib; it < ie; ++it) {
       const AttnItem& w = items[it];
@@ -104,7 +132,8 @@ void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
       s.resize(H * len);
       for (int64_t j = 0; j < len; j += kRowBlock) {
         const int64_t nb = std::min(kRowBlock, len - j);
-        for (int64_t r = 0; r < nb; ++r) rows[r] = a.kv.Row(sel[j + r]);
+        for (int64_t r = 0; r < nb; ++r)
+          rows[r] = KvRow(kt, a.kv, sel[j + r], &dec[r * a.kv.row_floats]);
         ScoreBlock(kt, q.data(), Kp, H, rows, nb, K, s.data() + j, len);
       }
       std::vector<float> m(H), l(H);
@@ -117,8 +146,10 @@ void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
       std::fill(o.begin(), o.end(), 0.0f);
       for (int64_t j = 0; j < len; j += kRowBlock) {
         const int64_t nb = std::min(kRowBlock, len - j);
-        for (int64_t r = 0; r < nb; ++r) rows[r] = a.kv.Row(sel[j + r]);
-        for (int64_t h = 0; h < H; ++h) kt.weighted_rows(rows, s.data() + h * len + j, nb, &o[h * R], R);
+        for (int64_t r = 0; r < nb; ++r)
+          rows[r] = KvRow(kt, a.kv, sel[j + r], &dec[r * a.kv.row_floats]);
+        for (int64_t h = 0; h < H; ++h)
+          kt.weighted_rows(rows, s.data() + h * len + j, nb, &o[h * R], R);
       }
       if (w.partial < 0) {
         for (int64_t h = 0; h < H; ++h) {
@@ -173,13 +204,13 @@ void CpuFastOps::IndexerScores(const IndexerArgs& a) const {
   const int64_t nranges = (max_len + range - 1) / range;
   // A block of 16 keys is transposed once and scored against every query row that sees it.
   ParallelFor(nranges, 1, [&](int64_t rb, int64_t re) {
-    std::vector<float> kt_buf(D * 16);
+    std::vector<float> kt_buf(D * 16), dec(a.keys.row_floats);
     float out[16];
     for (int64_t u0 = rb * range; u0 < std::min(max_len, re * range); u0 += 16) {
       const int64_t nk = std::min<int64_t>(16, max_len - u0);
       for (int64_t kk = 0; kk < 16; ++kk) {
         if (kk < nk) {
-          const float* row = a.keys.Row(u0 + kk);
+          const float* row = KvRow(kt, a.keys, u0 + kk, dec.data());
           for (int64_t d = 0; d < D; ++d) kt_buf[d * 16 + kk] = row[d];
         } else {
           for (int64_t d = 0; d < D; ++d) kt_buf[d * 16 + kk] = 0.0f;

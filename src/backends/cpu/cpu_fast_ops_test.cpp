@@ -1,12 +1,13 @@
 // CpuFastOps against the CpuOps reference, on random odd shapes, at every instruction-set level
 // this machine has (a level the machine lacks runs as the best one below it).
+#include "backends/cpu/cpu_fast_ops.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
 
-#include "backends/cpu/cpu_fast_ops.h"
 #include "core/dtype.h"
 
 namespace lucid {
@@ -58,11 +59,13 @@ class FastOpsTest : public ::testing::TestWithParam<CpuIsa> {
 };
 
 TEST_P(FastOpsTest, LinearMatchesReference) {
-  struct Case { int64_t T, N, K, skip; };
+  struct Case {
+    int64_t T, N, K, skip;
+  };
   for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kBF16}) {
-    for (Case c : {Case{1, 13, 37, 0}, Case{2, 70, 129, 5}, Case{3, 33, 2051, 1},
-                   Case{5, 45, 1100, 0}, Case{17, 9, 300, 2}, Case{67, 131, 71, 0},
-                   Case{70, 5, 3, 0}, Case{1, 300, 4100, 0}}) {
+    for (Case c :
+         {Case{1, 13, 37, 0}, Case{2, 70, 129, 5}, Case{3, 33, 2051, 1}, Case{5, 45, 1100, 0},
+          Case{17, 9, 300, 2}, Case{67, 131, 71, 0}, Case{70, 5, 3, 0}, Case{1, 300, 4100, 0}}) {
       SCOPED_TRACE(std::string(WeightFormatName(f)) + " T=" + std::to_string(c.T) +
                    " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K));
       Weight w = MakeWeight(f, c.N, c.K, 7 + c.K, c.skip);
@@ -102,12 +105,15 @@ TEST_P(FastOpsTest, RmsNormAndSwiGluMatchReference) {
 }
 
 // A paged KV of `tokens` random rows: pages of 5 rows, page table reversed so pages are not in
-// order.
+// order; stored as f32, bf16 or fp8 (the fp8 layouts of models/kv_cache.h: `fp8_values` e4m3
+// values with one scale per `fp8_block`, the rest bf16).
 struct Paged {
   Tensor store;
+  std::vector<uint8_t> bytes;
   std::vector<int32_t> table;
   PagedRows rows;
-  Paged(int64_t tokens, int64_t row_floats, uint32_t seed) {
+  Paged(int64_t tokens, int64_t row_floats, uint32_t seed, KvRowKind kind = KvRowKind::kF32,
+        int64_t fp8_values = 0, int64_t fp8_block = 0) {
     const int64_t page = 5, pages = (tokens + page - 1) / page;
     store = Random({pages * page, row_floats}, seed);
     for (int64_t p = 0; p < pages; ++p) table.push_back(static_cast<int32_t>(pages - 1 - p));
@@ -116,12 +122,23 @@ struct Paged {
     rows.page_size = page;
     rows.page_stride = page * row_floats;
     rows.row_floats = row_floats;
+    if (kind == KvRowKind::kF32) return;
+    rows.kind = kind;
+    rows.fp8_values = fp8_values;
+    rows.fp8_block = fp8_block;
+    rows.row_bytes = KvRowBytes(rows);
+    rows.page_bytes = page * rows.row_bytes;
+    bytes.resize(pages * rows.page_bytes);
+    for (int64_t i = 0; i < pages * page; ++i)
+      EncodeKvRow(rows, store.data<float>() + i * row_floats, bytes.data() + i * rows.row_bytes);
+    rows.bytes = bytes.data();
+    rows.base = nullptr;
   }
 };
 
 void CheckAttention(const Ops& ops, int64_t T, int64_t H, int64_t R, int64_t P, int64_t ctx,
-                    int64_t max_sel, uint32_t seed) {
-  Paged kv(ctx, R + P, seed);
+                    int64_t max_sel, uint32_t seed, KvRowKind kind = KvRowKind::kF32) {
+  Paged kv(ctx, R + P, seed, kind, kind == KvRowKind::kFp8 ? R : 0, 128);
   Tensor ql = Random({T, H, R}, seed + 1), qr = Random({T, H, P}, seed + 2);
   std::vector<int32_t> sel(T * max_sel), count(T);
   std::mt19937 rng(seed);
@@ -153,35 +170,42 @@ void CheckAttention(const Ops& ops, int64_t T, int64_t H, int64_t R, int64_t P, 
 }
 
 TEST_P(FastOpsTest, MlaAttentionMatchesReference) {
-  CheckAttention(ops_, 1, 3, 37, 11, 300, 300, 1);    // decode: split rows, merged partials
-  CheckAttention(ops_, 5, 2, 37, 11, 90, 64, 2);      // several rows (row 1 selects nothing)
-  CheckAttention(ops_, 1, 5, 512, 64, 700, 513, 3);   // the real latent and rope sizes
+  CheckAttention(ops_, 1, 3, 37, 11, 300, 300, 1);   // decode: split rows, merged partials
+  CheckAttention(ops_, 5, 2, 37, 11, 90, 64, 2);     // several rows (row 1 selects nothing)
+  CheckAttention(ops_, 1, 5, 512, 64, 700, 513, 3);  // the real latent and rope sizes
   CheckAttention(ops_, 9, 4, 512, 64, 100, 100, 4);
+  for (KvRowKind kind : {KvRowKind::kBF16, KvRowKind::kFp8}) {  // KV stored as bf16 / fp8 rows
+    CheckAttention(ops_, 1, 3, 300, 11, 300, 300, 5, kind);     // partial last scale block
+    CheckAttention(ops_, 1, 5, 512, 64, 700, 513, 6, kind);     // FlashMLA's 656-byte rows
+    CheckAttention(ops_, 4, 2, 512, 64, 90, 64, 7, kind);
+  }
 }
 
 TEST_P(FastOpsTest, IndexerScoresMatchReference) {
-  for (int64_t T : {1, 4}) {
-    const int64_t heads = 5, D = 33, ctx = 157;
-    Paged keys(ctx, D, 9);
-    Tensor q = Random({T, heads, D}, 10), w = Random({T, heads}, 11);
-    std::vector<int64_t> causal(T);
-    for (int64_t t = 0; t < T; ++t) causal[t] = ctx - 3 * (T - 1 - t);
-    Tensor s = Tensor::Empty(DType::kF32, {T, ctx}), r = s.Clone();
-    IndexerArgs a;
-    a.q = q.data<float>();
-    a.w = w.data<float>();
-    a.tokens = T;
-    a.heads = heads;
-    a.head_dim = D;
-    a.keys = keys.rows;
-    a.causal_len = causal.data();
-    a.scores = s.data<float>();
-    a.score_stride = ctx;
-    ops_.IndexerScores(a);
-    a.scores = r.data<float>();
-    kRef.IndexerScores(a);
-    EXPECT_LE(RelErr(s, r), 1e-5) << "T=" << T;  // entries past causal_len are 0 in both
-  }
+  for (KvRowKind kind : {KvRowKind::kF32, KvRowKind::kBF16, KvRowKind::kFp8})
+    for (int64_t T : {1, 4}) {
+      const int64_t heads = 5, D = 33, ctx = 157;
+      Paged keys(ctx, D, 9, kind, D, D);  // fp8 keys: one scale per key
+      Tensor q = Random({T, heads, D}, 10), w = Random({T, heads}, 11);
+      std::vector<int64_t> causal(T);
+      for (int64_t t = 0; t < T; ++t) causal[t] = ctx - 3 * (T - 1 - t);
+      Tensor s = Tensor::Empty(DType::kF32, {T, ctx}), r = s.Clone();
+      IndexerArgs a;
+      a.q = q.data<float>();
+      a.w = w.data<float>();
+      a.tokens = T;
+      a.heads = heads;
+      a.head_dim = D;
+      a.keys = keys.rows;
+      a.causal_len = causal.data();
+      a.scores = s.data<float>();
+      a.score_stride = ctx;
+      ops_.IndexerScores(a);
+      a.scores = r.data<float>();
+      kRef.IndexerScores(a);
+      EXPECT_LE(RelErr(s, r), 1e-5)
+          << "T=" << T << " kind=" << int(kind);  // entries past causal_len are 0 in both
+    }
 }
 
 TEST_P(FastOpsTest, TopKMatchesReferenceIncludingTies) {
