@@ -79,8 +79,10 @@ INSTANTIATE_TEST_SUITE_P(
              "tiny_glm_moe_dsa_nvfp4_modelopt", KvDtype::kF32, 1e-3},
         Case{"tests/fixtures/quant/tiny_deepseek_v32_fp8", "tiny_deepseek_v32_fp8", KvDtype::kF32,
              1e-3},
+        Case{"tests/fixtures/quant/roundtrip_nvfp4", "roundtrip_nvfp4", KvDtype::kF32, 1e-3},
+        Case{"tests/fixtures/quant/roundtrip_fp8", "roundtrip_fp8", KvDtype::kF32, 1e-3},
         Case{"tests/fixtures/models/tiny_glm_moe_dsa", "tiny_glm_moe_dsa_kvfp8", KvDtype::kFp8E4M3,
-             1e-3}),
+             1e-4}),
     CaseName);
 
 // The weights really are packed views of the mapping: formats as the metadata says, and the
