@@ -35,10 +35,9 @@ Status RunQuantize(const QuantizeFlags& f) {
     if (done == total) std::fprintf(stderr, "\n");
   };
   LUCID_RETURN_IF_ERROR(QuantizeCheckpoint(f.model_path, f.out, o));
-  const double s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::fprintf(stderr, "lucid quantize: wrote %s (%s) in %.1f s\n", f.out.c_str(),
-               f.scheme.c_str(), s);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "lucid quantize: wrote %s (%s) in %.1f s\n", f.out.c_str(), f.scheme.c_str(),
+               s);
   return OkStatus();
 }
 

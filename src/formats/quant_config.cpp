@@ -59,8 +59,9 @@ Status ParseModelOpt(const json& q, const std::string& where, QuantConfig* c) {
     for (auto& [module, spec] : it->items()) {
       if (!spec.is_object())
         return InvalidArgument(where + ": quantized_layers[\"" + module + "\"] must be an object");
-      LUCID_ASSIGN_OR_RETURN(QuantScheme s, ModelOptAlgo(OptString(spec, "quant_algo"),
-                                                         where + " quantized_layers[\"" + module + "\"]"));
+      LUCID_ASSIGN_OR_RETURN(QuantScheme s,
+                             ModelOptAlgo(OptString(spec, "quant_algo"),
+                                          where + " quantized_layers[\"" + module + "\"]"));
       c->mixed_layers[module] = s;
     }
     c->scheme = QuantScheme::kNvfp4;
@@ -83,7 +84,8 @@ Status ParseFp8(const json& q, const std::string& where, QuantConfig* c) {
                          "\" is not supported (only dynamic)");
   auto it = q.find("weight_block_size");
   if (it == q.end() || it->is_null())
-    return Unimplemented(where + ": fp8 without weight_block_size (per-tensor FP8) is not supported; "
+    return Unimplemented(where +
+                         ": fp8 without weight_block_size (per-tensor FP8) is not supported; "
                          "only block-scaled FP8 ([128, 128]) is");
   if (!it->is_array() || it->size() != 2 || !(*it)[0].is_number_integer() ||
       !(*it)[1].is_number_integer() || (*it)[0].get<int64_t>() <= 0 || (*it)[1].get<int64_t>() <= 0)
@@ -95,7 +97,8 @@ Status ParseFp8(const json& q, const std::string& where, QuantConfig* c) {
   if (!sf.empty() && sf != "ue8m0")
     return Unimplemented(where + ": fp8 scale_fmt \"" + sf + "\" is not supported (only ue8m0)");
   c->ue8m0_scales = sf == "ue8m0";
-  LUCID_ASSIGN_OR_RETURN(std::vector<std::string> a, StringList(q, "modules_to_not_convert", where));
+  LUCID_ASSIGN_OR_RETURN(std::vector<std::string> a,
+                         StringList(q, "modules_to_not_convert", where));
   LUCID_ASSIGN_OR_RETURN(std::vector<std::string> b, StringList(q, "ignored_layers", where));
   c->exclude = a;
   c->exclude.insert(c->exclude.end(), b.begin(), b.end());
@@ -106,9 +109,12 @@ Status ParseFp8(const json& q, const std::string& where, QuantConfig* c) {
 
 const char* QuantSchemeName(QuantScheme s) {
   switch (s) {
-    case QuantScheme::kNone: return "none";
-    case QuantScheme::kNvfp4: return "nvfp4";
-    case QuantScheme::kFp8Block: return "fp8-block";
+    case QuantScheme::kNone:
+      return "none";
+    case QuantScheme::kNvfp4:
+      return "nvfp4";
+    case QuantScheme::kFp8Block:
+      return "fp8-block";
   }
   return "?";
 }
@@ -163,7 +169,8 @@ QuantScheme QuantConfig::SchemeFor(const std::string& module, bool embedding,
 
 std::string QuantConfig::Describe() const {
   switch (scheme) {
-    case QuantScheme::kNone: return "unquantized";
+    case QuantScheme::kNone:
+      return "unquantized";
     case QuantScheme::kNvfp4:
       return std::string(mixed ? "MIXED_PRECISION (NVFP4 layers)" : "NVFP4") + " (group " +
              std::to_string(group_size) + ") per " + source;

@@ -26,10 +26,9 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -40,14 +39,15 @@ const char* QuantSchemeName(QuantScheme s);  // "none", "nvfp4", "fp8-block"
 
 struct QuantConfig {
   QuantScheme scheme = QuantScheme::kNone;  // kNone: an unquantized checkpoint
-  std::string method;  // "none", "modelopt", "fp8"
-  std::string algo;    // "NVFP4", "MIXED_PRECISION", "FP8_BLOCK"; "" for none
-  std::string source;  // which file said so, for error messages
-  int64_t group_size = 16;  // NVFP4 elements per e4m3 scale
+  std::string method;                       // "none", "modelopt", "fp8"
+  std::string algo;                         // "NVFP4", "MIXED_PRECISION", "FP8_BLOCK"; "" for none
+  std::string source;                       // which file said so, for error messages
+  int64_t group_size = 16;                  // NVFP4 elements per e4m3 scale
   int64_t block_rows = 128, block_cols = 128;  // FP8 block
-  bool ue8m0_scales = false;  // fp8 scale_fmt "ue8m0": every scale is a power of two
+  bool ue8m0_scales = false;        // fp8 scale_fmt "ue8m0": every scale is a power of two
   std::string kv_cache_quant_algo;  // ModelOpt's, informational ("" when null)
-  // Patterns from the metadata (exclude_modules / ignore / modules_to_not_convert / ignored_layers).
+  // Patterns from the metadata (exclude_modules / ignore / modules_to_not_convert /
+  // ignored_layers).
   std::vector<std::string> exclude;
   // MIXED_PRECISION: exactly these modules are quantized (module name -> scheme).
   bool mixed = false;
@@ -72,7 +72,8 @@ bool ModulePatternMatch(const std::string& pattern, const std::string& module);
 // Parses the metadata; `hf_quant` is hf_quant_config.json (null if absent), `config` the whole
 // config.json. Errors (InvalidArgument naming the file and field; Unimplemented naming an unknown
 // method or algorithm).
-StatusOr<QuantConfig> ParseQuantConfig(const nlohmann::json* hf_quant, const nlohmann::json& config);
+StatusOr<QuantConfig> ParseQuantConfig(const nlohmann::json* hf_quant,
+                                       const nlohmann::json& config);
 // Reads DIR/hf_quant_config.json if present and parses it with `config` (config.json contents).
 StatusOr<QuantConfig> LoadQuantConfig(const std::string& model_dir, const nlohmann::json& config);
 

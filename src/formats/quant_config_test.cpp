@@ -68,7 +68,8 @@ TEST(QuantConfigTest, MixedPrecisionQuantizesExactlyTheListedLayers) {
              {"quantization",
               {{"quant_algo", "MIXED_PRECISION"},
                {"quantized_layers",
-                {{"model.layers.1.mlp.experts.0.up_proj", {{"quant_algo", "NVFP4"}, {"group_size", 16}}}}}}}};
+                {{"model.layers.1.mlp.experts.0.up_proj",
+                  {{"quant_algo", "NVFP4"}, {"group_size", 16}}}}}}}};
   auto q = ParseQuantConfig(&hq, json::object());
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_EQ(q->SchemeFor("model.layers.1.mlp.experts.0.up_proj"), QuantScheme::kNvfp4);
@@ -108,7 +109,8 @@ TEST(QuantConfigTest, UnquantizedAndUnmatchedExcludes) {
   auto none = ParseQuantConfig(nullptr, json::object());
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->scheme, QuantScheme::kNone);
-  json hq = {{"quantization", {{"quant_algo", "NVFP4"}, {"exclude_modules", {"lm_head", "model.vision*"}}}}};
+  json hq = {{"quantization",
+              {{"quant_algo", "NVFP4"}, {"exclude_modules", {"lm_head", "model.vision*"}}}}};
   auto q = ParseQuantConfig(&hq, json::object());
   ASSERT_TRUE(q.ok());
   EXPECT_EQ(q->UnmatchedExcludes({"lm_head.weight", "model.layers.0.mlp.down_proj.weight"}),

@@ -75,7 +75,9 @@ TEST(QuantEncodeTest, Fp8BlockScalesAndPartialBlocks) {
     EXPECT_EQ(s[2], ue8m0 ? std::ldexp(1.0f, -22) : 1e-4f / 448.0f);  // amax clamped to 1e-4
     for (float v : s) {
       int e;
-      if (ue8m0) EXPECT_EQ(std::frexp(v, &e), 0.5f);
+      if (ue8m0) {
+        EXPECT_EQ(std::frexp(v, &e), 0.5f);
+      }
     }
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) {

@@ -143,7 +143,9 @@ json QuantizationConfigJson(const QuantizeOptions& o, const std::vector<std::str
             {"producer", {{"name", "lucid"}, {"version", "quantize/1"}}},
             {"quant_method", "modelopt"}};
   }
-  json q = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
+  json q = {{"activation_scheme", "dynamic"},
+            {"fmt", "e4m3"},
+            {"quant_method", "fp8"},
             {"weight_block_size", {128, 128}}};
   if (!o.fp8_float_scales) q["scale_fmt"] = "ue8m0";
   if (!kept.empty()) q["modules_to_not_convert"] = kept;
@@ -234,8 +236,8 @@ Status QuantizeCheckpoint(const std::string& in_dir, const std::string& out_dir,
       if (p.scheme == QuantScheme::kFp8Block) {
         LUCID_RETURN_IF_ERROR(ProduceFp8(in, p, !o.fp8_float_scales, &tensors));
       } else {
-        LUCID_RETURN_IF_ERROR(Produce(in, p, p.scheme == QuantScheme::kNvfp4 ? scale2[p.name] : 0.0f,
-                                      &tensors));
+        LUCID_RETURN_IF_ERROR(
+            Produce(in, p, p.scheme == QuantScheme::kNvfp4 ? scale2[p.name] : 0.0f, &tensors));
       }
       if (o.progress) o.progress(++done, plans.size(), p.name);
     }

@@ -104,14 +104,15 @@ class Binder {
     w->format = WeightFormat::kFp8Block;
     w->block_rows = br;
     w->block_cols = bc;
-    LUCID_ASSIGN_OR_RETURN(w->data, Expect(m + ".weight", DType::kF8E4M3, {w->rows, w->cols},
-                                           "FP8 block weight"));
+    LUCID_ASSIGN_OR_RETURN(
+        w->data, Expect(m + ".weight", DType::kF8E4M3, {w->rows, w->cols}, "FP8 block weight"));
     const std::string sn = m + ".weight_scale_inv";
     auto info = ckpt_.Info(sn);
     if (!info.ok() || (info->dtype != DType::kF32 && info->dtype != DType::kUE8M0) ||
         info->shape != sshape)
-      return Mismatch(sn, "f32 or ue8m0 " + Shp(sshape) + " (one scale per " + std::to_string(br) +
-                              "x" + std::to_string(bc) + " block)",
+      return Mismatch(sn,
+                      "f32 or ue8m0 " + Shp(sshape) + " (one scale per " + std::to_string(br) +
+                          "x" + std::to_string(bc) + " block)",
                       Found(sn));
     LUCID_ASSIGN_OR_RETURN(w->scale, ckpt_.Get(sn));
     if (q_.ue8m0_scales && w->scale.dtype() == DType::kF32) {
@@ -130,22 +131,28 @@ class Binder {
     const std::string name = m + ".weight";
     for (const char* extra : {".weight_scale", ".weight_scale_inv", ".weight_scale_2"}) {
       if (q_.scheme != QuantScheme::kNone && ckpt_.Has(m + extra))
-        return Mismatch(m + extra, "no quantization scales for " + m + " (" +
-                                       (pattern.empty() ? std::string("not a quantized Linear")
-                                                        : "excluded by \"" + pattern + "\"") +
-                                       ")",
+        return Mismatch(m + extra,
+                        "no quantization scales for " + m + " (" +
+                            (pattern.empty() ? std::string("not a quantized Linear")
+                                             : "excluded by \"" + pattern + "\"") +
+                            ")",
                         "a scale tensor");
     }
     LUCID_ASSIGN_OR_RETURN(Tensor t, ckpt_.GetWithShape(name, {w->rows, w->cols}));
     switch (t.dtype()) {
-      case DType::kF32: w->format = WeightFormat::kF32; break;
-      case DType::kBF16: w->format = WeightFormat::kBF16; break;
+      case DType::kF32:
+        w->format = WeightFormat::kF32;
+        break;
+      case DType::kBF16:
+        w->format = WeightFormat::kBF16;
+        break;
       default:
         if (q_.scheme != QuantScheme::kNone)
-          return Mismatch(name, "f32 or bf16 (" + m +
-                                    (pattern.empty() ? std::string(" is not quantized")
-                                                     : " is excluded by \"" + pattern + "\"") +
-                                    ")",
+          return Mismatch(name,
+                          "f32 or bf16 (" + m +
+                              (pattern.empty() ? std::string(" is not quantized")
+                                               : " is excluded by \"" + pattern + "\"") +
+                              ")",
                           Found(name));
         return Unimplemented("tensor " + name + " has dtype " + DTypeName(t.dtype()) +
                              " but the checkpoint has no quantization metadata; only f32 and bf16 "
@@ -189,7 +196,8 @@ Status BindAttention(Binder& b, const ModelConfig& c, const std::string& p, bool
   IndexerWeights& x = L->indexer;
   const std::string q = p + "indexer.";
   x.present = true;
-  LUCID_ASSIGN_OR_RETURN(x.wq_b, b.Matrix(q + "wq_b.weight", c.index_n_heads * c.index_head_dim, Rq));
+  LUCID_ASSIGN_OR_RETURN(x.wq_b,
+                         b.Matrix(q + "wq_b.weight", c.index_n_heads * c.index_head_dim, Rq));
   LUCID_ASSIGN_OR_RETURN(x.wk, b.Matrix(q + "wk.weight", c.index_head_dim, D));
   LUCID_ASSIGN_OR_RETURN(x.k_norm_w, b.Vector(q + "k_norm.weight", c.index_head_dim));
   LUCID_ASSIGN_OR_RETURN(x.k_norm_b, b.Vector(q + "k_norm.bias", c.index_head_dim));
@@ -226,15 +234,16 @@ StatusOr<DeepseekV3Weights> LoadDeepseekV3Weights(const ModelConfig& c, const Ch
   if (q.scheme != QuantScheme::kNone) {
     const std::vector<std::string> unmatched = q.UnmatchedExcludes(ckpt.Names());
     if (!unmatched.empty())
-      return InvalidArgument("the quantization metadata (" + q.Describe() +
-                             ") excludes \"" + unmatched[0] +
+      return InvalidArgument("the quantization metadata (" + q.Describe() + ") excludes \"" +
+                             unmatched[0] +
                              "\", which names no tensor of the checkpoint: the metadata does not "
                              "belong to these weights");
   }
   Binder b(ckpt, q);
   DeepseekV3Weights w;
   const int64_t D = c.hidden_size;
-  LUCID_ASSIGN_OR_RETURN(w.embed, b.Matrix("model.embed_tokens.weight", c.vocab_size, D, /*embedding=*/true));
+  LUCID_ASSIGN_OR_RETURN(
+      w.embed, b.Matrix("model.embed_tokens.weight", c.vocab_size, D, /*embedding=*/true));
   LUCID_ASSIGN_OR_RETURN(w.final_norm, b.Vector("model.norm.weight", D));
   if (c.tie_word_embeddings && !ckpt.Has("lm_head.weight")) {
     w.lm_head = w.embed;

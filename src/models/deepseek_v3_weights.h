@@ -26,8 +26,8 @@ struct MlaWeights {
 
 struct IndexerWeights {
   bool present = false;
-  Weight wq_b;          // [nI * dI, Rq]
-  Weight wk;            // [dI, D]
+  Weight wq_b;  // [nI * dI, Rq]
+  Weight wk;    // [dI, D]
   Tensor k_norm_w, k_norm_b;
   Weight weights_proj;  // [nI, D]
 };
@@ -37,7 +37,7 @@ struct MlpWeights {
 };
 
 struct MoeWeights {
-  Weight router;                  // [E, D]
+  Weight router;                   // [E, D]
   std::vector<float> router_bias;  // e_score_correction_bias [E]
   std::vector<ExpertWeights> experts;
   MlpWeights shared;

@@ -7,9 +7,12 @@ namespace lucid {
 
 const char* KvDtypeName(KvDtype d) {
   switch (d) {
-    case KvDtype::kF32: return "f32";
-    case KvDtype::kBF16: return "bf16";
-    case KvDtype::kFp8E4M3: return "fp8_e4m3";
+    case KvDtype::kF32:
+      return "f32";
+    case KvDtype::kBF16:
+      return "bf16";
+    case KvDtype::kFp8E4M3:
+      return "fp8_e4m3";
   }
   return "?";
 }
@@ -22,8 +25,12 @@ PagedRows RowFormat(KvDtype dtype, int64_t values, int64_t fp8, int64_t block) {
   PagedRows f;
   f.row_floats = values;
   switch (dtype) {
-    case KvDtype::kF32: f.kind = KvRowKind::kF32; break;
-    case KvDtype::kBF16: f.kind = KvRowKind::kBF16; break;
+    case KvDtype::kF32:
+      f.kind = KvRowKind::kF32;
+      break;
+    case KvDtype::kBF16:
+      f.kind = KvRowKind::kBF16;
+      break;
     case KvDtype::kFp8E4M3:
       f.kind = KvRowKind::kFp8;
       f.fp8_values = fp8;
@@ -56,8 +63,10 @@ int64_t KvCacheSpec::MlaBytesPerTokenPerLayer(KvDtype dtype) const {
 
 int64_t KvCacheSpec::BytesPerTokenPerLayer(KvDtype dtype) const {
   switch (dtype) {
-    case KvDtype::kF32: return 4 * (latent_dim + rope_dim + indexer_dim);
-    case KvDtype::kBF16: return 2 * (latent_dim + rope_dim + indexer_dim);
+    case KvDtype::kF32:
+      return 4 * (latent_dim + rope_dim + indexer_dim);
+    case KvDtype::kBF16:
+      return 2 * (latent_dim + rope_dim + indexer_dim);
     case KvDtype::kFp8E4M3: {
       // FlashMLA layout: e4m3 latent, one f32 scale per 128 latent values, bf16 rope part.
       const int64_t mla = latent_dim + 4 * ((latent_dim + 127) / 128) + 2 * rope_dim;

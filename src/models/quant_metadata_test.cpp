@@ -26,7 +26,8 @@ class Scratch {
  public:
   explicit Scratch(const std::string& scheme)
       : dir_(fs::temp_directory_path() / ("lucid_qm_" + scheme + std::to_string(getpid()))) {
-    const fs::path src = fs::path(LUCID_SOURCE_DIR) / "tests/fixtures/quant" / ("roundtrip_" + scheme);
+    const fs::path src =
+        fs::path(LUCID_SOURCE_DIR) / "tests/fixtures/quant" / ("roundtrip_" + scheme);
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     for (const char* f : {"config.json", "hf_quant_config.json"})
@@ -65,7 +66,8 @@ class Scratch {
 void ExpectError(const Status& s, StatusCode code, std::initializer_list<const char*> parts) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), code) << s.ToString();
-  for (const char* p : parts) EXPECT_NE(s.message().find(p), std::string::npos) << p << " in " << s.ToString();
+  for (const char* p : parts)
+    EXPECT_NE(s.message().find(p), std::string::npos) << p << " in " << s.ToString();
 }
 
 const std::string kExpert = "model.layers.1.mlp.experts.2.up_proj";
@@ -78,18 +80,21 @@ TEST(QuantMetadataTest, IntactCopiesLoad) {
 TEST(QuantMetadataTest, MissingScale) {
   Scratch s("nvfp4");
   s.Drop(kExpert + ".weight_scale");
-  ExpectError(s.Load(), StatusCode::kInvalidArgument,
-              {"model.layers.1.mlp.experts.2.up_proj.weight_scale", "f8_e4m3 [32, 4]", "no such tensor"});
+  ExpectError(
+      s.Load(), StatusCode::kInvalidArgument,
+      {"model.layers.1.mlp.experts.2.up_proj.weight_scale", "f8_e4m3 [32, 4]", "no such tensor"});
   Scratch f("fp8");
   f.Drop(kExpert + ".weight_scale_inv");
-  ExpectError(f.Load(), StatusCode::kInvalidArgument, {"experts.2.up_proj.weight_scale_inv", "[1, 1]"});
+  ExpectError(f.Load(), StatusCode::kInvalidArgument,
+              {"experts.2.up_proj.weight_scale_inv", "[1, 1]"});
 }
 
 TEST(QuantMetadataTest, WrongScaleShapeOrDtype) {
   Scratch s("nvfp4");
   s.Replace(kExpert + ".weight_scale", Tensor::Empty(DType::kF8E4M3, {32, 3}));
-  ExpectError(s.Load(), StatusCode::kInvalidArgument,
-              {"experts.2.up_proj.weight_scale", "expects f8_e4m3 [32, 4]", "found f8_e4m3 [32, 3]"});
+  ExpectError(
+      s.Load(), StatusCode::kInvalidArgument,
+      {"experts.2.up_proj.weight_scale", "expects f8_e4m3 [32, 4]", "found f8_e4m3 [32, 3]"});
   Scratch t("nvfp4");
   t.Replace(kExpert + ".weight_scale_2", Tensor::Empty(DType::kF32, {2}));
   ExpectError(t.Load(), StatusCode::kInvalidArgument, {"weight_scale_2", "f32 scalar"});
@@ -103,7 +108,8 @@ TEST(QuantMetadataTest, UnknownQuantAlgoAndMethod) {
   s.EditJson("hf_quant_config.json", [](json& j) { j["quantization"]["quant_algo"] = "W4A8_AWQ"; });
   ExpectError(s.Load(), StatusCode::kUnimplemented, {"W4A8_AWQ", "hf_quant_config.json"});
   Scratch f("fp8");
-  f.EditJson("config.json", [](json& j) { j["quantization_config"]["quant_method"] = "bitsandbytes"; });
+  f.EditJson("config.json",
+             [](json& j) { j["quantization_config"]["quant_method"] = "bitsandbytes"; });
   ExpectError(f.Load(), StatusCode::kUnimplemented, {"bitsandbytes"});
 }
 
@@ -112,7 +118,8 @@ TEST(QuantMetadataTest, ExcludeListNamingNoTensor) {
   s.EditJson("hf_quant_config.json", [](json& j) {
     j["quantization"]["exclude_modules"].push_back("model.layers.9.mlp.gate");
   });
-  ExpectError(s.Load(), StatusCode::kInvalidArgument, {"model.layers.9.mlp.gate", "names no tensor"});
+  ExpectError(s.Load(), StatusCode::kInvalidArgument,
+              {"model.layers.9.mlp.gate", "names no tensor"});
 }
 
 TEST(QuantMetadataTest, QuantizedTensorThatTheMetadataExcludes) {
@@ -129,7 +136,8 @@ TEST(QuantMetadataTest, HighPrecisionTensorWhereTheMetadataExpectsNvfp4) {
   s.Drop(kExpert + ".weight_scale");
   s.Drop(kExpert + ".weight_scale_2");
   s.Replace(kExpert + ".weight", Tensor::Empty(DType::kBF16, {32, 64}));
-  ExpectError(s.Load(), StatusCode::kInvalidArgument, {kExpert.c_str(), "u8 [32, 32]", "found bf16 [32, 64]"});
+  ExpectError(s.Load(), StatusCode::kInvalidArgument,
+              {kExpert.c_str(), "u8 [32, 32]", "found bf16 [32, 64]"});
 }
 
 TEST(QuantMetadataTest, Ue8m0ScalesMustBePowersOfTwo) {

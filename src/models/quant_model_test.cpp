@@ -61,8 +61,8 @@ TEST_P(QuantGoldenTest, PromptLogitsAndGreedyContinuationMatchTransformers) {
   auto m = LoadModel(std::string(LUCID_SOURCE_DIR) + "/" + c.model_dir, kOps);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   Tensor logits;
-  auto out = GreedyGenerate(**m, g.prompt, static_cast<int64_t>(g.continuation.size()), &logits,
-                            16, c.kv);
+  auto out =
+      GreedyGenerate(**m, g.prompt, static_cast<int64_t>(g.continuation.size()), &logits, 16, c.kv);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   ASSERT_EQ(logits.numel(), g.logits.numel());
   const double err = RelErr(logits, g.logits);
@@ -135,12 +135,14 @@ TEST(KvCacheTest, StoredRowsDecodeToTheQuantizedValues) {
     pool.IndexerRows(0, seq).ReadRow(5, k.data());
     for (int b = 0; b < 3; ++b) {
       float amax = 0;
-      for (int i = b * 128; i < std::min(300, (b + 1) * 128); ++i) amax = std::max(amax, std::abs(ckv[i]));
+      for (int i = b * 128; i < std::min(300, (b + 1) * 128); ++i)
+        amax = std::max(amax, std::abs(ckv[i]));
       for (int i = b * 128; i < std::min(300, (b + 1) * 128); ++i) {
         float want = ckv[i];
         if (d == KvDtype::kBF16) want = Bf16ToF32(F32ToBf16(ckv[i]));
         if (d == KvDtype::kFp8E4M3)
-          want = amax == 0 ? 0.0f : F8E4M3ToF32(F32ToF8E4M3Saturate(ckv[i] / (amax / 448))) * (amax / 448);
+          want = amax == 0 ? 0.0f
+                           : F8E4M3ToF32(F32ToF8E4M3Saturate(ckv[i] / (amax / 448))) * (amax / 448);
         ASSERT_EQ(row[i], want) << KvDtypeName(d) << " latent " << i;
       }
     }
@@ -151,7 +153,8 @@ TEST(KvCacheTest, StoredRowsDecodeToTheQuantizedValues) {
     for (int i = 0; i < 128; ++i) {
       float want = key[i];
       if (d == KvDtype::kBF16) want = Bf16ToF32(F32ToBf16(key[i]));
-      if (d == KvDtype::kFp8E4M3) want = F8E4M3ToF32(F32ToF8E4M3Saturate(key[i] / (kmax / 448))) * (kmax / 448);
+      if (d == KvDtype::kFp8E4M3)
+        want = F8E4M3ToF32(F32ToF8E4M3Saturate(key[i] / (kmax / 448))) * (kmax / 448);
       ASSERT_EQ(k[i], want) << KvDtypeName(d) << " key " << i;
     }
     EXPECT_EQ(pool.bytes(), uint64_t(8) * s.BytesPerToken(d));
@@ -159,7 +162,8 @@ TEST(KvCacheTest, StoredRowsDecodeToTheQuantizedValues) {
 }
 
 TEST(KvCacheTest, Bf16KvStaysCloseToF32AndGreedyAgrees) {
-  const std::string dir = std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/models/tiny_deepseek_v3";  // dense MLA: no top-k to flip
+  const std::string dir = std::string(LUCID_SOURCE_DIR) +
+                          "/tests/fixtures/models/tiny_deepseek_v3";  // dense MLA: no top-k to flip
   auto m = LoadModel(dir, kOps);
   ASSERT_TRUE(m.ok());
   std::vector<int32_t> prompt;

@@ -4,7 +4,6 @@
 // dequantizer's (tools/reference/quant/quant_ref.py; its per-tensor FNV-1a hashes of the f32
 // bytes are committed as roundtrip_*.dequant.json, so no Python is needed here).
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -68,7 +67,8 @@ QuantizeOptions OptionsFor(const std::string& s) {
 TEST_P(RoundTripTest, RequantizingReproducesTheCommittedCheckpointFileForFile) {
   const std::string scheme = GetParam();
   const fs::path want = kRoot + "/tests/fixtures/quant/roundtrip_" + scheme;
-  const fs::path got = fs::temp_directory_path() / ("lucid_rt_" + scheme + std::to_string(getpid()));
+  const fs::path got =
+      fs::temp_directory_path() / ("lucid_rt_" + scheme + std::to_string(getpid()));
   fs::remove_all(got);
   Status s = QuantizeCheckpoint(kRoot + "/tests/fixtures/models/tiny_deepseek_v3", got.string(),
                                 OptionsFor(scheme));

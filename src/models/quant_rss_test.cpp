@@ -41,7 +41,8 @@ TEST(PackedResidentMemoryTest, ResidentMemoryIsAboutThePackedSize) {
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   const Rss r1 = ReadRss();
   std::vector<int32_t> prompt;
-  for (int i = 0; i < 64; ++i) prompt.push_back((i * 7919 + 13) % static_cast<int>((*m)->config().vocab_size));
+  for (int i = 0; i < 64; ++i)
+    prompt.push_back((i * 7919 + 13) % static_cast<int>((*m)->config().vocab_size));
   Tensor logits;
   ASSERT_TRUE(GreedyGenerate(**m, prompt, 1, &logits).ok());
   const Rss r2 = ReadRss();

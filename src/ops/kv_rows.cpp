@@ -18,16 +18,21 @@ int64_t ScaleCount(const PagedRows& f) {
 
 int64_t KvRowBytes(const PagedRows& f) {
   switch (f.kind) {
-    case KvRowKind::kF32: return 4 * f.row_floats;
-    case KvRowKind::kBF16: return 2 * f.row_floats;
-    case KvRowKind::kFp8: return f.fp8_values + 4 * ScaleCount(f) + 2 * (f.row_floats - f.fp8_values);
+    case KvRowKind::kF32:
+      return 4 * f.row_floats;
+    case KvRowKind::kBF16:
+      return 2 * f.row_floats;
+    case KvRowKind::kFp8:
+      return f.fp8_values + 4 * ScaleCount(f) + 2 * (f.row_floats - f.fp8_values);
   }
   return 0;
 }
 
 void EncodeKvRow(const PagedRows& f, const float* in, uint8_t* out) {
   switch (f.kind) {
-    case KvRowKind::kF32: std::memcpy(out, in, 4 * f.row_floats); return;
+    case KvRowKind::kF32:
+      std::memcpy(out, in, 4 * f.row_floats);
+      return;
     case KvRowKind::kBF16:
       for (int64_t i = 0; i < f.row_floats; ++i) {
         const uint16_t b = F32ToBf16(in[i]);
@@ -41,7 +46,8 @@ void EncodeKvRow(const PagedRows& f, const float* in, uint8_t* out) {
         float amax = 0.0f;
         for (int64_t i = b0; i < b1; ++i) amax = std::max(amax, std::abs(in[i]));
         const float scale = amax / 448.0f;
-        for (int64_t i = b0; i < b1; ++i) out[i] = scale > 0.0f ? F32ToF8E4M3Saturate(in[i] / scale) : 0;
+        for (int64_t i = b0; i < b1; ++i)
+          out[i] = scale > 0.0f ? F32ToF8E4M3Saturate(in[i] / scale) : 0;
         std::memcpy(scales + 4 * b, &scale, 4);
       }
       uint8_t* tail = scales + 4 * ScaleCount(f);

@@ -10,9 +10,9 @@ namespace lucid {
 
 void LinearQuantReference(const Tensor& x, const Weight& w, Tensor& y) {
   const int64_t T = x.size(0);
-  LUCID_CHECK(x.size(-1) == w.cols && y.size(-1) == w.rows && y.size(0) == T,
-              "Linear shape mismatch for " + w.name + ": x " + x.DebugString() + " y " +
-                  y.DebugString());
+  LUCID_CHECK(
+      x.size(-1) == w.cols && y.size(-1) == w.rows && y.size(0) == T,
+      "Linear shape mismatch for " + w.name + ": x " + x.DebugString() + " y " + y.DebugString());
   // Chunk: a whole number of scale blocks, about 128 columns.
   const int64_t bc = w.block_cols > 0 ? w.block_cols : 128;
   const int64_t chunk = bc * std::max<int64_t>(1, 128 / bc);

@@ -127,7 +127,8 @@ TEST_P(QuantMatmulTest, DequantizeRowMatchesElementFormula) {
     std::vector<float> m = Dequantized(w);
     for (int64_t o = 0; o < w.rows; ++o)
       for (int64_t i = 0; i < w.cols; ++i)
-        ASSERT_EQ(m[o * w.cols + i], Element(w, o, i)) << s.rows << "x" << s.cols << " at " << o << "," << i;
+        ASSERT_EQ(m[o * w.cols + i], Element(w, o, i))
+            << s.rows << "x" << s.cols << " at " << o << "," << i;
     // Spans starting and ending inside blocks agree with the full row.
     std::vector<float> span(w.cols);
     const int64_t r = w.rows - 1, c0 = w.cols / 3, n = w.cols - c0 - w.cols / 5;
@@ -145,7 +146,8 @@ TEST_P(QuantMatmulTest, LinearEqualsDequantizeThenMatmul) {
       kOps.Linear(x, w, y);
       std::vector<float> want = DenseMatmul(x, Dequantized(w), s.rows, s.cols);
       for (int64_t i = 0; i < T * s.rows; ++i)
-        ASSERT_EQ(y.data<float>()[i], want[i]) << s.rows << "x" << s.cols << " T=" << T << " at " << i;
+        ASSERT_EQ(y.data<float>()[i], want[i])
+            << s.rows << "x" << s.cols << " T=" << T << " at " << i;
     }
   }
 }

@@ -11,7 +11,7 @@ namespace lucid {
 namespace {
 
 // e2m1 code -> value (bit 3 is the sign).
-constexpr float kE2m1[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+constexpr float kE2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                              -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
 const std::array<float, 256>& E4m3Table() {
@@ -78,13 +78,19 @@ void DequantizeRowSpan(const Weight& w, int64_t r, int64_t c0, int64_t n, float*
       for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToF32(src[i]);
       return;
     }
-    case WeightFormat::kNvfp4: DequantNvfp4(w, row, c0, n, out); return;
-    case WeightFormat::kFp8Block: DequantFp8Block(w, row, c0, n, out); return;
+    case WeightFormat::kNvfp4:
+      DequantNvfp4(w, row, c0, n, out);
+      return;
+    case WeightFormat::kFp8Block:
+      DequantFp8Block(w, row, c0, n, out);
+      return;
   }
   LUCID_CHECK(false, std::string("DequantizeRow: unknown format ") + WeightFormatName(w.format));
 }
 
-void DequantizeRow(const Weight& w, int64_t r, float* out) { DequantizeRowSpan(w, r, 0, w.cols, out); }
+void DequantizeRow(const Weight& w, int64_t r, float* out) {
+  DequantizeRowSpan(w, r, 0, w.cols, out);
+}
 
 void VectorToF32(const Tensor& v, float* out) {
   ConvertToF32(v.dtype(), v.raw(), out, static_cast<size_t>(v.numel()));
