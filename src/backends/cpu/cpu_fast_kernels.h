@@ -30,6 +30,11 @@ struct TileKernel {
   int mr = 0, nr = 0;
 };
 
+// FP8-block rows fused with the dp-bf16 split (see KernelTable::gemv_fp8).
+constexpr int64_t kFp8TileBlocks = 8;  // 128-column scale blocks per k block (1024 columns)
+using Fp8TileFn = void (*)(const void* const* xh, const void* const* xl, const void* const* w,
+                           const float* sc, int64_t k0, int64_t k1, float* out);
+
 struct KernelTable {
   CpuIsa isa = CpuIsa::kScalar;
   // Columns the vector tiles cover: K (masked tails) or K rounded down to the vector width (the
@@ -38,6 +43,12 @@ struct KernelTable {
   TileKernel gemv_f32, gemm_f32;    // f32 weights
   TileKernel gemv_bf16, gemm_bf16;  // bf16 weights (dp tiles when bf16_split)
   bool bf16_split = false;          // bf16 tiles take hi/lo bf16 activations
+  // One token against gemv_fp8_nr FP8-block rows (128-column blocks), decoded in registers:
+  // out[j] = sum over blocks b of sc[j * kFp8TileBlocks + b] * sum_k x[k] * e4m3(w_j[k]) for
+  // k in [k0, k1) (k1 - k0 <= 128 * kFp8TileBlocks; x as the hi/lo bf16 split). Null: decode
+  // into the f32 sliver instead.
+  Fp8TileFn gemv_fp8 = nullptr;
+  int gemv_fp8_nr = 0;
   float (*dot)(const float* a, const float* b, int64_t n) = nullptr;
   void (*axpy)(float a, const float* x, float* y, int64_t n) = nullptr;  // y += a x
   void (*scale)(float a, float* y, int64_t n) = nullptr;                 // y *= a

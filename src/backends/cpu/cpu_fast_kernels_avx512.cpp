@@ -134,29 +134,34 @@ LUCID_AVX512 void WidenBf16(const uint16_t* src, float* dst, int64_t n) {
   }
 }
 
-// e4m3 bytes (in 16-bit lanes) -> f16 bits of value / 256 (exact for every finite code, subnormals
-// included: the e4m3 exponent/mantissa land in the f16 fields and the bias gap 15 - 7 is the 256);
-// NaN codes (0x7F, 0xFF) are set to NaN by the caller.
-LUCID_AVX512 inline __m512 E4m3x16(__m128i bytes, __m512 scale256) {
-  const __m256i b = _mm256_cvtepu8_epi16(bytes);
-  const __m256i mag = _mm256_and_si256(b, _mm256_set1_epi16(0x7F));
-  const __m256i h =
-      _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8),
-                      _mm256_slli_epi16(mag, 7));
-  const __mmask16 nan = _mm256_cmpeq_epi16_mask(mag, _mm256_set1_epi16(0x7F));
-  const __m512 v = _mm512_mul_ps(_mm512_cvtph_ps(h), scale256);
+// e4m3 bytes -> f32 of value * 2^-120: sign to bit 31, the 7 exponent/mantissa bits to bits
+// 20..26, so the e4m3 fields land in the f32 fields (subnormal codes become f32 subnormals, still
+// exact); the bias gap 127 - 7 is folded into the caller's scale. NaN codes (0x7F, 0xFF) -> NaN.
+LUCID_AVX512 inline __m512 E4m3x16(__m128i bytes, __m512 scale_2p120) {
+  const __m512i b = _mm512_slli_epi32(_mm512_cvtepu8_epi32(bytes), 24);
+  const __m512i f =
+      _mm512_and_si512(_mm512_srai_epi32(b, 4), _mm512_set1_epi32(static_cast<int>(0x87F00000u)));
+  const __mmask16 nan = _mm512_cmpeq_epi32_mask(_mm512_and_si512(b, _mm512_set1_epi32(0x7F000000)),
+                                                _mm512_set1_epi32(0x7F000000));
+  const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(f), scale_2p120);
   return _mm512_mask_mov_ps(v, nan, _mm512_set1_ps(__builtin_nanf("")));
 }
 
-// out[i] = e4m3(q[i]) * scale: (q / 256) * (256 * scale) is the same real product, rounded once.
+// out[i] = e4m3(q[i]) * scale: (q * 2^-120) * (2^120 * scale) is the same real product, rounded
+// once. Scales of 2^7 and more (2^120 * scale could overflow) go through q * 2^-60 first (exact).
 LUCID_AVX512 void DequantFp8(const uint8_t* q, float scale, float* out, int64_t n) {
-  const __m512 s = _mm512_set1_ps(scale * 256.0f);
+  const bool big = !(scale < 0x1p7f && scale > -0x1p7f);
+  const __m512 s = _mm512_set1_ps(big ? scale * 0x1p60f : scale * 0x1p120f);
+  const __m512 pre = _mm512_set1_ps(0x1p60f);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(out + i, E4m3x16(_mm_loadu_si128((const __m128i*)(q + i)), s));
+  for (; i + 16 <= n; i += 16) {
+    const __m128i b = _mm_loadu_si128((const __m128i*)(q + i));
+    _mm512_storeu_ps(out + i, big ? _mm512_mul_ps(E4m3x16(b, pre), s) : E4m3x16(b, s));
+  }
   if (i < n) {
     const __mmask16 m = TailMask16(n - i);
-    _mm512_mask_storeu_ps(out + i, m, E4m3x16(_mm_maskz_loadu_epi8(m, q + i), s));
+    const __m128i b = _mm_maskz_loadu_epi8(m, q + i);
+    _mm512_mask_storeu_ps(out + i, m, big ? _mm512_mul_ps(E4m3x16(b, pre), s) : E4m3x16(b, s));
   }
 }
 
@@ -172,6 +177,79 @@ LUCID_AVX512 void DequantNvfp4(const uint8_t* q, const float* gs, float s2, floa
     const __m512i idx = _mm512_or_si512(b, _mm512_slli_epi64(_mm512_srli_epi64(b, 4), 32));
     const __m512 v = _mm512_mul_ps(_mm512_permutexvar_ps(idx, lut), _mm512_set1_ps(gs[g]));
     _mm512_storeu_ps(out + 16 * g, _mm512_mul_ps(v, s2v));
+  }
+}
+
+// FP8-block weights against the hi/lo bf16 split of the activations, fused: e4m3 codes become bf16
+// in registers (every e4m3 value is exact in bf16) through a 128-entry table of bf16 bits held in
+// four registers (vpermi2w on the low 6 bits, a blend on bit 6, the sign or-ed in), two vdpbf16ps
+// per 32 codes, and each 128-column block's sums are multiplied by that block's scale.
+alignas(64) uint16_t g_e4m3_bf16[128];
+
+LUCID_AVX512BF16 inline __m512i E4m3ToBf16(__m256i b, const __m512i (&t)[4]) {
+  const __m512i idx = _mm512_cvtepu8_epi16(b);
+  const __m512i lo = _mm512_permutex2var_epi16(t[0], idx, t[1]);
+  const __m512i hi = _mm512_permutex2var_epi16(t[2], idx, t[3]);
+  const __mmask32 m = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(0x40));
+  const __m512i v = _mm512_mask_blend_epi16(m, lo, hi);
+  return _mm512_or_si512(v, _mm512_slli_epi16(_mm512_and_si512(idx, _mm512_set1_epi16(0x80)), 8));
+}
+
+template <int NR, bool kMasked>
+LUCID_AVX512BF16 __attribute__((always_inline)) inline void Fp8Step(
+    __m512 (&acc)[NR], const uint16_t* xh, const uint16_t* xl, const void* const* wv, int64_t k,
+    __mmask32 m, const __m512i (&t)[4]) {
+  const __m512bh h = (__m512bh)_mm512_loadu_si512(xh + k);
+  const __m512bh l = (__m512bh)_mm512_loadu_si512(xl + k);
+#pragma GCC unroll 8
+  for (int j = 0; j < NR; ++j) {
+    const uint8_t* wp = static_cast<const uint8_t*>(wv[j]) + k;
+    const __m256i b =
+        kMasked ? _mm256_maskz_loadu_epi8(m, wp) : _mm256_loadu_si256((const __m256i*)wp);
+    const __m512bh w = (__m512bh)E4m3ToBf16(b, t);
+    acc[j] = _mm512_dpbf16_ps(acc[j], h, w);
+    acc[j] = _mm512_dpbf16_ps(acc[j], l, w);
+  }
+}
+
+// One token (hi row xh[0], lo row xl[0]) against NR FP8 rows over [k0, k1) (k0 and every block
+// start a multiple of 128 apart from k0); sc[j * kFp8TileBlocks + b] is row j's scale of block b.
+template <int NR>
+LUCID_AVX512BF16 void TileFp8Dp(const void* const* xh, const void* const* xl, const void* const* wv,
+                                const float* sc, int64_t k0, int64_t k1, float* out) {
+  __m512i t[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) t[i] = _mm512_load_si512(g_e4m3_bf16 + 32 * i);
+  const uint16_t* h = static_cast<const uint16_t*>(xh[0]);
+  const uint16_t* l = static_cast<const uint16_t*>(xl[0]);
+  __m512 tot[NR];
+#pragma GCC unroll 8
+  for (int j = 0; j < NR; ++j) tot[j] = _mm512_setzero_ps();
+  for (int64_t b0 = k0, blk = 0; b0 < k1; b0 += 128, ++blk) {
+    const int64_t b1 = b0 + 128 < k1 ? b0 + 128 : k1;
+    __m512 acc[NR];
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) acc[j] = _mm512_setzero_ps();
+    int64_t k = b0;
+    for (; k + 32 <= b1; k += 32) Fp8Step<NR, false>(acc, h, l, wv, k, 0xFFFFFFFFu, t);
+    if (k < b1) Fp8Step<NR, true>(acc, h, l, wv, k, (1u << (b1 - k)) - 1, t);
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j)
+      tot[j] = _mm512_fmadd_ps(acc[j], _mm512_set1_ps(sc[j * kFp8TileBlocks + blk]), tot[j]);
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NR; ++j) out[j] = _mm512_reduce_add_ps(tot[j]);
+}
+
+// bf16 bits of every e4m3 magnitude code (value exact; 0x7F is NaN).
+void FillE4m3Bf16() {
+  for (int c = 0; c < 128; ++c) {
+    const int e = c >> 3, m = c & 7;
+    float v = e == 0 ? static_cast<float>(m) / 512.0f : static_cast<float>(8 + m) / 1024.0f;
+    for (int i = 0; i < e; ++i) v *= 2.0f;
+    uint32_t bits;
+    __builtin_memcpy(&bits, &v, 4);
+    g_e4m3_bf16[c] = c == 0x7F ? 0x7FC0 : static_cast<uint16_t>(bits >> 16);
   }
 }
 
@@ -333,6 +411,9 @@ KernelTable MakeTable(bool bf16) {
     t.gemv_bf16 = {&TileDpBf16<1, 8>, 1, 8};
     t.gemm_bf16 = {&TileDpBf16<4, 4>, 4, 4};
     t.bf16_split = true;
+    FillE4m3Bf16();
+    t.gemv_fp8 = &TileFp8Dp<8>;
+    t.gemv_fp8_nr = 8;
   } else {
     t.gemv_bf16 = {&TileFma<1, 8, true>, 1, 8};
     t.gemm_bf16 = {&TileFma<4, 4, true>, 4, 4};

@@ -239,7 +239,8 @@ void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_
   p->Kpad = (K + kPadK - 1) / kPadK * kPadK;
   p->f32.assign(T * p->Kpad, 0.0f);
   for (int64_t t = 0; t < T; ++t) std::memcpy(&p->f32[t * p->Kpad], x + t * ldx, K * sizeof(float));
-  if (kt.bf16_split && format == WeightFormat::kBF16) {
+  const bool fp8_fused = kt.gemv_fp8 && format == WeightFormat::kFp8Block && T < 4;
+  if ((kt.bf16_split && format == WeightFormat::kBF16) || fp8_fused) {
     p->hi.assign(T * p->Kpad, 0);
     p->lo.assign(T * p->Kpad, 0);
     for (int64_t i = 0; i < T * p->Kpad; ++i) {
@@ -250,9 +251,46 @@ void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_
   }
 }
 
+namespace {
+
+// Few tokens on FP8-block weights (128-column blocks): the fused dp-bf16 tile decodes the codes
+// in registers; x must carry the hi/lo split (PackX makes it for T < 4).
+void MatmulFp8Gemv(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
+                   int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  const int64_t K = w.cols, Kc = 128 * kFp8TileBlocks;
+  const int NR = kt.gemv_fp8_nr;
+  const uint8_t* base = w.data.data<const uint8_t>() + w.row_begin * K;
+  float sc[16 * kFp8TileBlocks], out[16];
+  const void* wp[16];
+  for (int64_t k0 = 0; k0 < K; k0 += Kc) {
+    const int64_t k1 = std::min(K, k0 + Kc);
+    for (int64_t n = n0; n < n1; n += NR) {
+      const int64_t nn = std::min<int64_t>(NR, n1 - n);
+      for (int j = 0; j < NR; ++j) {
+        const int64_t r = n + std::min<int64_t>(j, nn - 1);
+        wp[j] = base + r * K + k0;
+        for (int64_t b = 0; b * 128 < k1 - k0; ++b)
+          sc[j * kFp8TileBlocks + b] = Fp8BlockScale(w, w.row_begin + r, k0 + b * 128);
+      }
+      for (int64_t t = t0; t < t1; ++t) {
+        const void* xh = &x.hi[t * x.Kpad + k0];
+        const void* xl = &x.lo[t * x.Kpad + k0];
+        kt.gemv_fp8(&xh, &xl, wp, sc, 0, k1 - k0, out);
+        float* yr = y + t * ldy + n;
+        for (int64_t j = 0; j < nn; ++j) yr[j] = k0 == 0 ? out[j] : yr[j] + out[j];
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
                 int64_t n0, int64_t n1, float* y, int64_t ldy) {
   if (n1 <= n0 || t1 <= t0) return;
+  if (kt.gemv_fp8 && w.format == WeightFormat::kFp8Block && w.block_cols == 128 && t1 - t0 < 4 &&
+      !x.hi.empty())
+    return MatmulFp8Gemv(kt, x, t0, t1, w, n0, n1, y, ldy);
   // Many rows of bf16 weights: widen each weight sliver to f32 once per activation block and run
   // the f32 tile over it (cheaper per FMA than converting in the tile or the dp-bf16 hi/lo pair).
   // Packed formats (FP8 block, NVFP4) always go this way: each k block of NR rows is decoded into
@@ -276,7 +314,9 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
                                          : 2048;
   const int64_t Mc = widen ? 128 : 64;
   const int MR = tk.mr, NR = tk.nr;
-  std::vector<float> wide(widen ? NR * Kc + 16 : 0);
+  // Per-thread sliver buffer, reused across calls (no zero fill per call).
+  thread_local std::vector<float> wide;
+  if (widen && wide.size() < static_cast<size_t>(NR * Kc + 16)) wide.resize(NR * Kc + 16);
   float out[64];
   const void* wp[16];
   const void* xp[16];

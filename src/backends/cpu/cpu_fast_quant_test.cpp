@@ -106,8 +106,11 @@ TEST_P(FastQuantTest, DecodeKernelsAreExact) {
   const fast::KernelTable& kt = fast::Kernels(ops_.isa());
   if (!kt.dequant_fp8) GTEST_SKIP() << "no vector decode at this level";
   Weight w = RandomFp8(3, 300, 5, false, /*nan_codes=*/true);
-  for (int i = 0; i < 256; ++i) w.data.data<uint8_t>()[i] = static_cast<uint8_t>(i);
+  for (int64_t r = 0; r < 3; ++r)
+    for (int i = 0; i < 256; ++i) w.data.data<uint8_t>()[r * 300 + i] = static_cast<uint8_t>(i);
   for (int64_t r = 0; r < 3; ++r) {
+    if (r == 2)  // big scales too (the kernel's overflow-safe path)
+      for (int64_t i = 0; i < w.scale.numel(); ++i) w.scale.data<float>()[i] *= 3e6f;
     for (int64_t n : {int64_t{128}, int64_t{37}, int64_t{1}, int64_t{44}}) {
       const int64_t c0 = n == 44 ? 256 : 0;  // a partial last block
       std::vector<float> ref(n), got(n);
