@@ -35,6 +35,10 @@ constexpr int64_t kFp8TileBlocks = 8;  // 128-column scale blocks per k block (1
 using Fp8TileFn = void (*)(const void* const* xh, const void* const* xl, const void* const* w,
                            const float* sc, int64_t k0, int64_t k1, float* out);
 
+using Nvfp4TileFn = void (*)(const void* const* xh, const void* const* xl, const void* const* w,
+                             const float* const* gs, float s2, int64_t k0, int64_t k1,
+                             int64_t groups_end, float* out);
+
 struct KernelTable {
   CpuIsa isa = CpuIsa::kScalar;
   // Columns the vector tiles cover: K (masked tails) or K rounded down to the vector width (the
@@ -49,6 +53,11 @@ struct KernelTable {
   // into the f32 sliver instead.
   Fp8TileFn gemv_fp8 = nullptr;
   int gemv_fp8_nr = 0;
+  // One token against gemv_fp8_nr NVFP4 rows (16-column groups), decoded in registers:
+  // out[j] = s2 * sum over k in [k0, k1) of x[k] * (e2m1(w_j[k]) * gs[j][k / 16]); w[j] points at
+  // the row's first byte, gs[j] at its group scales (f32; 0 for a padding group up to a multiple
+  // of 2), groups_end = the row's group count. Null: decode into the f32 sliver instead.
+  Nvfp4TileFn gemv_nvfp4 = nullptr;
   float (*dot)(const float* a, const float* b, int64_t n) = nullptr;
   void (*axpy)(float a, const float* x, float* y, int64_t n) = nullptr;  // y += a x
   void (*scale)(float a, float* y, int64_t n) = nullptr;                 // y *= a

@@ -241,6 +241,59 @@ LUCID_AVX512BF16 void TileFp8Dp(const void* const* xh, const void* const* xl, co
   for (int j = 0; j < NR; ++j) out[j] = _mm512_reduce_add_ps(tot[j]);
 }
 
+// NVFP4 rows against the hi/lo bf16 split, fused: per 32 columns (two 16-column groups) a 32-entry
+// bf16 table holds e2m1(code) * group scale for both groups (every such product is exact in
+// bf16), vpermw looks each nibble up (index = nibble + 16 for the second group), two vdpbf16ps.
+// The tensor scale s2 multiplies the finished sums.
+template <int NR, bool kMasked>
+LUCID_AVX512BF16 __attribute__((always_inline)) inline void Nvfp4Step(
+    __m512 (&acc)[NR], const uint16_t* xh, const uint16_t* xl, const void* const* wv,
+    const float* const* gs, int64_t k, __mmask16 m, __m512 lut) {
+  const __m512bh h = (__m512bh)_mm512_loadu_si512(xh + k);
+  const __m512bh l = (__m512bh)_mm512_loadu_si512(xl + k);
+  const __m512i half = _mm512_set_epi64(0x0010001000100010LL, 0x0010001000100010LL,
+                                        0x0010001000100010LL, 0x0010001000100010LL, 0, 0, 0, 0);
+#pragma GCC unroll 8
+  for (int j = 0; j < NR; ++j) {
+    const uint8_t* wp = static_cast<const uint8_t*>(wv[j]) + k / 2;
+    const __m128i b = kMasked ? _mm_maskz_loadu_epi8(m, wp) : _mm_loadu_si128((const __m128i*)wp);
+    const __m512i v = _mm512_cvtepu8_epi32(b);
+    const __m512i nib = _mm512_and_si512(
+        _mm512_or_si512(v, _mm512_slli_epi32(_mm512_srli_epi32(v, 4), 16)), _mm512_set1_epi16(0xF));
+    const float* g = gs[j] + k / 16;
+    const __m512bh tbl = _mm512_cvtne2ps_pbh(_mm512_mul_ps(lut, _mm512_set1_ps(g[1])),
+                                             _mm512_mul_ps(lut, _mm512_set1_ps(g[0])));
+    const __m512bh w = (__m512bh)_mm512_permutexvar_epi16(_mm512_or_si512(nib, half), (__m512i)tbl);
+    acc[j] = _mm512_dpbf16_ps(acc[j], h, w);
+    acc[j] = _mm512_dpbf16_ps(acc[j], l, w);
+  }
+}
+
+// One token against NR NVFP4 rows over columns [k0, k1) (k0 a multiple of 32; wv[j] points at the
+// row's byte of column 0, gs[j] at its group scales in f32 from group 0, both readable for every
+// group below k1, with a zero scale for a padding group); out[j] = s2 * sum.
+template <int NR>
+LUCID_AVX512BF16 void TileNvfp4Dp(const void* const* xh, const void* const* xl,
+                                  const void* const* wv, const float* const* gs, float s2,
+                                  int64_t k0, int64_t k1, int64_t groups_end, float* out) {
+  const __m512 lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f,
+                                    -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+  const uint16_t* h = static_cast<const uint16_t*>(xh[0]);
+  const uint16_t* l = static_cast<const uint16_t*>(xl[0]);
+  __m512 acc[NR];
+#pragma GCC unroll 8
+  for (int j = 0; j < NR; ++j) acc[j] = _mm512_setzero_ps();
+  int64_t k = k0;
+  for (; k + 32 <= k1; k += 32) Nvfp4Step<NR, false>(acc, h, l, wv, gs, k, 0xFFFF, lut);
+  if (k < k1) {
+    // Bytes left in the row: whole groups only (the row holds groups_end groups).
+    const int64_t bytes = (groups_end - k / 16) * 8;
+    Nvfp4Step<NR, true>(acc, h, l, wv, gs, k, bytes >= 16 ? 0xFFFF : (1u << bytes) - 1, lut);
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NR; ++j) out[j] = _mm512_reduce_add_ps(acc[j]) * s2;
+}
+
 // bf16 bits of every e4m3 magnitude code (value exact; 0x7F is NaN).
 void FillE4m3Bf16() {
   for (int c = 0; c < 128; ++c) {
@@ -414,6 +467,7 @@ KernelTable MakeTable(bool bf16) {
     FillE4m3Bf16();
     t.gemv_fp8 = &TileFp8Dp<8>;
     t.gemv_fp8_nr = 8;
+    t.gemv_nvfp4 = &TileNvfp4Dp<8>;
   } else {
     t.gemv_bf16 = {&TileFma<1, 8, true>, 1, 8};
     t.gemm_bf16 = {&TileFma<4, 4, true>, 4, 4};

@@ -239,7 +239,8 @@ void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_
   p->Kpad = (K + kPadK - 1) / kPadK * kPadK;
   p->f32.assign(T * p->Kpad, 0.0f);
   for (int64_t t = 0; t < T; ++t) std::memcpy(&p->f32[t * p->Kpad], x + t * ldx, K * sizeof(float));
-  const bool fp8_fused = kt.gemv_fp8 && format == WeightFormat::kFp8Block && T < 4;
+  const bool fp8_fused = T < 4 && ((kt.gemv_fp8 && format == WeightFormat::kFp8Block) ||
+                                   (kt.gemv_nvfp4 && format == WeightFormat::kNvfp4));
   if ((kt.bf16_split && format == WeightFormat::kBF16) || fp8_fused) {
     p->hi.assign(T * p->Kpad, 0);
     p->lo.assign(T * p->Kpad, 0);
@@ -283,6 +284,36 @@ void MatmulFp8Gemv(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t 
   }
 }
 
+// Few tokens on NVFP4 weights: the fused dp-bf16 tile (x with the hi/lo split, T < 4).
+void MatmulNvfp4Gemv(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
+                     const Weight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  const int64_t K = w.cols, groups = (K + 15) / 16;
+  const int NR = kt.gemv_fp8_nr;
+  const int64_t gpad = (groups + 1) / 2 * 2;
+  const float* e4m3 = E4m3Table();
+  const float s2 = *w.scale2.data<const float>();
+  std::vector<float> gsb(NR * gpad, 0.0f);
+  const void* wp[16];
+  const float* gp[16];
+  float out[16];
+  for (int64_t n = n0; n < n1; n += NR) {
+    const int64_t nn = std::min<int64_t>(NR, n1 - n);
+    for (int j = 0; j < NR; ++j) {
+      const int64_t row = w.row_begin + n + std::min<int64_t>(j, nn - 1);
+      wp[j] = w.data.data<const uint8_t>() + row * w.data.size(1);
+      const uint8_t* s = w.scale.data<const uint8_t>() + row * w.scale.size(1);
+      for (int64_t g = 0; g < groups; ++g) gsb[j * gpad + g] = e4m3[s[g]];
+      gp[j] = &gsb[j * gpad];
+    }
+    for (int64_t t = t0; t < t1; ++t) {
+      const void* xh = &x.hi[t * x.Kpad];
+      const void* xl = &x.lo[t * x.Kpad];
+      kt.gemv_nvfp4(&xh, &xl, wp, gp, s2, 0, K, groups, out);
+      for (int64_t j = 0; j < nn; ++j) y[t * ldy + n + j] = out[j];
+    }
+  }
+}
+
 }  // namespace
 
 void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
@@ -291,6 +322,9 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
   if (kt.gemv_fp8 && w.format == WeightFormat::kFp8Block && w.block_cols == 128 && t1 - t0 < 4 &&
       !x.hi.empty())
     return MatmulFp8Gemv(kt, x, t0, t1, w, n0, n1, y, ldy);
+  if (kt.gemv_nvfp4 && w.format == WeightFormat::kNvfp4 && w.block_cols == 16 && t1 - t0 < 4 &&
+      !x.hi.empty())
+    return MatmulNvfp4Gemv(kt, x, t0, t1, w, n0, n1, y, ldy);
   // Many rows of bf16 weights: widen each weight sliver to f32 once per activation block and run
   // the f32 tile over it (cheaper per FMA than converting in the tile or the dp-bf16 hi/lo pair).
   // Packed formats (FP8 block, NVFP4) always go this way: each k block of NR rows is decoded into
