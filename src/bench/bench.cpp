@@ -54,7 +54,8 @@ void FillKv(KvPool& pool, SequenceKv& seq, int64_t len, uint32_t seed) {
   constexpr int kRows = 97;
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> ckv(kRows * s.latent_dim), kpe(kRows * s.rope_dim), key(kRows * std::max<int64_t>(1, s.indexer_dim));
+  std::vector<float> ckv(kRows * s.latent_dim), kpe(kRows * s.rope_dim),
+      key(kRows * std::max<int64_t>(1, s.indexer_dim));
   for (auto& v : ckv) v = nd(rng);
   for (auto& v : kpe) v = nd(rng);
   for (auto& v : key) v = nd(rng);
@@ -71,10 +72,10 @@ double Ms(double s) { return s * 1e3; }
 
 // Decodes `steps` timed steps (after one warm-up) of B sequences whose KV holds ctx tokens.
 StatusOr<std::vector<Step>> DecodeSteps(Model& m, const ProfilingOps& prof, int64_t B, int64_t ctx,
-                                        int64_t steps) {
+                                        int64_t steps, KvDtype kv_dtype) {
   const int64_t V = m.config().vocab_size, total = ctx + steps + 1;
   const int64_t per_seq = (total + kPage - 1) / kPage;
-  KvPool pool(m.kv_spec(), per_seq * B, kPage, KvDtype::kF32);
+  KvPool pool(m.kv_spec(), per_seq * B, kPage, kv_dtype);
   std::vector<SequenceKv> seqs(B);
   for (int64_t b = 0; b < B; ++b) {
     LUCID_RETURN_IF_ERROR(pool.Reserve(seqs[b], total));
@@ -101,16 +102,15 @@ const OpTally& Cat(const Step& s, OpCategory c) { return s.cat[static_cast<int>(
 nlohmann::json Breakdown(const Step& s) {
   nlohmann::json j = nlohmann::json::object();
   for (int c = 0; c < static_cast<int>(OpCategory::kCount); ++c)
-    j[OpCategoryName(OpCategory(c))] = {{"ms", Ms(s.cat[c].seconds)},
-                                        {"bytes", s.cat[c].bytes},
-                                        {"gflop", s.cat[c].flops / 1e9}};
+    j[OpCategoryName(OpCategory(c))] = {
+        {"ms", Ms(s.cat[c].seconds)}, {"bytes", s.cat[c].bytes}, {"gflop", s.cat[c].flops / 1e9}};
   return j;
 }
 
 Status Prefill(Model& m, const ProfilingOps& prof, const BenchOptions& o, const MachineInfo& mi,
                std::FILE* log, nlohmann::json* out) {
   const int64_t P = o.prompt_len;
-  KvPool pool(m.kv_spec(), (P + kPage - 1) / kPage, kPage, KvDtype::kF32);
+  KvPool pool(m.kv_spec(), (P + kPage - 1) / kPage, kPage, o.kv_dtype);
   std::vector<Step> runs;
   for (int r = 0; r < o.repeats; ++r) {
     SequenceKv seq;
@@ -136,10 +136,13 @@ Status Prefill(Model& m, const ProfilingOps& prof, const BenchOptions& o, const 
                static_cast<long long>(P), Ms(s.seconds), P / s.seconds, mm_gf,
                100 * mm_gf / mi.fma_gflops, dense_gf, 100 * dense_gf / mi.fma_gflops,
                ex.flops / std::max(ex.seconds, 1e-12) / 1e9, all_gf);
-  *out = {{"tokens", P},           {"ms", Ms(s.seconds)},
-          {"tok_s", P / s.seconds}, {"matmul_gflops", mm_gf},
+  *out = {{"tokens", P},
+          {"ms", Ms(s.seconds)},
+          {"tok_s", P / s.seconds},
+          {"matmul_gflops", mm_gf},
           {"matmul_pct_peak", 100 * mm_gf / mi.fma_gflops},
-          {"dense_matmul_gflops", dense_gf}, {"step_gflops", all_gf},
+          {"dense_matmul_gflops", dense_gf},
+          {"step_gflops", all_gf},
           {"breakdown", Breakdown(s)}};
   return OkStatus();
 }
@@ -152,12 +155,14 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
   double per_expert = 0;  // bytes of one expert (gate + up + down), from the first measurement
   *out = nlohmann::json::array();
   for (int64_t B : o.batches) {
-    LUCID_ASSIGN_OR_RETURN(std::vector<Step> steps, DecodeSteps(m, prof, B, o.prompt_len, o.gen_len));
+    LUCID_ASSIGN_OR_RETURN(std::vector<Step> steps,
+                           DecodeSteps(m, prof, B, o.prompt_len, o.gen_len, o.kv_dtype));
     const Step s = MedianStep(steps);
     const OpTally& ex = Cat(s, OpCategory::kExperts);
     if (per_expert == 0 && ex.units > 0) per_expert = ex.bytes / ex.units;
     const double E = double(c.n_routed_experts), K = double(c.num_experts_per_tok);
-    const double expected = moe_layers * E * (1.0 - std::pow(1.0 - K / std::max(E, 1.0), double(B)));
+    const double expected =
+        moe_layers * E * (1.0 - std::pow(1.0 - K / std::max(E, 1.0), double(B)));
     const double model_bytes = s.total.bytes - ex.bytes + expected * per_expert;
     const double gbs = s.total.bytes / s.seconds / 1e9, gf = s.total.flops / s.seconds / 1e9;
     std::fprintf(log,
@@ -202,7 +207,8 @@ Status ContextSweep(Model& sparse, const ProfilingOps& prof, const std::string& 
       Model* m = mode == 0 ? &sparse : dense.get();
       if (m == nullptr) continue;
       const char* name = mode == 0 && sparse.config().has_indexer ? "dsa" : "dense";
-      LUCID_ASSIGN_OR_RETURN(std::vector<Step> steps, DecodeSteps(*m, prof, 1, ctx, o.gen_len));
+      LUCID_ASSIGN_OR_RETURN(std::vector<Step> steps,
+                             DecodeSteps(*m, prof, 1, ctx, o.gen_len, o.kv_dtype));
       const Step s = MedianStep(steps);
       const OpTally& at = Cat(s, OpCategory::kAttention);
       const OpTally& ix = Cat(s, OpCategory::kIndexer);
@@ -237,10 +243,14 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
   nlohmann::json j;
   const MachineInfo mi = ProbeMachine();
   std::fprintf(log, "%s\n", mi.Line().c_str());
-  j["machine"] = {{"line", mi.Line()},          {"cpu", mi.cpu},
-                  {"isa", mi.isa},              {"threads", mi.threads},
-                  {"read_gbs", mi.read_gbs},    {"read_gbs_best", mi.read_gbs_best},
-                  {"fma_gflops", mi.fma_gflops}, {"fma_gflops_best", mi.fma_gflops_best}};
+  j["machine"] = {{"line", mi.Line()},
+                  {"cpu", mi.cpu},
+                  {"isa", mi.isa},
+                  {"threads", mi.threads},
+                  {"read_gbs", mi.read_gbs},
+                  {"read_gbs_best", mi.read_gbs_best},
+                  {"fma_gflops", mi.fma_gflops},
+                  {"fma_gflops_best", mi.fma_gflops_best}};
   std::unique_ptr<Ops> backend;
   if (o.reference_ops)
     backend = std::make_unique<CpuOps>();
@@ -255,13 +265,16 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
   const double t_first = Now() - t0;
   const ModelConfig& c = model->config();
   std::fprintf(log,
-               "model %s: %s, %lld layers, %.2f GB of weights | ops %s | load %.1f ms, first "
-               "token (16-token prompt) at %.1f ms\n",
+               "model %s: %s, %lld layers, %.2f GB of weights | ops %s | kv %s | load %.1f ms, "
+               "first token (16-token prompt) at %.1f ms\n",
                o.model_path.c_str(), c.model_type.c_str(),
                static_cast<long long>(c.num_hidden_layers), model->weight_bytes() / 1e9,
-               backend->name(), Ms(t_load), Ms(t_first));
-  j["model"] = {{"path", o.model_path}, {"model_type", c.model_type},
-                {"weight_bytes", model->weight_bytes()}, {"ops", backend->name()}};
+               backend->name(), KvDtypeName(o.kv_dtype), Ms(t_load), Ms(t_first));
+  j["model"] = {{"path", o.model_path},
+                {"model_type", c.model_type},
+                {"weight_bytes", model->weight_bytes()},
+                {"ops", backend->name()},
+                {"kv_cache_dtype", KvDtypeName(o.kv_dtype)}};
   j["startup"] = {{"load_ms", Ms(t_load)}, {"first_token_ms", Ms(t_first)}};
   if (!o.skip_prefill) {
     nlohmann::json p;

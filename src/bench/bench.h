@@ -13,12 +13,12 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "core/status.h"
+#include "models/kv_cache.h"
 
 namespace lucid {
 
@@ -26,11 +26,12 @@ struct BenchOptions {
   std::string model_path;
   std::vector<int64_t> batches = {1, 8, 32};
   int64_t prompt_len = 512;
-  int64_t gen_len = 8;              // timed decode steps per configuration (after one warm-up)
-  std::vector<int64_t> contexts;    // context sweep (empty: skipped)
-  int repeats = 3;                  // prefill repeats
-  bool reference_ops = false;       // CpuOps instead of CpuFastOps (for before/after figures)
+  int64_t gen_len = 8;            // timed decode steps per configuration (after one warm-up)
+  std::vector<int64_t> contexts;  // context sweep (empty: skipped)
+  int repeats = 3;                // prefill repeats
+  bool reference_ops = false;     // CpuOps instead of CpuFastOps (for before/after figures)
   bool skip_prefill = false;
+  KvDtype kv_dtype = KvDtype::kF32;  // how the KV pool stores rows (decode, sweep and prefill)
 };
 
 // Runs the benchmark, printing human-readable lines to `log` as results arrive; returns them all

@@ -14,6 +14,7 @@ struct BenchFlags {
   BenchOptions o;
   std::string batches = "1,8,32";
   std::string contexts;
+  std::string kv_cache_dtype = "f32";
   bool json = false;
 };
 
@@ -45,6 +46,7 @@ StatusOr<std::vector<int64_t>> ParseList(const std::string& flag, const std::str
 Status Run(BenchFlags& f) {
   LUCID_ASSIGN_OR_RETURN(f.o.batches, ParseList("--batch", f.batches));
   LUCID_ASSIGN_OR_RETURN(f.o.contexts, ParseList("--context", f.contexts));
+  LUCID_ASSIGN_OR_RETURN(f.o.kv_dtype, ParseKvCacheDtype(f.kv_cache_dtype));
   LUCID_ASSIGN_OR_RETURN(nlohmann::json j, RunBench(f.o, f.json ? stderr : stdout));
   if (f.json) std::printf("%s\n", j.dump(2).c_str());
   return OkStatus();
@@ -63,10 +65,11 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--gen-len", f->o.gen_len, "Timed decode steps per configuration")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   cmd->add_option("--context", f->contexts, "Context sweep, e.g. 1k,4k,16k,32k (DSA vs dense)");
-  cmd->add_option("--repeats", f->o.repeats, "Prefill repeats (median)")
-      ->check(CLI::Range(1, 100));
+  cmd->add_option("--repeats", f->o.repeats, "Prefill repeats (median)")->check(CLI::Range(1, 100));
   cmd->add_flag("--reference-ops", f->o.reference_ops, "Use the CpuOps reference kernels");
   cmd->add_flag("--skip-prefill", f->o.skip_prefill, "Do not measure prefill");
+  cmd->add_option("--kv-cache-dtype", f->kv_cache_dtype,
+                  "KV cache storage: f32 (default, = auto) | bf16 | fp8_e4m3");
   cmd->add_flag("--json", f->json, "Print the results as JSON on stdout");
   cmd->callback([f, exit_code] {
     Status s = Run(*f);
