@@ -2,8 +2,9 @@
 // MLA/DSA models (FlashMLA, FlashAttention-3, FlashInfer, TRT-LLM gen, CUTLASS, DeepGEMM, TileLang,
 // Triton, Marlin); docs/CONFIG.md gives the source of each claim and marks the uncertain ones.
 // None of them is built in this repository yet: compiled_in is false for every non-CPU row.
-// The `cpu` rows state what backends/cpu implements today: float32 compute, f32/bf16 weights,
-// f32 KV storage (models/kv_cache.h), any page size, no graph capture.
+// The `cpu` rows state what backends/cpu implements today: float32 compute, f32/bf16/FP8-block/
+// NVFP4 weights (dequantized block by block), f32/bf16/fp8_e4m3 KV storage (models/kv_cache.h),
+// any page size, no graph capture.
 #include "config/kernel_catalog.h"
 
 #include <algorithm>
@@ -56,9 +57,9 @@ KernelDecl Cpu(KernelFamily f) {
   d.origin = "lucid backends/cpu (reference)";
   if (f == KernelFamily::kDenseAttention || f == KernelFamily::kSparseAttention ||
       f == KernelFamily::kIndexer)
-    d.kv_dtypes = {KD::kF32};  // KvPool stores f32 only so far
+    d.kv_dtypes = {KD::kF32, KD::kBF16, KD::kFp8E4M3};  // KvPool storage, decoded by the ops
   if (f == KernelFamily::kMatmul || f == KernelFamily::kMoe)
-    d.weight_formats = {WF::kF32, WF::kBF16};  // DequantizeRow: fp8/nvfp4 not yet
+    d.weight_formats = {WF::kF32, WF::kBF16, WF::kFp8Block, WF::kNvfp4};  // DequantizeRowSpan
   return d;
 }
 

@@ -93,8 +93,8 @@ std::vector<Rule> BuildRules() {
       "kv-cpu-f32", "kv-cache-dtype", "device is cpu", [](const Ctx& c) { return !c.cuda(); },
       [](const Ctx&) { return json::array({"f32"}); },
       [](const Ctx&) {
-        return "the CPU kernels store the KV cache in f32 only (bf16/fp8 storage not "
-               "implemented yet)";
+        return "the CPU kernels compute in f32, and an f32 cache keeps attention exact "
+               "(bf16 and fp8_e4m3 storage are available when asked for)";
       });
   add(
       "kv-fp8-from-checkpoint", "kv-cache-dtype",
