@@ -15,9 +15,13 @@
 // - Linear: one kernel for 1 and many tokens; every weight element is read from memory once per
 //   call for the whole batch (register tiles of tokens x weight rows, k-blocked so the weight
 //   sliver stays in L1 and the activation block in L2), threads split the weight rows.
-// - Linear on FP8-block and NVFP4 weights: the same tiles; each k block of a tile's weight rows is
-//   decoded (vector e4m3 -> f16 -> f32, NVFP4 nibbles through a vpermps table) into the L1 sliver
-//   just before use, so no more than NR x 1024 values of a matrix are ever dequantized at once.
+// - Linear on FP8-block and NVFP4 weights, 1-3 tokens (avx512bf16): fused tiles decode the codes
+//   in registers straight to bf16 (e4m3 through a 128-entry vpermi2w table; e2m1 x group scale
+//   through a per-32-column vpermw table, both exact in bf16) and run vdpbf16ps against the hi/lo
+//   split of x; FP8 block scales multiply each 128-column block's sums, NVFP4's scale2 the total.
+//   Otherwise (4+ tokens, or avx512/avx2): the f32 tiles over an L1 sliver into which each k block
+//   of the tile's rows is decoded (bit for bit DequantizeRowSpan) just before use. Never more than
+//   NR x 1024 values of a matrix are dequantized at once; MoE experts take the same paths.
 // - LinearTransposed: threads split the output columns (packed rows decoded span by span).
 // - MlaAbsorbQuery / MlaProjectOutput: all heads of the W_uk absorption / W_uv projection in one
 //   parallel region each (cpu_fast_mla.cpp).
@@ -26,9 +30,12 @@
 // - MlaAttention: per query, keys visited once for all heads (flash-decoding split of the
 //   selected tokens across threads when there are fewer queries than threads).
 // - IndexerScores: keys blocked and transposed so all heads score a block of keys with FMAs.
+// - Both read f32, bf16 and fp8_e4m3 KV rows (non-f32 rows decoded per block of 16 rows with the
+//   vector kernels, equal to PagedRows::ReadRow).
 // - TopK: selection by threshold (nth_element on values) then a sort of the k chosen.
 // - RmsNorm, SwiGlu: vectorized.
-// Thread-safety: as Ops (stateless after construction; scratch is per call).
+// Thread-safety: as Ops (stateless after construction; scratch is per call, plus one reused
+// per-thread decode sliver in the matmul driver).
 #pragma once
 
 #include "backends/cpu/cpu_ops.h"
