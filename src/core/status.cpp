@@ -1,5 +1,8 @@
 #include "core/status.h"
 
+#include <cerrno>
+#include <cstring>
+
 namespace lucid {
 
 const char* StatusCodeName(StatusCode code) {
@@ -27,6 +30,26 @@ std::string Status::ToString() const {
 Status Status::WithContext(const std::string& prefix) const {
   if (ok()) return *this;
   return Status(code_, prefix + ": " + message_);
+}
+
+Status ErrnoStatus(int err, const std::string& what) {
+  std::string msg = what + ": " + std::strerror(err);
+  switch (err) {
+    case ENOENT:
+      return NotFound(msg);
+    case EACCES:
+    case EPERM:
+    case EROFS:
+    case EISDIR:
+    case ENOTDIR:
+      return FailedPrecondition(msg);
+    case ENOSPC:
+    case EDQUOT:
+    case ENOMEM:
+      return ResourceExhausted(msg);
+    default:
+      return Internal(msg);
+  }
 }
 
 void CheckFailed(const char* file, int line, const char* expr, const std::string& msg) {

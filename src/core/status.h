@@ -93,6 +93,11 @@ class [[nodiscard]] StatusOr {
   std::optional<T> value_;
 };
 
+// A Status for a failed system call: "what: strerror(err)", with a code that fits the errno
+// (ENOENT -> NotFound, permission and not-a-file errors -> FailedPrecondition, no space or memory ->
+// ResourceExhausted, anything else Internal).
+Status ErrnoStatus(int err, const std::string& what);
+
 [[noreturn]] void CheckFailed(const char* file, int line, const char* expr, const std::string& msg);
 
 }  // namespace lucid

@@ -29,25 +29,6 @@ constexpr NpyType kTypes[] = {{DType::kF32, "<f4"},
                               {DType::kI64, "<i8"},
                               {DType::kU8, "|u1"}};
 
-Status ErrnoStatus(int err, const std::string& what) {
-  std::string msg = what + ": " + std::strerror(err);
-  switch (err) {
-    case ENOENT:
-      return NotFound(msg);
-    case EACCES:
-    case EPERM:
-    case EROFS:
-    case EISDIR:
-    case ENOTDIR:
-      return FailedPrecondition(msg);
-    case ENOSPC:
-    case EDQUOT:
-    case ENOMEM:
-      return ResourceExhausted(msg);
-    default:
-      return Internal(msg);
-  }
-}
 
 // Closes the descriptor on scope exit.
 struct Fd {

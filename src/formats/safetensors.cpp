@@ -27,25 +27,6 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 std::string Quote(const std::string& s) { return "\"" + s + "\""; }
 
-Status ErrnoStatus(int err, const std::string& what) {
-  std::string msg = what + ": " + std::strerror(err);
-  switch (err) {
-    case ENOENT:
-      return NotFound(msg);
-    case EACCES:
-    case EPERM:
-    case EROFS:
-    case EISDIR:
-    case ENOTDIR:
-      return FailedPrecondition(msg);
-    case ENOSPC:
-    case EDQUOT:
-    case ENOMEM:
-      return ResourceExhausted(msg);
-    default:
-      return Internal(msg);
-  }
-}
 
 // Parses JSON text, reporting syntax errors and duplicate object keys (which nlohmann would
 // otherwise silently collapse) as DataLoss prefixed by `where`.
