@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "formats/quantize_checkpoint.h"
 #include "formats/safetensors.h"
 
 namespace lucid {
@@ -210,18 +211,14 @@ StatusOr<nlohmann::json> SynthConfig(const std::string& arch, const std::string&
   return c;
 }
 
-StatusOr<SynthSummary> Synthesize(const SynthOptions& o) {
-  LUCID_ASSIGN_OR_RETURN(nlohmann::json c, SynthConfig(o.arch, o.preset));
-  if (!o.quant.empty() && o.quant != "nvfp4" && o.quant != "fp8-block")
-    return InvalidArgument("synth: unknown --quant \"" + o.quant + "\" (nvfp4, fp8-block)");
-  if (!o.quant.empty())
-    return Unimplemented("synth: --quant " + o.quant +
-                         " needs the weight quantizer, which is not in this build yet; write bf16 "
-                         "and quantize it with `lucid quantize` once that lands");
-  if (o.out_dir.empty()) return InvalidArgument("synth: --out is required");
+namespace {
+
+// Writes the bf16 checkpoint for config `c` into `dir`.
+StatusOr<SynthSummary> WriteBf16(const nlohmann::json& c, const SynthOptions& o,
+                                 const std::string& dir) {
   std::error_code ec;
-  std::filesystem::create_directories(o.out_dir, ec);
-  if (ec) return NotFound(o.out_dir + ": cannot create: " + ec.message());
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return NotFound(dir + ": cannot create: " + ec.message());
   const int64_t L = c["num_hidden_layers"];
   SynthSummary sum;
   sum.shards = L + 1;
@@ -238,11 +235,37 @@ StatusOr<SynthSummary> Synthesize(const SynthOptions& o) {
       weight_map[s.name] = name;
     }
     sum.tensors += static_cast<int64_t>(tensors.size());
-    LUCID_RETURN_IF_ERROR(WriteSafetensors(o.out_dir + "/" + name, tensors, {{"format", "pt"}}));
+    LUCID_RETURN_IF_ERROR(WriteSafetensors(dir + "/" + name, tensors, {{"format", "pt"}}));
   }
   nlohmann::json index = {{"metadata", {{"total_size", sum.bytes}}}, {"weight_map", weight_map}};
-  LUCID_RETURN_IF_ERROR(WriteText(o.out_dir + "/model.safetensors.index.json", index.dump(2)));
-  LUCID_RETURN_IF_ERROR(WriteText(o.out_dir + "/config.json", c.dump(2)));
+  LUCID_RETURN_IF_ERROR(WriteText(dir + "/model.safetensors.index.json", index.dump(2)));
+  LUCID_RETURN_IF_ERROR(WriteText(dir + "/config.json", c.dump(2)));
+  return sum;
+}
+
+}  // namespace
+
+StatusOr<SynthSummary> Synthesize(const SynthOptions& o) {
+  LUCID_ASSIGN_OR_RETURN(nlohmann::json c, SynthConfig(o.arch, o.preset));
+  if (!o.quant.empty() && o.quant != "nvfp4" && o.quant != "fp8-block")
+    return InvalidArgument("synth: unknown --quant \"" + o.quant + "\" (nvfp4, fp8-block)");
+  if (o.out_dir.empty()) return InvalidArgument("synth: --out is required");
+  if (o.quant.empty()) return WriteBf16(c, o, o.out_dir);
+  // Quantized: write bf16 beside the output, quantize it with `lucid quantize`'s code, remove it.
+  const std::string tmp = o.out_dir + ".bf16-tmp";
+  auto sum = WriteBf16(c, o, tmp);
+  Status st = sum.status();
+  if (st.ok()) {
+    QuantizeOptions q;
+    q.scheme = o.quant == "nvfp4" ? QuantScheme::kNvfp4 : QuantScheme::kFp8Block;
+    st = QuantizeCheckpoint(tmp, o.out_dir, q);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(tmp, ec);
+  LUCID_RETURN_IF_ERROR(st);
+  sum->bytes = 0;  // what was written: the packed checkpoint
+  for (const auto& e : std::filesystem::directory_iterator(o.out_dir, ec))
+    if (e.path().extension() == ".safetensors") sum->bytes += e.file_size();
   return sum;
 }
 

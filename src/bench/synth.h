@@ -44,8 +44,9 @@ std::vector<std::string> SynthPresetNames();
 std::vector<std::string> SynthArchNames();
 // The config.json the preset writes (no files touched).
 StatusOr<nlohmann::json> SynthConfig(const std::string& arch, const std::string& preset);
-// Writes the checkpoint. InvalidArgument for an unknown arch/preset/quant; Unimplemented for a
-// quantization whose quantizer is not in this build; I/O errors from the safetensors writer.
+// Writes the checkpoint (bf16; with `quant`, bf16 written beside `out_dir` then quantized into it by
+// QuantizeCheckpoint and removed). InvalidArgument for an unknown arch/preset/quant; I/O errors
+// from the writers.
 StatusOr<SynthSummary> Synthesize(const SynthOptions& o);
 
 }  // namespace lucid

@@ -91,5 +91,37 @@ TEST(Synth, DeterministicInTheSeedAndRefusesUnknownNames) {
   EXPECT_EQ(Synthesize(bad).status().code(), StatusCode::kInvalidArgument);
 }
 
+// --quant writes a packed checkpoint (via lucid quantize's code) that loads in that format, is
+// smaller than bf16, and leaves no temporary directory behind.
+TEST(Synth, QuantizedPresetsLoadPacked) {
+  SynthOptions b;
+  b.arch = "deepseek_v32";
+  b.out_dir = TempDir("bf16");
+  auto sb = Synthesize(b);
+  ASSERT_TRUE(sb.ok()) << sb.status().ToString();
+  for (const char* quant : {"nvfp4", "fp8-block"}) {
+    SynthOptions q = b;
+    q.quant = quant;
+    q.out_dir = TempDir(quant);
+    auto sq = Synthesize(q);
+    ASSERT_TRUE(sq.ok()) << quant << ": " << sq.status().ToString();
+    EXPECT_FALSE(std::filesystem::exists(q.out_dir + ".bf16-tmp"));
+    EXPECT_LT(sq->bytes, sb->bytes * 3 / 4) << quant;
+    auto ck = Checkpoint::Open(q.out_dir);
+    ASSERT_TRUE(ck.ok());
+    auto w = ck->Info("model.layers.1.self_attn.kv_b_proj.weight");
+    ASSERT_TRUE(w.ok());
+    EXPECT_EQ(w->dtype, std::string(quant) == "nvfp4" ? DType::kU8 : DType::kF8E4M3) << quant;
+    const CpuOps ops;
+    auto m = LoadModel(q.out_dir, ops);
+    ASSERT_TRUE(m.ok()) << quant << ": " << m.status().ToString();
+    std::vector<int32_t> prompt = {3, 14, 15, 92, 65};
+    auto out = GreedyGenerate(**m, prompt, 2, nullptr);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    std::filesystem::remove_all(q.out_dir);
+  }
+  std::filesystem::remove_all(b.out_dir);
+}
+
 }  // namespace
 }  // namespace lucid
