@@ -12,6 +12,6 @@ if [ -n "${LUCID_MODEL:-}" ]; then
   exec build/lucid serve --model-path "$LUCID_MODEL" "$@"
 fi
 MODEL=$(python3 -c 'import sys; sys.path.insert(0, "tests/e2e"); import lucid_server as ls; print(ls.make_model_dir("build/serve-model"))')
-# The tiny model needs a small KV pool; without --max-total-tokens the memory plan would give it
-# all of this machine's memory.
+# A 65,536-token KV pool is plenty for the tiny model (on CPU an unset --max-total-tokens would hold
+# max-running-requests x context-length, rule kv-capacity-cpu-requests).
 exec build/lucid serve --model-path "$MODEL" --served-model-name tiny-glm5 --max-total-tokens 65536 "$@"
