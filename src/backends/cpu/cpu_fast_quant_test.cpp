@@ -13,6 +13,7 @@
 
 #include "backends/cpu/cpu_fast_kernels.h"
 #include "backends/cpu/cpu_fast_ops.h"
+#include "backends/cpu/quant_test_util.h"
 #include "core/dtype.h"
 
 namespace lucid {
@@ -20,53 +21,8 @@ namespace {
 
 const CpuOps kRef;
 
-Weight RandomNvfp4(int64_t rows, int64_t cols, uint32_t seed) {
-  std::mt19937 rng(seed);
-  const int64_t groups = (cols + 15) / 16;
-  Weight w;
-  w.format = WeightFormat::kNvfp4;
-  w.name = "nvfp4";
-  w.rows = rows;
-  w.cols = cols;
-  w.block_rows = 1;
-  w.block_cols = 16;
-  w.data = Tensor::Empty(DType::kU8, {rows, groups * 8});
-  w.scale = Tensor::Empty(DType::kF8E4M3, {rows, groups});
-  w.scale2 = Tensor::Empty(DType::kF32, {});
-  for (int64_t i = 0; i < w.data.numel(); ++i) w.data.data<uint8_t>()[i] = rng() & 0xFF;
-  std::uniform_real_distribution<float> s(0.01f, 448.0f);
-  for (int64_t i = 0; i < w.scale.numel(); ++i)
-    w.scale.data<uint8_t>()[i] = F32ToF8E4M3Saturate(s(rng));
-  *w.scale2.data<float>() = 1.2345e-4f;
-  return w;
-}
-
-Weight RandomFp8(int64_t rows, int64_t cols, uint32_t seed, bool ue8m0, bool nan_codes = false) {
-  std::mt19937 rng(seed);
-  const int64_t br = (rows + 127) / 128, bc = (cols + 127) / 128;
-  Weight w;
-  w.format = WeightFormat::kFp8Block;
-  w.name = "fp8";
-  w.rows = rows;
-  w.cols = cols;
-  w.block_rows = 128;
-  w.block_cols = 128;
-  w.data = Tensor::Empty(DType::kF8E4M3, {rows, cols});
-  for (int64_t i = 0; i < w.data.numel(); ++i) {
-    uint8_t b = rng() & 0xFF;
-    if (!nan_codes && (b & 0x7F) == 0x7F) b &= 0xFE;
-    w.data.data<uint8_t>()[i] = b;
-  }
-  w.scale = Tensor::Empty(ue8m0 ? DType::kUE8M0 : DType::kF32, {br, bc});
-  std::uniform_real_distribution<float> s(1e-4f, 1e-2f);
-  for (int64_t i = 0; i < br * bc; ++i) {
-    if (ue8m0)
-      w.scale.data<uint8_t>()[i] = static_cast<uint8_t>(127 - 14 + (rng() % 8));
-    else
-      w.scale.data<float>()[i] = s(rng);
-  }
-  return w;
-}
+using testing_util::RandomFp8;
+using testing_util::RandomNvfp4;
 
 // kind 0: FP8 f32 scales, 1: FP8 ue8m0 scales, 2: NVFP4. A [rows] view from row `skip` of a
 // [skip + rows + 3] parent.

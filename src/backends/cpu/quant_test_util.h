@@ -1,0 +1,64 @@
+// Test-only: random packed weights (NVFP4, FP8 block) that own their tensors, shared by the
+// reference and fast quantized-kernel tests. Deterministic in the seed.
+#pragma once
+
+#include <cstdint>
+#include <random>
+
+#include "core/dtype.h"
+#include "ops/weight.h"
+
+namespace lucid::testing_util {
+
+inline Weight RandomNvfp4(int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t groups = (cols + 15) / 16;
+  Weight w;
+  w.format = WeightFormat::kNvfp4;
+  w.name = "nvfp4";
+  w.rows = rows;
+  w.cols = cols;
+  w.block_rows = 1;
+  w.block_cols = 16;
+  w.data = Tensor::Empty(DType::kU8, {rows, groups * 8});
+  w.scale = Tensor::Empty(DType::kF8E4M3, {rows, groups});
+  w.scale2 = Tensor::Empty(DType::kF32, {});
+  for (int64_t i = 0; i < w.data.numel(); ++i) w.data.data<uint8_t>()[i] = rng() & 0xFF;
+  std::uniform_real_distribution<float> s(0.01f, 448.0f);
+  for (int64_t i = 0; i < w.scale.numel(); ++i)
+    w.scale.data<uint8_t>()[i] = F32ToF8E4M3Saturate(s(rng));
+  *w.scale2.data<float>() = 1.2345e-4f;
+  return w;
+}
+
+// nan_codes: keep the e4m3 NaN codes 0x7F/0xFF that the random bytes hit (else they are nudged).
+inline Weight RandomFp8(int64_t rows, int64_t cols, uint32_t seed, bool ue8m0,
+                        bool nan_codes = false) {
+  std::mt19937 rng(seed);
+  const int64_t br = (rows + 127) / 128, bc = (cols + 127) / 128;
+  Weight w;
+  w.format = WeightFormat::kFp8Block;
+  w.name = "fp8";
+  w.rows = rows;
+  w.cols = cols;
+  w.block_rows = 128;
+  w.block_cols = 128;
+  w.data = Tensor::Empty(DType::kF8E4M3, {rows, cols});
+  for (int64_t i = 0; i < w.data.numel(); ++i) {
+    uint8_t b = rng() & 0xFF;
+    if (!nan_codes && (b & 0x7F) == 0x7F) b &= 0xFE;
+    w.data.data<uint8_t>()[i] = b;
+  }
+  w.scale = Tensor::Empty(ue8m0 ? DType::kUE8M0 : DType::kF32, {br, bc});
+  std::uniform_real_distribution<float> s(1e-4f, 1e-2f);
+  for (int64_t i = 0; i < br * bc; ++i) {
+    if (ue8m0) {
+      w.scale.data<uint8_t>()[i] = static_cast<uint8_t>(127 - 14 + (rng() % 8));
+    } else {
+      w.scale.data<float>()[i] = s(rng);
+    }
+  }
+  return w;
+}
+
+}  // namespace lucid::testing_util
