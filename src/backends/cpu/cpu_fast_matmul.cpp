@@ -319,6 +319,7 @@ void MatmulNvfp4Gemv(const KernelTable& kt, const PackedX& x, int64_t t0, int64_
 void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
                 int64_t n0, int64_t n1, float* y, int64_t ldy) {
   if (n1 <= n0 || t1 <= t0) return;
+  if (t1 - t0 >= kGemmMinTokens && GemmRows(kt, x, t0, t1, w, n0, n1, y, ldy)) return;
   if (kt.gemv_fp8 && w.format == WeightFormat::kFp8Block && w.block_cols == 128 && t1 - t0 < 4 &&
       !x.hi.empty())
     return MatmulFp8Gemv(kt, x, t0, t1, w, n0, n1, y, ldy);
