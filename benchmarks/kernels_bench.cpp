@@ -6,6 +6,7 @@
 #include <random>
 
 #include "backends/cpu/cpu_fast_ops.h"
+#include "backends/cpu/quant_test_util.h"
 #include "core/dtype.h"
 
 namespace lucid {
@@ -51,6 +52,26 @@ void BM_Linear(benchmark::State& st) {
 BENCHMARK(BM_Linear)
     ->ArgsProduct({{0, 1}, {0, 1}, {1}})
     ->ArgsProduct({{1}, {0, 1}, {8, 32, 512}})
+    ->Unit(benchmark::kMillisecond);
+
+// Args: format (0 bf16, 1 fp8-block, 2 nvfp4), tokens. The real models' row length (hidden 2048:
+// one 4 KB page per bf16 row) and 16384 rows: 64 MB in bf16, twice the dev box's L3.
+void BM_LinearBig(benchmark::State& st) {
+  const int64_t N = 16384, K = 2048, T = st.range(1);
+  static const Weight wb = MakeWeight(WeightFormat::kBF16, N, K);
+  static const Weight w8 = testing_util::RandomFp8(N, K, 7, /*ue8m0=*/true);
+  static const Weight w4 = testing_util::RandomNvfp4(N, K, 7);
+  const Weight& w = st.range(0) == 0 ? wb : st.range(0) == 1 ? w8 : w4;
+  Tensor x = Tensor::Empty(DType::kF32, {T, K}), y = Tensor::Empty(DType::kF32, {T, N});
+  for (int64_t i = 0; i < T * K; ++i) x.data<float>()[i] = 0.001f * static_cast<float>(i % 97);
+  for (auto _ : st) kFast.Linear(x, w, y);
+  st.counters["weight_GB/s"] = benchmark::Counter(double(w.StoredBytes()) * st.iterations(),
+                                                  benchmark::Counter::kIsRate);
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * T * N * K * st.iterations() / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_LinearBig)
+    ->ArgsProduct({{0, 1, 2}, {1, 2, 4, 8, 16, 32}})
     ->Unit(benchmark::kMillisecond);
 
 // Args: fast?, selected tokens. One decode query, 16 heads, the real 512 + 64 latent row.

@@ -47,17 +47,27 @@ struct KernelTable {
   TileKernel gemv_f32, gemm_f32;    // f32 weights
   TileKernel gemv_bf16, gemm_bf16;  // bf16 weights (dp tiles when bf16_split)
   bool bf16_split = false;          // bf16 tiles take hi/lo bf16 activations
-  // One token against gemv_fp8_nr FP8-block rows (128-column blocks), decoded in registers:
-  // out[j] = sum over blocks b of sc[j * kFp8TileBlocks + b] * sum_k x[k] * e4m3(w_j[k]) for
-  // k in [k0, k1) (k1 - k0 <= 128 * kFp8TileBlocks; x as the hi/lo bf16 split). Null: decode
-  // into the f32 sliver instead.
-  Fp8TileFn gemv_fp8 = nullptr;
-  int gemv_fp8_nr = 0;
-  // One token against gemv_fp8_nr NVFP4 rows (16-column groups), decoded in registers:
-  // out[j] = s2 * sum over k in [k0, k1) of x[k] * (e2m1(w_j[k]) * gs[j][k / 16]); w[j] points at
-  // the row's first byte, gs[j] at its group scales (f32; 0 for a padding group up to a multiple
-  // of 2), groups_end = the row's group count. Null: decode into the f32 sliver instead.
-  Nvfp4TileFn gemv_nvfp4 = nullptr;
+  // Fused packed-weight tiles (avx512bf16), codes decoded in registers and each decoded vector
+  // used by every token of the tile. fp8_tiles[m] / nvfp4_tiles[m] take m tokens (m = 1..4; x as
+  // the hi/lo bf16 split) against nr rows; [0] is the one-token tile with the widest row group.
+  // Empty (fn null): decode into the f32 sliver instead. Results land in out[i * nr + j].
+  // FP8 block (128-column blocks): out = sum over blocks b of sc[j * kFp8TileBlocks + b] *
+  // sum_k x_i[k] * e4m3(w_j[k]) for k in [k0, k1), k1 - k0 <= 128 * kFp8TileBlocks.
+  struct Fp8Tile {
+    Fp8TileFn fn = nullptr;
+    int nr = 0;
+  };
+  Fp8Tile fp8_tiles[5];
+  // NVFP4: out = s2 * sum over k in [k0, k1) of x_i[k] * (e2m1(w_j[k]) * gs[j][k / 16]); w[j]
+  // points at the row's first byte, gs[j] at its group scales (f32; 0 for a padding group up to
+  // a multiple of 2), groups_end = the row's group count.
+  struct Nvfp4Tile {
+    Nvfp4TileFn fn = nullptr;
+    int nr = 0;
+  };
+  Nvfp4Tile nvfp4_tiles[5];
+  // Whether the fused tiles take `format` (then PackX makes the hi/lo split for every T).
+  bool Fused(WeightFormat format) const;
   float (*dot)(const float* a, const float* b, int64_t n) = nullptr;
   void (*axpy)(float a, const float* x, float* y, int64_t n) = nullptr;  // y += a x
   void (*scale)(float a, float* y, int64_t n) = nullptr;                 // y *= a

@@ -35,7 +35,10 @@ CpuIsa DetectCpuIsa() {
         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512dq"))
       best = CpuIsa::kAvx512;
-    if (best == CpuIsa::kAvx512 && __builtin_cpu_supports("avx512bf16")) best = CpuIsa::kAvx512Bf16;
+    // The bf16 level also uses VBMI's vpermb (every AVX512_BF16 CPU but Cooper Lake has it).
+    if (best == CpuIsa::kAvx512 && __builtin_cpu_supports("avx512bf16") &&
+        __builtin_cpu_supports("avx512vbmi"))
+      best = CpuIsa::kAvx512Bf16;
     if (const char* cap = std::getenv("LUCID_CPU_ISA")) {
       for (CpuIsa c : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16})
         if (std::string(cap) == CpuIsaName(c)) best = std::min(best, c);
@@ -232,6 +235,11 @@ const KernelTable& Kernels(CpuIsa isa) {
   }
 }
 
+bool KernelTable::Fused(WeightFormat format) const {
+  return (format == WeightFormat::kFp8Block && fp8_tiles[0].fn) ||
+         (format == WeightFormat::kNvfp4 && nvfp4_tiles[0].fn);
+}
+
 void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_t K,
            WeightFormat format, PackedX* p) {
   p->T = T;
@@ -239,8 +247,7 @@ void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_
   p->Kpad = (K + kPadK - 1) / kPadK * kPadK;
   p->f32.assign(T * p->Kpad, 0.0f);
   for (int64_t t = 0; t < T; ++t) std::memcpy(&p->f32[t * p->Kpad], x + t * ldx, K * sizeof(float));
-  const bool fp8_fused = T < 4 && ((kt.gemv_fp8 && format == WeightFormat::kFp8Block) ||
-                                   (kt.gemv_nvfp4 && format == WeightFormat::kNvfp4));
+  const bool fp8_fused = kt.Fused(format);
   if ((kt.bf16_split && format == WeightFormat::kBF16) || fp8_fused) {
     p->hi.assign(T * p->Kpad, 0);
     p->lo.assign(T * p->Kpad, 0);
@@ -254,15 +261,29 @@ void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_
 
 namespace {
 
-// Few tokens on FP8-block weights (128-column blocks): the fused dp-bf16 tile decodes the codes
-// in registers; x must carry the hi/lo split (PackX makes it for T < 4).
-void MatmulFp8Gemv(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
-                   int64_t n0, int64_t n1, float* y, int64_t ldy) {
+// Adds (first k block: stores) a tile's out[i * nr + j] into y rows t.., columns n...
+inline void StoreTile(const float* out, int64_t mm, int nr, int64_t nn, bool first, float* y,
+                      int64_t ldy) {
+  for (int64_t i = 0; i < mm; ++i) {
+    float* yr = y + i * ldy;
+    if (first)
+      for (int64_t j = 0; j < nn; ++j) yr[j] = out[i * nr + j];
+    else
+      for (int64_t j = 0; j < nn; ++j) yr[j] += out[i * nr + j];
+  }
+}
+
+// Packed weights through the fused tiles (x must carry the hi/lo split): row groups of the tile's
+// nr rows, the tokens in tiles of up to 4 against each group (its codes are decoded once per
+// token tile, from L1 after the first). One token uses the widest row group.
+void MatmulFp8Fused(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
+                    const Weight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   const int64_t K = w.cols, Kc = 128 * kFp8TileBlocks;
-  const int NR = kt.gemv_fp8_nr;
+  const bool one = t1 - t0 == 1;
+  const int NR = one ? kt.fp8_tiles[0].nr : kt.fp8_tiles[4].nr;
   const uint8_t* base = w.data.data<const uint8_t>() + w.row_begin * K;
-  float sc[16 * kFp8TileBlocks], out[16];
-  const void* wp[16];
+  float sc[16 * kFp8TileBlocks], out[64];
+  const void *wp[16], *xh[4], *xl[4];
   for (int64_t k0 = 0; k0 < K; k0 += Kc) {
     const int64_t k1 = std::min(K, k0 + Kc);
     for (int64_t n = n0; n < n1; n += NR) {
@@ -273,29 +294,32 @@ void MatmulFp8Gemv(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t 
         for (int64_t b = 0; b * 128 < k1 - k0; ++b)
           sc[j * kFp8TileBlocks + b] = Fp8BlockScale(w, w.row_begin + r, k0 + b * 128);
       }
-      for (int64_t t = t0; t < t1; ++t) {
-        const void* xh = &x.hi[t * x.Kpad + k0];
-        const void* xl = &x.lo[t * x.Kpad + k0];
-        kt.gemv_fp8(&xh, &xl, wp, sc, 0, k1 - k0, out);
-        float* yr = y + t * ldy + n;
-        for (int64_t j = 0; j < nn; ++j) yr[j] = k0 == 0 ? out[j] : yr[j] + out[j];
+      for (int64_t t = t0; t < t1; t += 4) {
+        const int64_t mm = std::min<int64_t>(4, t1 - t);
+        for (int64_t i = 0; i < mm; ++i) {
+          xh[i] = &x.hi[(t + i) * x.Kpad + k0];
+          xl[i] = &x.lo[(t + i) * x.Kpad + k0];
+        }
+        kt.fp8_tiles[one ? 0 : mm].fn(xh, xl, wp, sc, 0, k1 - k0, out);
+        StoreTile(out, mm, NR, nn, k0 == 0, y + t * ldy + n, ldy);
       }
     }
   }
 }
 
-// Few tokens on NVFP4 weights: the fused dp-bf16 tile (x with the hi/lo split, T < 4).
-void MatmulNvfp4Gemv(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
-                     const Weight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+void MatmulNvfp4Fused(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
+                      const Weight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   const int64_t K = w.cols, groups = (K + 15) / 16;
-  const int NR = kt.gemv_fp8_nr;
+  const bool one = t1 - t0 == 1;
+  const int NR = one ? kt.nvfp4_tiles[0].nr : kt.nvfp4_tiles[4].nr;
   const int64_t gpad = (groups + 1) / 2 * 2;
   const float* e4m3 = E4m3Table();
   const float s2 = *w.scale2.data<const float>();
-  std::vector<float> gsb(NR * gpad, 0.0f);
-  const void* wp[16];
+  thread_local std::vector<float> gsb;
+  gsb.assign(NR * gpad, 0.0f);
+  const void *wp[16], *xh[4], *xl[4];
   const float* gp[16];
-  float out[16];
+  float out[64];
   for (int64_t n = n0; n < n1; n += NR) {
     const int64_t nn = std::min<int64_t>(NR, n1 - n);
     for (int j = 0; j < NR; ++j) {
@@ -305,11 +329,14 @@ void MatmulNvfp4Gemv(const KernelTable& kt, const PackedX& x, int64_t t0, int64_
       for (int64_t g = 0; g < groups; ++g) gsb[j * gpad + g] = e4m3[s[g]];
       gp[j] = &gsb[j * gpad];
     }
-    for (int64_t t = t0; t < t1; ++t) {
-      const void* xh = &x.hi[t * x.Kpad];
-      const void* xl = &x.lo[t * x.Kpad];
-      kt.gemv_nvfp4(&xh, &xl, wp, gp, s2, 0, K, groups, out);
-      for (int64_t j = 0; j < nn; ++j) y[t * ldy + n + j] = out[j];
+    for (int64_t t = t0; t < t1; t += 4) {
+      const int64_t mm = std::min<int64_t>(4, t1 - t);
+      for (int64_t i = 0; i < mm; ++i) {
+        xh[i] = &x.hi[(t + i) * x.Kpad];
+        xl[i] = &x.lo[(t + i) * x.Kpad];
+      }
+      kt.nvfp4_tiles[one ? 0 : mm].fn(xh, xl, wp, gp, s2, 0, K, groups, out);
+      StoreTile(out, mm, NR, nn, true, y + t * ldy + n, ldy);
     }
   }
 }
@@ -320,12 +347,12 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
                 int64_t n0, int64_t n1, float* y, int64_t ldy) {
   if (n1 <= n0 || t1 <= t0) return;
   if (t1 - t0 >= kGemmMinTokens && GemmRows(kt, x, t0, t1, w, n0, n1, y, ldy)) return;
-  if (kt.gemv_fp8 && w.format == WeightFormat::kFp8Block && w.block_cols == 128 && t1 - t0 < 4 &&
-      !x.hi.empty())
-    return MatmulFp8Gemv(kt, x, t0, t1, w, n0, n1, y, ldy);
-  if (kt.gemv_nvfp4 && w.format == WeightFormat::kNvfp4 && w.block_cols == 16 && t1 - t0 < 4 &&
-      !x.hi.empty())
-    return MatmulNvfp4Gemv(kt, x, t0, t1, w, n0, n1, y, ldy);
+  if (kt.Fused(w.format) && !x.hi.empty()) {
+    if (w.format == WeightFormat::kFp8Block && w.block_cols == 128)
+      return MatmulFp8Fused(kt, x, t0, t1, w, n0, n1, y, ldy);
+    if (w.format == WeightFormat::kNvfp4 && w.block_cols == 16)
+      return MatmulNvfp4Fused(kt, x, t0, t1, w, n0, n1, y, ldy);
+  }
   // Many rows of bf16 weights: widen each weight sliver to f32 once per activation block and run
   // the f32 tile over it (cheaper per FMA than converting in the tile or the dp-bf16 hi/lo pair).
   // Packed formats (FP8 block, NVFP4) always go this way: each k block of NR rows is decoded into

@@ -3,7 +3,7 @@
 //
 // Instruction sets are chosen at run time (CPUID through __builtin_cpu_supports), per function
 // with GCC target attributes, so the build itself stays portable (no -march flags on any file):
-//   kAvx512Bf16  AVX-512 F/BW/VL/DQ + AVX512_BF16: bf16 weights use vdpbf16ps on a hi+lo bf16 split
+//   kAvx512Bf16  AVX-512 F/BW/VL/DQ + AVX512_BF16 + VBMI: bf16 weights use vdpbf16ps on a hi+lo bf16 split
 //                of the activations (x = hi + lo, both bf16), so products keep ~16 mantissa bits of
 //                x and the result matches the f32 reference to ~1e-5 relative.
 //   kAvx512      AVX-512 F/BW/VL/DQ: bf16 weights widened to f32, f32 FMAs.
@@ -15,13 +15,14 @@
 // - Linear: one kernel for 1 and many tokens; every weight element is read from memory once per
 //   call for the whole batch (register tiles of tokens x weight rows, k-blocked so the weight
 //   sliver stays in L1 and the activation block in L2), threads split the weight rows.
-// - Linear on FP8-block and NVFP4 weights, 1-3 tokens (avx512bf16): fused tiles decode the codes
-//   in registers straight to bf16 (e4m3 through a 128-entry vpermi2w table; e2m1 x group scale
-//   through a per-32-column vpermw table, both exact in bf16) and run vdpbf16ps against the hi/lo
-//   split of x; FP8 block scales multiply each 128-column block's sums, NVFP4's scale2 the total.
-//   Otherwise (4+ tokens, or avx512/avx2): the f32 tiles over an L1 sliver into which each k block
-//   of the tile's rows is decoded (bit for bit DequantizeRowSpan) just before use. Never more than
-//   NR x 1024 values of a matrix are dequantized at once; MoE experts take the same paths.
+// - Linear on FP8-block and NVFP4 weights (avx512bf16): fused tiles decode the codes in registers
+//   straight to bf16 (e4m3 through a 128-entry vpermi2w table; e2m1 x group scale through a
+//   per-32-column vpermw table, both exact in bf16) and run vdpbf16ps against the hi/lo split of
+//   x, up to 4 tokens per decoded vector; FP8 block scales multiply each 128-column block's sums,
+//   NVFP4's scale2 the total. Streaming tiles prefetch the next row group into L2. Many tokens
+//   (and avx512/avx2) go through f32 tiles over weights decoded into an L1 sliver (bit for bit
+//   DequantizeRowSpan): never more than a block of a matrix is dequantized at once; MoE experts
+//   take the same paths.
 // - LinearTransposed: threads split the output columns (packed rows decoded span by span).
 // - MlaAbsorbQuery / MlaProjectOutput: all heads of the W_uk absorption / W_uv projection in one
 //   parallel region each (cpu_fast_mla.cpp).
