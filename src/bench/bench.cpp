@@ -99,6 +99,18 @@ StatusOr<std::vector<Step>> DecodeSteps(Model& m, const ProfilingOps& prof, int6
 
 const OpTally& Cat(const Step& s, OpCategory c) { return s.cat[static_cast<int>(c)]; }
 
+// The step's roofline: for each op kind the larger of its bytes at the probed bandwidth and its
+// FLOPs at the probed FMA peak, summed (kinds run one after another). Experts count
+// `expert_bytes` (the uniform model's touched experts) instead of the measured bytes.
+double RooflineSeconds(const Step& s, const MachineInfo& mi, double expert_bytes) {
+  double t = 0;
+  for (int c = 0; c < static_cast<int>(OpCategory::kCount); ++c) {
+    const double bytes = OpCategory(c) == OpCategory::kExperts ? expert_bytes : s.cat[c].bytes;
+    t += std::max(bytes / (mi.read_gbs * 1e9), s.cat[c].flops / (mi.fma_gflops * 1e9));
+  }
+  return t;
+}
+
 nlohmann::json Breakdown(const Step& s) {
   nlohmann::json j = nlohmann::json::object();
   for (int c = 0; c < static_cast<int>(OpCategory::kCount); ++c)
@@ -164,6 +176,7 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
     const double expected =
         moe_layers * E * (1.0 - std::pow(1.0 - K / std::max(E, 1.0), double(B)));
     const double model_bytes = s.total.bytes - ex.bytes + expected * per_expert;
+    const double roofline = RooflineSeconds(s, mi, expected * per_expert);
     const double gbs = s.total.bytes / s.seconds / 1e9, gf = s.total.flops / s.seconds / 1e9;
     std::fprintf(log,
                  "decode   batch %3lld ctx %5lld: step %8.2f ms  %7.1f tok/s | %7.1f MB/step "
@@ -173,6 +186,10 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
                  B / s.seconds, s.total.bytes / 1e6, s.total.bytes / 1e6 / B, gbs,
                  100 * gbs / mi.read_gbs, gf, 100 * gf / mi.fma_gflops, ex.units, expected,
                  model_bytes / 1e6, Ms(model_bytes / (mi.read_gbs * 1e9)));
+    std::fprintf(log,
+                 "                               roofline %7.2f ms (per op kind: max of bytes at "
+                 "the probed bandwidth, FLOPs at the probed peak) -> step = %.1fx roofline\n",
+                 Ms(roofline), s.seconds / roofline);
     out->push_back({{"batch", B},
                     {"context", o.prompt_len},
                     {"step_ms", Ms(s.seconds)},
@@ -187,6 +204,7 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
                     {"experts_expected_uniform", expected},
                     {"model_bytes_per_step", model_bytes},
                     {"model_step_ms", Ms(model_bytes / (mi.read_gbs * 1e9))},
+                    {"roofline_step_ms", Ms(roofline)},
                     {"breakdown", Breakdown(s)}});
   }
   return OkStatus();

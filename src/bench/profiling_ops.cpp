@@ -116,7 +116,7 @@ void ProfilingOps::MlaAttention(const MlaAttentionArgs& a) const {
   double rows = 0;
   for (int64_t t = 0; t < a.tokens; ++t) rows += a.selected_count[t];
   const double K = double(a.latent_dim + a.rope_dim);
-  Add(OpCategory::kAttention, Now() - t0, rows * K * sizeof(float),
+  Add(OpCategory::kAttention, Now() - t0, rows * double(KvRowBytes(a.kv)),
       rows * double(a.heads) * 2.0 * (K + double(a.latent_dim)));
 }
 
@@ -125,7 +125,7 @@ void ProfilingOps::IndexerScores(const IndexerArgs& a) const {
   inner_.IndexerScores(a);
   double keys = 0;
   for (int64_t t = 0; t < a.tokens; ++t) keys += double(a.causal_len[t]);
-  Add(OpCategory::kIndexer, Now() - t0, keys * double(a.head_dim) * sizeof(float),
+  Add(OpCategory::kIndexer, Now() - t0, keys * double(KvRowBytes(a.keys)),
       keys * double(a.heads) * (2.0 * double(a.head_dim) + 2.0));
 }
 
