@@ -1,8 +1,9 @@
 // CpuFastOps: sparse MLA attention over the paged latent cache, the DSA indexer, top-k.
 //
-// MlaAttention work items are (query row t, a range of its selected tokens). With at least as
-// many query rows as threads an item is a whole row; otherwise (decode) the selected tokens are
-// split flash-decoding style and the partial (max, sum, unnormalized output) per head are merged.
+// MlaAttention work items are (query row t, a range of at most kMaxItemRows of its selected
+// tokens; with fewer query rows than threads, smaller ranges so every thread has work); a row split
+// into several items has its partial (max, sum, unnormalized output) per head merged afterwards,
+// flash-decoding style.
 // Inside an item: scores for all heads against blocks of 16 key rows (register tiles of heads x
 // rows over the 576-float [ckv | k_pe] row), an exact softmax per head over the item, then the
 // latent output accumulated over the same blocks (rows hot in L1, eight vector accumulators).
@@ -20,6 +21,9 @@ namespace lucid {
 namespace {
 
 constexpr int64_t kRowBlock = 16;
+// Rows per work item at most: the value pass re-reads the item's rows, which must still be in L2
+// (256 f32 latent rows are 590 KB); longer selections are split and merged like decode splits.
+constexpr int64_t kMaxItemRows = 256;
 
 // s[h * ld + j] = q_h . row_j over K floats, for h < H and j < nb; q is [H, Kp] zero padded.
 void ScoreBlock(const fast::KernelTable& kt, const float* q, int64_t Kp, int64_t H,
@@ -86,6 +90,22 @@ const float* KvRow(const fast::KernelTable& kt, const PagedRows& kv, int64_t u, 
   return scratch;
 }
 
+// Asks for the stored rows of tokens [u0, u1) into L2 (they are read by the next block; a row of
+// the latent cache is 36 cache lines in f32). Prefetches never fault.
+void PrefetchKvRows(const PagedRows& kv, int64_t u0, int64_t u1) {
+  const int64_t row_bytes = KvRowBytes(kv);
+  for (int64_t u = u0; u < u1; ++u) {
+    const char* r = kv.kind == KvRowKind::kF32 ? reinterpret_cast<const char*>(kv.Row(u))
+                                                : reinterpret_cast<const char*>(kv.RowBytes(u));
+    for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(r + b, 0, 2);
+  }
+}
+
+// The same for selected tokens sel[j0, j1).
+void PrefetchSelected(const PagedRows& kv, const int32_t* sel, int64_t j0, int64_t j1) {
+  for (int64_t j = j0; j < j1; ++j) PrefetchKvRows(kv, sel[j], sel[j] + 1);
+}
+
 }  // namespace
 
 void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
@@ -101,10 +121,10 @@ void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
       std::fill(a.out_latent + t * H * R, a.out_latent + (t + 1) * H * R, 0.0f);
       continue;
     }
-    int64_t chunk = n;
+    int64_t chunk = kMaxItemRows;
     if (a.tokens < threads) {
       chunk = std::max<int64_t>(64, (n + 4 * threads - 1) / (4 * threads));
-      chunk = (chunk + kRowBlock - 1) / kRowBlock * kRowBlock;
+      chunk = std::min(kMaxItemRows, (chunk + kRowBlock - 1) / kRowBlock * kRowBlock);
     }
     if (chunk >= n) {
       items.push_back({t, 0, n, -1});
@@ -132,6 +152,7 @@ void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
       s.resize(H * len);
       for (int64_t j = 0; j < len; j += kRowBlock) {
         const int64_t nb = std::min(kRowBlock, len - j);
+        PrefetchSelected(a.kv, sel, j + kRowBlock, std::min(len, j + 2 * kRowBlock));
         for (int64_t r = 0; r < nb; ++r)
           rows[r] = KvRow(kt, a.kv, sel[j + r], &dec[r * a.kv.row_floats]);
         ScoreBlock(kt, q.data(), Kp, H, rows, nb, K, s.data() + j, len);
@@ -204,18 +225,16 @@ void CpuFastOps::IndexerScores(const IndexerArgs& a) const {
   const int64_t nranges = (max_len + range - 1) / range;
   // A block of 16 keys is transposed once and scored against every query row that sees it.
   ParallelFor(nranges, 1, [&](int64_t rb, int64_t re) {
-    std::vector<float> kt_buf(D * 16), dec(a.keys.row_floats);
+    std::vector<float> kt_buf(D * 16), dec(16 * a.keys.row_floats);
+    const float* rows[16];
     float out[16];
-    for (int64_t u0 = rb * range; u0 < std::min(max_len, re * range); u0 += 16) {
+    const int64_t end = std::min(max_len, re * range);
+    for (int64_t u0 = rb * range; u0 < end; u0 += 16) {
       const int64_t nk = std::min<int64_t>(16, max_len - u0);
-      for (int64_t kk = 0; kk < 16; ++kk) {
-        if (kk < nk) {
-          const float* row = KvRow(kt, a.keys, u0 + kk, dec.data());
-          for (int64_t d = 0; d < D; ++d) kt_buf[d * 16 + kk] = row[d];
-        } else {
-          for (int64_t d = 0; d < D; ++d) kt_buf[d * 16 + kk] = 0.0f;
-        }
-      }
+      PrefetchKvRows(a.keys, u0 + 16, std::min<int64_t>(u0 + 32, end));
+      for (int64_t kk = 0; kk < nk; ++kk)
+        rows[kk] = KvRow(kt, a.keys, u0 + kk, &dec[kk * a.keys.row_floats]);
+      kt.transpose16(rows, nk, D, kt_buf.data());
       for (int64_t t = 0; t < T; ++t) {
         if (a.causal_len[t] <= u0) continue;
         std::fill(out, out + 16, 0.0f);

@@ -93,6 +93,8 @@ struct KernelTable {
   // sum_j w[j] * relu(q[j] . k) to out[0..nk) over heads j < heads (q: [heads, head_dim]).
   void (*indexer_block)(const float* q, const float* w, int64_t heads, int64_t head_dim,
                         const float* kt, float* out) = nullptr;
+  // dst[d * 16 + r] = rows[r][d] for d < D and r < n <= 16; 0 for n <= r < 16.
+  void (*transpose16)(const float* const* rows, int64_t n, int64_t D, float* dst) = nullptr;
 };
 
 const KernelTable& Kernels(CpuIsa isa);

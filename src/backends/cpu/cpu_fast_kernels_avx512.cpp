@@ -521,33 +521,78 @@ LUCID_AVX512 void WeightedRows(const float* const* rows, const float* p, int64_t
   }
 }
 
+// Indexer heads in groups of G against one block of 16 transposed keys: G independent FMA
+// chains (8 keep both FMA pipes busy through the 4-cycle latency), one key load per d shared by
+// the group, the head's query element broadcast from memory.
+template <int G>
+LUCID_AVX512 __attribute__((always_inline)) inline __m512 IndexerHeads(const float* q,
+                                                                     const float* w, int64_t D,
+                                                                     const float* kt,
+                                                                     __m512 total) {
+  __m512 a[G];
+#pragma GCC unroll 8
+  for (int g = 0; g < G; ++g) a[g] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < D; ++d) {
+    const __m512 kv = _mm512_loadu_ps(kt + d * 16);
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * D + d]), kv, a[g]);
+  }
+  const __m512 z = _mm512_setzero_ps();
+#pragma GCC unroll 8
+  for (int g = 0; g < G; ++g) total = _mm512_fmadd_ps(_mm512_set1_ps(w[g]), _mm512_max_ps(a[g], z), total);
+  return total;
+}
+
 LUCID_AVX512 void IndexerBlock(const float* q, const float* w, int64_t heads, int64_t D,
                                const float* kt, float* out) {
   __m512 total = _mm512_loadu_ps(out);
   int64_t j = 0;
-  for (; j + 4 <= heads; j += 4) {
-    const float* q0 = q + j * D;
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t d = 0; d < D; ++d) {
-      const __m512 kv = _mm512_loadu_ps(kt + d * 16);
-      a0 = _mm512_fmadd_ps(_mm512_set1_ps(q0[d]), kv, a0);
-      a1 = _mm512_fmadd_ps(_mm512_set1_ps(q0[D + d]), kv, a1);
-      a2 = _mm512_fmadd_ps(_mm512_set1_ps(q0[2 * D + d]), kv, a2);
-      a3 = _mm512_fmadd_ps(_mm512_set1_ps(q0[3 * D + d]), kv, a3);
-    }
-    const __m512 z = _mm512_setzero_ps();
-    total = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), _mm512_max_ps(a0, z), total);
-    total = _mm512_fmadd_ps(_mm512_set1_ps(w[j + 1]), _mm512_max_ps(a1, z), total);
-    total = _mm512_fmadd_ps(_mm512_set1_ps(w[j + 2]), _mm512_max_ps(a2, z), total);
-    total = _mm512_fmadd_ps(_mm512_set1_ps(w[j + 3]), _mm512_max_ps(a3, z), total);
-  }
-  for (; j < heads; ++j) {
-    __m512 a = _mm512_setzero_ps();
-    for (int64_t d = 0; d < D; ++d)
-      a = _mm512_fmadd_ps(_mm512_set1_ps(q[j * D + d]), _mm512_loadu_ps(kt + d * 16), a);
-    total = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), _mm512_max_ps(a, _mm512_setzero_ps()), total);
-  }
+  for (; j + 8 <= heads; j += 8) total = IndexerHeads<8>(q + j * D, w + j, D, kt, total);
+  for (; j + 4 <= heads; j += 4) total = IndexerHeads<4>(q + j * D, w + j, D, kt, total);
+  for (; j < heads; ++j) total = IndexerHeads<1>(q + j * D, w + j, D, kt, total);
   _mm512_storeu_ps(out, total);
+}
+
+// dst[d * 16 + r] = rows[r][d] for r < n (0 for n <= r < 16), d < D: 16 x 16 blocks transposed
+// in registers (unpack ps, unpack pd, two rounds of 128-bit lane shuffles).
+LUCID_AVX512 void Transpose16(const float* const* rows, int64_t n, int64_t D, float* dst) {
+  for (int64_t d0 = 0; d0 < D; d0 += 16) {
+    const int64_t cols = D - d0 < 16 ? D - d0 : 16;
+    const __mmask16 m = TailMask16(cols);
+    __m512 r[16], t[16], u[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i)
+      r[i] = i < n ? _mm512_maskz_loadu_ps(m, rows[i] + d0) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int i = 0; i < 16; i += 2) {
+      t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int b = 0; b < 16; b += 4) {  // rows b..b+3: u[b + c] holds column 4L + c of lane L
+      const __m512d t0 = _mm512_castps_pd(t[b]), t1 = _mm512_castps_pd(t[b + 1]);
+      const __m512d t2 = _mm512_castps_pd(t[b + 2]), t3 = _mm512_castps_pd(t[b + 3]);
+      u[b] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+      u[b + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+      u[b + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+      u[b + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+    }
+    __m512 col[16];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m512 v = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+      const __m512 vp = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+      const __m512 x = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+      const __m512 xp = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+      col[c] = _mm512_shuffle_f32x4(v, x, 0x88);
+      col[8 + c] = _mm512_shuffle_f32x4(v, x, 0xDD);
+      col[4 + c] = _mm512_shuffle_f32x4(vp, xp, 0x88);
+      col[12 + c] = _mm512_shuffle_f32x4(vp, xp, 0xDD);
+    }
+#pragma GCC unroll 16
+    for (int c = 0; c < 16; ++c)
+      if (c < cols) _mm512_storeu_ps(dst + (d0 + c) * 16, col[c]);
+  }
 }
 
 KernelTable MakeTable(bool bf16) {
@@ -582,6 +627,7 @@ KernelTable MakeTable(bool bf16) {
   t.sum_squares = &SumSquares;
   t.swiglu = &SwiGlu;
   t.indexer_block = &IndexerBlock;
+  t.transpose16 = &Transpose16;
   t.exp_sum = &ExpSum;
   t.weighted_rows = &WeightedRows;
   t.widen_bf16 = &WidenBf16;

@@ -84,6 +84,11 @@ void ScalarIndexerBlock(const float* q, const float* w, int64_t heads, int64_t D
   }
 }
 
+void ScalarTranspose16(const float* const* rows, int64_t n, int64_t D, float* dst) {
+  for (int64_t r = 0; r < 16; ++r)
+    for (int64_t d = 0; d < D; ++d) dst[d * 16 + r] = r < n ? rows[r][d] : 0.0f;
+}
+
 float ScalarExpSum(float* s, int64_t n, float m) {
   float sum = 0.0f;
   for (int64_t i = 0; i < n; ++i) sum += (s[i] = std::exp(s[i] - m));
@@ -112,6 +117,7 @@ KernelTable MakeScalar() {
   t.sum_squares = &ScalarSumSquares;
   t.swiglu = &ScalarSwiGlu;
   t.indexer_block = &ScalarIndexerBlock;
+  t.transpose16 = &ScalarTranspose16;
   t.exp_sum = &ScalarExpSum;
   t.weighted_rows = &ScalarWeightedRows;
   t.widen_bf16 = &ScalarWidenBf16;
@@ -123,6 +129,7 @@ KernelTable Complete(KernelTable t) {
   const KernelTable s = MakeScalar();
   if (!t.swiglu) t.swiglu = s.swiglu;
   if (!t.indexer_block) t.indexer_block = s.indexer_block;
+  if (!t.transpose16) t.transpose16 = s.transpose16;
   if (!t.exp_sum) t.exp_sum = s.exp_sum;
   if (!t.weighted_rows) t.weighted_rows = s.weighted_rows;
   if (!t.widen_bf16) t.widen_bf16 = s.widen_bf16;
