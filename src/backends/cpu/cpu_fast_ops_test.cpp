@@ -183,29 +183,30 @@ TEST_P(FastOpsTest, MlaAttentionMatchesReference) {
 
 TEST_P(FastOpsTest, IndexerScoresMatchReference) {
   for (KvRowKind kind : {KvRowKind::kF32, KvRowKind::kBF16, KvRowKind::kFp8})
-    for (int64_t T : {1, 4}) {
-      const int64_t heads = 5, D = 33, ctx = 157;
-      Paged keys(ctx, D, 9, kind, D, D);  // fp8 keys: one scale per key
-      Tensor q = Random({T, heads, D}, 10), w = Random({T, heads}, 11);
-      std::vector<int64_t> causal(T);
-      for (int64_t t = 0; t < T; ++t) causal[t] = ctx - 3 * (T - 1 - t);
-      Tensor s = Tensor::Empty(DType::kF32, {T, ctx}), r = s.Clone();
-      IndexerArgs a;
-      a.q = q.data<float>();
-      a.w = w.data<float>();
-      a.tokens = T;
-      a.heads = heads;
-      a.head_dim = D;
-      a.keys = keys.rows;
-      a.causal_len = causal.data();
-      a.scores = s.data<float>();
-      a.score_stride = ctx;
-      ops_.IndexerScores(a);
-      a.scores = r.data<float>();
-      kRef.IndexerScores(a);
-      EXPECT_LE(RelErr(s, r), 1e-5)
-          << "T=" << T << " kind=" << int(kind);  // entries past causal_len are 0 in both
-    }
+    for (int64_t T : {1, 4})
+      for (int64_t heads : {5, 13}) {  // the avx512 kernel groups 8, 4, then single heads
+        const int64_t D = 33, ctx = 157;
+        Paged keys(ctx, D, 9, kind, D, D);  // fp8 keys: one scale per key
+        Tensor q = Random({T, heads, D}, 10), w = Random({T, heads}, 11);
+        std::vector<int64_t> causal(T);
+        for (int64_t t = 0; t < T; ++t) causal[t] = ctx - 3 * (T - 1 - t);
+        Tensor s = Tensor::Empty(DType::kF32, {T, ctx}), r = s.Clone();
+        IndexerArgs a;
+        a.q = q.data<float>();
+        a.w = w.data<float>();
+        a.tokens = T;
+        a.heads = heads;
+        a.head_dim = D;
+        a.keys = keys.rows;
+        a.causal_len = causal.data();
+        a.scores = s.data<float>();
+        a.score_stride = ctx;
+        ops_.IndexerScores(a);
+        a.scores = r.data<float>();
+        kRef.IndexerScores(a);
+        EXPECT_LE(RelErr(s, r), 1e-5) << "T=" << T << " heads=" << heads
+                                      << " kind=" << int(kind);  // past causal_len: 0 in both
+      }
 }
 
 TEST_P(FastOpsTest, TopKMatchesReferenceIncludingTies) {
