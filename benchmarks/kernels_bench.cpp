@@ -40,14 +40,15 @@ void BM_Linear(benchmark::State& st) {
   const Ops& ops = Pick(st.range(0));
   const WeightFormat f = st.range(1) ? WeightFormat::kBF16 : WeightFormat::kF32;
   const int64_t T = st.range(2), N = 4096, K = 4096;
-  static Weight w16 = MakeWeight(WeightFormat::kBF16, N, K), w32 = MakeWeight(WeightFormat::kF32, N, K);
+  static Weight w16 = MakeWeight(WeightFormat::kBF16, N, K),
+                w32 = MakeWeight(WeightFormat::kF32, N, K);
   const Weight& w = f == WeightFormat::kBF16 ? w16 : w32;
   Tensor x = Tensor::Empty(DType::kF32, {T, K}), y = Tensor::Empty(DType::kF32, {T, N});
   for (auto _ : st) ops.Linear(x, w, y);
-  st.counters["weight_GB/s"] = benchmark::Counter(double(w.StoredBytes()) * st.iterations(),
-                                                  benchmark::Counter::kIsRate);
-  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * T * N * K * st.iterations() / 1e9,
-                                              benchmark::Counter::kIsRate);
+  st.counters["weight_GB/s"] =
+      benchmark::Counter(double(w.StoredBytes()) * st.iterations(), benchmark::Counter::kIsRate);
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * T * N * K * st.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Linear)
     ->ArgsProduct({{0, 1}, {0, 1}, {1}})
@@ -65,10 +66,10 @@ void BM_LinearBig(benchmark::State& st) {
   Tensor x = Tensor::Empty(DType::kF32, {T, K}), y = Tensor::Empty(DType::kF32, {T, N});
   for (int64_t i = 0; i < T * K; ++i) x.data<float>()[i] = 0.001f * static_cast<float>(i % 97);
   for (auto _ : st) kFast.Linear(x, w, y);
-  st.counters["weight_GB/s"] = benchmark::Counter(double(w.StoredBytes()) * st.iterations(),
-                                                  benchmark::Counter::kIsRate);
-  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * T * N * K * st.iterations() / 1e9,
-                                              benchmark::Counter::kIsRate);
+  st.counters["weight_GB/s"] =
+      benchmark::Counter(double(w.StoredBytes()) * st.iterations(), benchmark::Counter::kIsRate);
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * T * N * K * st.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_LinearBig)
     ->ArgsProduct({{0, 1, 2}, {1, 2, 4, 8, 16, 32}})
@@ -82,7 +83,8 @@ void BM_MlaDecode(benchmark::State& st) {
   Tensor ql = Tensor::Empty(DType::kF32, {H, R}), qr = Tensor::Empty(DType::kF32, {H, P});
   Tensor out = Tensor::Empty(DType::kF32, {H, R});
   std::vector<int32_t> table(n), sel(n);
-  for (int64_t i = 0; i < n; ++i) table[i] = static_cast<int32_t>(i), sel[i] = static_cast<int32_t>(i);
+  for (int64_t i = 0; i < n; ++i)
+    table[i] = static_cast<int32_t>(i), sel[i] = static_cast<int32_t>(i);
   int32_t count = static_cast<int32_t>(n);
   MlaAttentionArgs a;
   a.q_latent = ql.data<float>();
@@ -97,8 +99,8 @@ void BM_MlaDecode(benchmark::State& st) {
   a.selected_count = &count;
   a.out_latent = out.data<float>();
   for (auto _ : st) ops.MlaAttention(a);
-  st.counters["kv_GB/s"] = benchmark::Counter(double(n) * (R + P) * 4 * st.iterations(),
-                                              benchmark::Counter::kIsRate);
+  st.counters["kv_GB/s"] =
+      benchmark::Counter(double(n) * (R + P) * 4 * st.iterations(), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_MlaDecode)->ArgsProduct({{0, 1}, {2048, 32768}})->Unit(benchmark::kMillisecond);
 
@@ -122,8 +124,8 @@ void BM_Indexer(benchmark::State& st) {
   a.scores = s.data<float>();
   a.score_stride = n;
   for (auto _ : st) ops.IndexerScores(a);
-  st.counters["key_GB/s"] = benchmark::Counter(double(n) * D * 4 * st.iterations(),
-                                               benchmark::Counter::kIsRate);
+  st.counters["key_GB/s"] =
+      benchmark::Counter(double(n) * D * 4 * st.iterations(), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Indexer)->ArgsProduct({{0, 1}, {32768}})->Unit(benchmark::kMillisecond);
 

@@ -14,13 +14,20 @@ double Now() {
 
 const char* OpCategoryName(OpCategory c) {
   switch (c) {
-    case OpCategory::kMatmul: return "matmul";
-    case OpCategory::kExperts: return "experts";
-    case OpCategory::kAttention: return "attention";
-    case OpCategory::kIndexer: return "indexer";
-    case OpCategory::kTopK: return "topk";
-    case OpCategory::kOther: return "other";
-    default: return "?";
+    case OpCategory::kMatmul:
+      return "matmul";
+    case OpCategory::kExperts:
+      return "experts";
+    case OpCategory::kAttention:
+      return "attention";
+    case OpCategory::kIndexer:
+      return "indexer";
+    case OpCategory::kTopK:
+      return "topk";
+    case OpCategory::kOther:
+      return "other";
+    default:
+      return "?";
   }
 }
 
@@ -157,8 +164,8 @@ void ProfilingOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> ex
   }
   for (int64_t i = 0; i < T * k; ++i) {
     const ExpertWeights& w = experts[idx[i]];
-    flops += 2.0 * double(w.gate.rows * w.gate.cols + w.up.rows * w.up.cols +
-                          w.down.rows * w.down.cols);
+    flops +=
+        2.0 * double(w.gate.rows * w.gate.cols + w.up.rows * w.up.cols + w.down.rows * w.down.cols);
   }
   Add(OpCategory::kExperts, Now() - t0, bytes, flops);
   tally_[static_cast<int>(OpCategory::kExperts)].units += double(touched.size());

@@ -7,11 +7,10 @@
 // distinct experts touched), kAttention (MlaAttention),
 // kIndexer (IndexerScores), kTopK, kOther (embedding, norms, RoPE, SwiGLU, routing).
 // Byte model: a weight view counts StoredBytes() once per call (the fast kernels read each weight
-// once per call for the whole batch); MoeExperts counts each distinct touched expert once; attention
-// counts one stored KV row (f32, bf16 or fp8 with its scales: KvRowBytes) per selected token per
-// query row, the indexer one stored key row per causal key per query row (exact for decode; an
-// upper bound for prefill, where keys are shared).
-// FLOPs: 2 per multiply-add.
+// once per call for the whole batch); MoeExperts counts each distinct touched expert once;
+// attention counts one stored KV row (f32, bf16 or fp8 with its scales: KvRowBytes) per selected
+// token per query row, the indexer one stored key row per causal key per query row (exact for
+// decode; an upper bound for prefill, where keys are shared). FLOPs: 2 per multiply-add.
 // Thread-safety: not thread-safe (the counters are plain); use from the one engine thread.
 #pragma once
 

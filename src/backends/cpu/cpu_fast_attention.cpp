@@ -96,7 +96,7 @@ void PrefetchKvRows(const PagedRows& kv, int64_t u0, int64_t u1) {
   const int64_t row_bytes = KvRowBytes(kv);
   for (int64_t u = u0; u < u1; ++u) {
     const char* r = kv.kind == KvRowKind::kF32 ? reinterpret_cast<const char*>(kv.Row(u))
-                                                : reinterpret_cast<const char*>(kv.RowBytes(u));
+                                               : reinterpret_cast<const char*>(kv.RowBytes(u));
     for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(r + b, 0, 2);
   }
 }

@@ -12,9 +12,9 @@
 #include "backends/cpu/cpu_fast_kernels.h"
 
 #define LUCID_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx2")))
-#define LUCID_AVX512BF16 \
-  __attribute__((                \
-      target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,fma,f16c,avx2")))
+#define LUCID_AVX512BF16                                                                     \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,fma,f16c," \
+                        "avx2")))
 
 namespace lucid::fast {
 namespace {
@@ -232,7 +232,7 @@ struct XRows {
 };
 template <int MR>
 LUCID_AVX512BF16 __attribute__((always_inline)) inline XRows<MR> LoadXRows(const void* const* xh,
-                                                                          const void* const* xl) {
+                                                                           const void* const* xl) {
   XRows<MR> x;
 #pragma GCC unroll 4
   for (int i = 0; i < MR; ++i) {
@@ -320,11 +320,11 @@ LUCID_AVX512BF16 void TileFp8Dp(const void* const* xh, const void* const* xl, co
 // words 2i and 2i+1, vpsrlvw shifts the odd words right by 4, vpternlog keeps the low nibble and
 // ors in the group bit. The tensor scale s2 multiplies the finished sums.
 struct Nvfp4Consts {
-  __m512 lut;    // e2m1 values of the 16 codes
-  __m512i dup;   // vpermb indices: byte 2w <- byte w / 2
-  __m512i shift; // 0 for even words, 4 for odd
-  __m512i low;   // 0x000F per word
-  __m512i half;  // 16 for words 16..31 (the second group)
+  __m512 lut;     // e2m1 values of the 16 codes
+  __m512i dup;    // vpermb indices: byte 2w <- byte w / 2
+  __m512i shift;  // 0 for even words, 4 for odd
+  __m512i low;    // 0x000F per word
+  __m512i half;   // 16 for words 16..31 (the second group)
 };
 LUCID_AVX512BF16 inline Nvfp4Consts MakeNvfp4Consts() {
   alignas(64) uint8_t dup[64];
@@ -526,9 +526,9 @@ LUCID_AVX512 void WeightedRows(const float* const* rows, const float* p, int64_t
 // the group, the head's query element broadcast from memory.
 template <int G>
 LUCID_AVX512 __attribute__((always_inline)) inline __m512 IndexerHeads(const float* q,
-                                                                     const float* w, int64_t D,
-                                                                     const float* kt,
-                                                                     __m512 total) {
+                                                                       const float* w, int64_t D,
+                                                                       const float* kt,
+                                                                       __m512 total) {
   __m512 a[G];
 #pragma GCC unroll 8
   for (int g = 0; g < G; ++g) a[g] = _mm512_setzero_ps();
@@ -539,7 +539,8 @@ LUCID_AVX512 __attribute__((always_inline)) inline __m512 IndexerHeads(const flo
   }
   const __m512 z = _mm512_setzero_ps();
 #pragma GCC unroll 8
-  for (int g = 0; g < G; ++g) total = _mm512_fmadd_ps(_mm512_set1_ps(w[g]), _mm512_max_ps(a[g], z), total);
+  for (int g = 0; g < G; ++g)
+    total = _mm512_fmadd_ps(_mm512_set1_ps(w[g]), _mm512_max_ps(a[g], z), total);
   return total;
 }
 

@@ -3,7 +3,8 @@
 //
 // Instruction sets are chosen at run time (CPUID through __builtin_cpu_supports), per function
 // with GCC target attributes, so the build itself stays portable (no -march flags on any file):
-//   kAvx512Bf16  AVX-512 F/BW/VL/DQ + AVX512_BF16 + VBMI: bf16 weights use vdpbf16ps on a hi+lo bf16 split
+//   kAvx512Bf16  AVX-512 F/BW/VL/DQ + AVX512_BF16 + VBMI: bf16 weights use vdpbf16ps on a hi+lo
+//   bf16 split
 //                of the activations (x = hi + lo, both bf16), so products keep ~16 mantissa bits of
 //                x and the result matches the f32 reference to ~1e-5 relative.
 //   kAvx512      AVX-512 F/BW/VL/DQ: bf16 weights widened to f32, f32 FMAs.
