@@ -95,6 +95,10 @@ struct KernelTable {
                         const float* kt, float* out) = nullptr;
   // dst[d * 16 + r] = rows[r][d] for d < D and r < n <= 16; 0 for n <= r < 16.
   void (*transpose16)(const float* const* rows, int64_t n, int64_t D, float* dst) = nullptr;
+  // y[t * ldy + c] = sum over r < rows of x[t * ldx + r] * w[r * ldw + c] for t < T, c < C, with
+  // bf16 w (the W_uk absorption); y is overwritten. Null: dequantize rows and axpy instead.
+  void (*rows_axpy_bf16)(const uint16_t* w, int64_t ldw, int64_t rows, const float* x, int64_t ldx,
+                         int64_t T, int64_t C, float* y, int64_t ldy) = nullptr;
 };
 
 const KernelTable& Kernels(CpuIsa isa);

@@ -12,9 +12,10 @@
 #include "backends/cpu/cpu_fast_kernels.h"
 
 #define LUCID_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx2")))
-#define LUCID_AVX512BF16                                                                     \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,fma,f16c," \
-                        "avx2")))
+#define LUCID_AVX512BF16                                                          \
+  __attribute__((                                                                 \
+      target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,fma,f16c," \
+             "avx2")))
 
 namespace lucid::fast {
 namespace {
@@ -428,6 +429,65 @@ LUCID_AVX512 void Axpy(float a, const float* x, float* y, int64_t n) {
   }
 }
 
+// y_t[c] = sum over r < rows of x_t[r] * w[r * ldw + c] for c < C, t < T <= 2, with bf16 w
+// widened in registers by interleaving with zero words (vpunpck{l,h}wd): the accumulators hold the
+// columns in lane-interleaved order, put back in order by vpermt2ps at the store. Each column's
+// sum runs over r in order with one FMA per row, as an axpy per row would.
+template <int T>
+LUCID_AVX512 void RowsAxpyBf16T(const uint16_t* w, int64_t ldw, int64_t rows, const float* x,
+                                int64_t ldx, int64_t C, float* y, int64_t ldy) {
+  const __m512i z = _mm512_setzero_si512();
+  const __m512i idx0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i idx1 =
+      _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  for (int64_t c0 = 0; c0 < C; c0 += 128) {
+    __mmask32 m[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      const int64_t left = C - c0 - 32 * v;
+      m[v] = left >= 32 ? 0xFFFFFFFFu : left <= 0 ? 0u : (1u << left) - 1;
+    }
+    __m512 acc[T][8];
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t)
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) acc[t][i] = _mm512_setzero_ps();
+    for (int64_t r = 0; r < rows; ++r) {
+      __m512 xv[T];
+#pragma GCC unroll 2
+      for (int t = 0; t < T; ++t) xv[t] = _mm512_set1_ps(x[t * ldx + r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        const __m512i wv = _mm512_maskz_loadu_epi16(m[v], w + r * ldw + c0 + 32 * v);
+        const __m512 a = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, wv));
+        const __m512 b = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, wv));
+#pragma GCC unroll 2
+        for (int t = 0; t < T; ++t) {
+          acc[t][2 * v] = _mm512_fmadd_ps(xv[t], a, acc[t][2 * v]);
+          acc[t][2 * v + 1] = _mm512_fmadd_ps(xv[t], b, acc[t][2 * v + 1]);
+        }
+      }
+    }
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t)
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        float* dst = y + t * ldy + c0 + 32 * v;
+        _mm512_mask_storeu_ps(dst, static_cast<__mmask16>(m[v]),
+                              _mm512_permutex2var_ps(acc[t][2 * v], idx0, acc[t][2 * v + 1]));
+        _mm512_mask_storeu_ps(dst + 16, static_cast<__mmask16>(m[v] >> 16),
+                              _mm512_permutex2var_ps(acc[t][2 * v], idx1, acc[t][2 * v + 1]));
+      }
+  }
+}
+
+LUCID_AVX512 void RowsAxpyBf16(const uint16_t* w, int64_t ldw, int64_t rows, const float* x,
+                               int64_t ldx, int64_t T, int64_t C, float* y, int64_t ldy) {
+  int64_t t = 0;
+  for (; t + 2 <= T; t += 2) RowsAxpyBf16T<2>(w, ldw, rows, x + t * ldx, ldx, C, y + t * ldy, ldy);
+  if (t < T) RowsAxpyBf16T<1>(w, ldw, rows, x + t * ldx, ldx, C, y + t * ldy, ldy);
+}
+
 LUCID_AVX512 void Scale(float a, float* y, int64_t n) {
   const __m512 av = _mm512_set1_ps(a);
   for (int64_t i = 0; i < n; i += 16) {
@@ -629,6 +689,7 @@ KernelTable MakeTable(bool bf16) {
   t.swiglu = &SwiGlu;
   t.indexer_block = &IndexerBlock;
   t.transpose16 = &Transpose16;
+  t.rows_axpy_bf16 = &RowsAxpyBf16;
   t.exp_sum = &ExpSum;
   t.weighted_rows = &WeightedRows;
   t.widen_bf16 = &WidenBf16;

@@ -1,9 +1,11 @@
 // CpuFastOps::MlaAbsorbQuery / MlaProjectOutput: every head in one parallel region (the reference
 // runs one LinearTransposed / Linear per head, 2 x heads parallel regions per layer and step).
 //
-// Absorb: work items are (head, 128-column chunk of the latent); an item decodes its W_uk rows'
-// chunk one row at a time (DequantSpan: straight from the L1-sized span, never a whole matrix)
-// and adds q_nope[t, h, r] * row into every token's output chunk.
+// Absorb: work items are (head, 128-column chunk of the latent). bf16 W_uk: the rows_axpy_bf16
+// kernel keeps the chunk's sums in registers for two tokens at a time and widens the weights in
+// registers. Other formats: an item decodes its W_uk rows' chunk one row at a time (DequantSpan:
+// straight from the L1-sized span, never a whole matrix) and adds q_nope[t, h, r] * row into
+// every token's output chunk.
 // Project: each head's latent rows are packed once (PackX with the [T, heads * latent] stride),
 // then items are (head, chunk of W_uv rows) run by the matmul driver, which reads each weight
 // element once for all T tokens and writes straight into out[:, h * v_dim + j].
@@ -33,6 +35,12 @@ void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride
     for (int64_t item = b; item < e; ++item) {
       const int64_t h = item / chunks, c0 = (item % chunks) * cw, c1 = std::min(R, c0 + cw);
       const Weight uk = kv_b.RowRange(h * (nope_dim + v_dim), nope_dim);
+      if (kv_b.format == WeightFormat::kBF16 && kt.rows_axpy_bf16) {
+        kt.rows_axpy_bf16(kv_b.data.data<const uint16_t>() + uk.row_begin * R + c0, R, nope_dim,
+                          qs + h * q_stride, heads * q_stride, T, c1 - c0, ys + h * R + c0,
+                          heads * R);
+        continue;
+      }
       for (int64_t t = 0; t < T; ++t)
         std::fill(ys + (t * heads + h) * R + c0, ys + (t * heads + h) * R + c1, 0.0f);
       for (int64_t r = 0; r < nope_dim; ++r) {
