@@ -169,8 +169,12 @@ void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
         const int64_t nb = std::min(kRowBlock, len - j);
         for (int64_t r = 0; r < nb; ++r)
           rows[r] = KvRow(kt, a.kv, sel[j + r], &dec[r * a.kv.row_floats]);
-        for (int64_t h = 0; h < H; ++h)
-          kt.weighted_rows(rows, s.data() + h * len + j, nb, &o[h * R], R);
+        int64_t h = 0;
+        if (kt.weighted_rows2)
+          for (; h + 2 <= H; h += 2)
+            kt.weighted_rows2(rows, s.data() + h * len + j, s.data() + (h + 1) * len + j, nb,
+                              &o[h * R], &o[(h + 1) * R], R);
+        for (; h < H; ++h) kt.weighted_rows(rows, s.data() + h * len + j, nb, &o[h * R], R);
       }
       if (w.partial < 0) {
         for (int64_t h = 0; h < H; ++h) {
