@@ -133,10 +133,13 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
                 int64_t n0, int64_t n1, float* y, int64_t ldy);
 
 // Many tokens (t1 - t0 >= kGemmMinTokens): the outer-product GEMM of cpu_fast_gemm.cpp, same
-// contract as MatmulRows. Returns false (writing nothing) when it has no kernel for this
-// instruction set or weight format; MatmulRows then uses the dot-product tiles.
-constexpr int64_t kGemmMinTokens = 128;
+// contract as MatmulRows (reads only x.f32). Returns false (writing nothing) when it has no kernel
+// for this instruction set or weight format; MatmulRows then uses the dot-product tiles.
+constexpr int64_t kGemmMinTokens = 32;
 bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
               int64_t n0, int64_t n1, float* y, int64_t ldy);
+// Whether GemmRows takes calls on this format at this level (then it never returns false for a
+// weight of the format with a positive block_cols when packed).
+bool GemmSupports(const KernelTable& kt, WeightFormat f);
 
 }  // namespace lucid::fast

@@ -45,6 +45,22 @@ void CpuFastOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
   fast::PackX(kt, x.data<const float>(), w.cols, T, w.cols, w.format, &p);
   float* ys = y.data<float>();
   const int64_t threads = NumThreads();
+  if (T >= fast::kGemmMinTokens && fast::GemmSupports(kt, w.format)) {
+    // The GEMM: each thread takes one contiguous range of whole 32-row panels (its weights are
+    // decoded once); few outputs split the tokens instead, never below kGemmMinTokens per call
+    // (PackX made no bf16 split for them).
+    constexpr int64_t kPanel = 32;
+    const int64_t panels = (N + kPanel - 1) / kPanel;
+    if (panels < 2 * threads && T >= 2 * fast::kGemmMinTokens) {
+      ParallelFor(T, fast::kGemmMinTokens,
+                  [&](int64_t b, int64_t e) { fast::MatmulRows(kt, p, b, e, w, 0, N, ys, N); });
+      return;
+    }
+    ParallelFor(panels, 1, [&](int64_t b, int64_t e) {
+      fast::MatmulRows(kt, p, 0, T, w, b * kPanel, std::min(N, e * kPanel), ys, N);
+    });
+    return;
+  }
   if (N < 64 * threads && T >= 8 * threads) {  // few outputs, many tokens: split the tokens
     ParallelFor(T, 4, [&](int64_t b, int64_t e) { fast::MatmulRows(kt, p, b, e, w, 0, N, ys, N); });
     return;

@@ -1,0 +1,145 @@
+// Micro-benchmarks of the many-token matmul: the outer-product GEMM (GemmRows) against the
+// dot-product tiles it replaces (MatmulRows with the GEMM hidden: a copy of the kernel table whose
+// level reads avx2, so GemmRows refuses and the same AVX-512 tiles run), single-threaded, on a
+// dense prefill shape and an expert-sized one, in every weight format; and CpuFastOps::Linear
+// (all threads, OMP_NUM_THREADS) at the prefill shape. Counter: GFLOP/s (2 T N K per call).
+//   build-gemm/benchmarks/lucid_gemm_bench --benchmark_filter=Rows
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <random>
+
+#include "backends/cpu/cpu_fast_kernels.h"
+#include "backends/cpu/cpu_fast_ops.h"
+#include "backends/cpu/quant_test_util.h"
+#include "core/dtype.h"
+
+namespace lucid {
+namespace {
+
+// Formats: 0 f32, 1 bf16, 2 FP8-block (ue8m0 scales), 3 NVFP4.
+Weight MakeWeight(int f, int64_t n, int64_t k) {
+  if (f == 2) return testing_util::RandomFp8(n, k, 1, true);
+  if (f == 3) return testing_util::RandomNvfp4(n, k, 1);
+  Weight w;
+  w.format = f == 0 ? WeightFormat::kF32 : WeightFormat::kBF16;
+  w.name = "w";
+  w.rows = n;
+  w.cols = k;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> d(-1, 1);
+  w.data = Tensor::Empty(f == 0 ? DType::kF32 : DType::kBF16, {n, k});
+  for (int64_t i = 0; i < n * k; ++i) {
+    if (f == 0)
+      w.data.data<float>()[i] = d(rng);
+    else
+      w.data.data<uint16_t>()[i] = F32ToBf16(d(rng));
+  }
+  return w;
+}
+
+const Weight& CachedWeight(int f, int64_t n, int64_t k) {
+  static Weight cache[4][3];
+  const int shape = n == 6144 ? 0 : n == 512 ? 1 : 2;
+  Weight& w = cache[f][shape];
+  if (!w.valid()) w = MakeWeight(f, n, k);
+  return w;
+}
+
+Tensor RandomX(int64_t T, int64_t K) {
+  Tensor x = Tensor::Empty(DType::kF32, {T, K});
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> d(-1, 1);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = d(rng);
+  return x;
+}
+
+void SetCounters(benchmark::State& st, int64_t T, int64_t N, int64_t K) {
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * T * N * K * st.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+// Args: path (0 dot-product tiles, 1 GEMM), format, T, N, K. One thread, all N rows.
+void BM_Rows(benchmark::State& st) {
+  const bool gemm = st.range(0) != 0;
+  const int f = static_cast<int>(st.range(1));
+  const int64_t T = st.range(2), N = st.range(3), K = st.range(4);
+  const CpuIsa best = DetectCpuIsa();
+  if (best < CpuIsa::kAvx512) {
+    st.SkipWithError("no AVX-512 on this machine");
+    return;
+  }
+  fast::KernelTable kt = fast::Kernels(best);
+  if (!gemm) kt.isa = CpuIsa::kAvx2;  // GemmRows refuses; the same AVX-512 tiles run
+  const Weight& w = CachedWeight(f, N, K);
+  Tensor x = RandomX(T, K);
+  std::vector<float> y(T * N);
+  for (auto _ : st) {
+    fast::PackedX p;
+    fast::PackX(kt, x.data<const float>(), K, T, K, w.format, &p);
+    // GemmRows itself at any T (MatmulRows would take it only from kGemmMinTokens).
+    if (gemm && !fast::GemmRows(kt, p, 0, T, w, 0, N, y.data(), N)) {
+      st.SkipWithError("GemmRows refused");
+      return;
+    }
+    if (!gemm) fast::MatmulRows(kt, p, 0, T, w, 0, N, y.data(), N);
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetCounters(st, T, N, K);
+}
+// Dense prefill (T = 512 x K 2048 x N 6144) and an expert's share at prefill (~64 tokens x the
+// 1g preset's 512 x 2048 gate), and the small token counts where the GEMM starts to pay.
+BENCHMARK(BM_Rows)
+    ->ArgsProduct({{0, 1}, {0, 1, 2, 3}, {512}, {6144}, {2048}})
+    ->ArgsProduct({{0, 1}, {1, 2, 3}, {16, 32, 64, 128, 512}, {512}, {2048}})
+    ->ArgNames({"gemm", "fmt", "T", "N", "K"})
+    ->Unit(benchmark::kMillisecond);
+
+// The reference point of "% of peak": fp32 FMAs on 16 independent accumulators (as lucid bench's
+// probe), one thread.
+__attribute__((target("avx512f"))) void FmaChains(int64_t n, float* out) {
+  __m512 a[16];
+  for (int i = 0; i < 16; ++i) a[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512 m = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t r = 0; r < n; ++r)
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) a[i] = _mm512_fmadd_ps(a[i], m, b);
+  for (int i = 1; i < 16; ++i) a[0] = _mm512_add_ps(a[0], a[i]);
+  _mm512_storeu_ps(out, a[0]);
+}
+void BM_FmaPeak(benchmark::State& st) {
+  if (DetectCpuIsa() < CpuIsa::kAvx512) {
+    st.SkipWithError("no AVX-512 on this machine");
+    return;
+  }
+  const int64_t n = 1 << 20;
+  float out[16];
+  for (auto _ : st) {
+    FmaChains(n, out);
+    benchmark::DoNotOptimize(out);
+  }
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * 16 * 16 * n * st.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_FmaPeak)->Unit(benchmark::kMillisecond);
+
+// Args: format, T. CpuFastOps::Linear, every thread, N 6144 x K 2048.
+void BM_GemmLinear(benchmark::State& st) {
+  static const CpuFastOps ops;
+  const int f = static_cast<int>(st.range(0));
+  const int64_t T = st.range(1), N = 6144, K = 2048;
+  const Weight& w = CachedWeight(f, N, K);
+  Tensor x = RandomX(T, K), y = Tensor::Empty(DType::kF32, {T, N});
+  for (auto _ : st) ops.Linear(x, w, y);
+  SetCounters(st, T, N, K);
+}
+BENCHMARK(BM_GemmLinear)
+    ->ArgsProduct({{0, 1, 2, 3}, {128, 512}})
+    ->ArgNames({"fmt", "T"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace lucid
+
+BENCHMARK_MAIN();

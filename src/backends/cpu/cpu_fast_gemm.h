@@ -1,0 +1,36 @@
+// Internal to the fast CPU backend: the kernels of the outer-product GEMM (GemmRows in
+// cpu_fast_kernels.h), one small table per instruction set that has them.
+//
+// Layouts (f32, 64-byte aligned buffers):
+//   x panel  [kc][mr]: column k of mr activation rows (tokens), rows past the last token zero.
+//   w panel  [kc][nr]: column k of nr weight rows (outputs) = a kc x nr slice of W^T, rows past the
+//            last weight row zero.
+// The micro-kernel keeps an mr x nr tile of C in registers (vectors along the outputs), broadcasts
+// one x value per row and k, and multiplies it with the nr/16 weight vectors of that k.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cpu/cpu_fast_ops.h"
+
+namespace lucid::fast {
+
+struct GemmKernels {
+  int mr = 0, nr = 0;
+  // C[i * ldc + j] (+ when add)= sum over k < kc of xp[k * mr + i] * wp[k * nr + j], for i < m and
+  // j < n (m <= mr, n <= nr); nothing outside that tile of C is read or written. The sum over k is
+  // in k order, in f32, from zero; with add it is then added to C.
+  void (*tile)(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int m, int n,
+               bool add) = nullptr;
+  // wp[k * nr + j] = rows[j][k] for k < kc, j < nr; a null rows[j] gives zeros.
+  void (*pack_w)(const float* const* rows, int64_t kc, float* wp) = nullptr;
+  // The same from bf16 rows (widened exactly).
+  void (*pack_w_bf16)(const uint16_t* const* rows, int64_t kc, float* wp) = nullptr;
+  // xp[k * mr + i] = x[i * ldx + k] for k < kc, i < m; rows i >= m give zeros.
+  void (*pack_x)(const float* x, int64_t ldx, int m, int64_t kc, float* xp) = nullptr;
+};
+
+// Null when the instruction set has no GEMM kernels.
+const GemmKernels* Avx512GemmKernels();
+
+}  // namespace lucid::fast

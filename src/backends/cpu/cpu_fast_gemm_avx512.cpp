@@ -1,0 +1,191 @@
+// AVX-512 kernels of the outer-product GEMM (layouts in cpu_fast_gemm.h): a kMr x 32 register
+// tile (kMr rows of two zmm accumulators), 16x16 in-register transposes for packing. Every
+// function carries a target attribute; GemmRows reaches them only when the kernel table's level
+// is an AVX-512 one (CPUID said yes).
+#include <immintrin.h>
+
+// GCC 12's AVX-512 headers build masked intrinsics on _mm512_undefined_*(), which trips
+// -W(maybe-)uninitialized inside the headers themselves (a known false positive).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include "backends/cpu/cpu_fast_gemm.h"
+
+#define LUCID_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx2")))
+
+namespace lucid::fast {
+namespace {
+
+constexpr int kMr = 12;  // tokens per tile (broadcast)
+constexpr int kNv = 2;   // zmm vectors of outputs per tile row: nr = 32
+
+LUCID_AVX512 inline __mmask16 Mask16(int64_t left) {
+  if (left <= 0) return 0;
+  return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+}
+
+// acc[i][v] = sum_k xp[k * kMr + i] * wp[k * 16 kNv + 16 v ...], then C (+)= acc under the masks.
+template <int MR>
+LUCID_AVX512 void Kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc,
+                         const __mmask16* mask, bool add) {
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v)
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * v), _MM_HINT_T0);
+  __m512 acc[MR][kNv];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < kc; ++k) {
+    __m512 w[kNv];
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v) w[v] = _mm512_load_ps(wp + k * 16 * kNv + 16 * v);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512 xi = _mm512_set1_ps(xp[k * kMr + i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_fmadd_ps(xi, w[v], acc[i][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v) {
+      float* p = c + i * ldc + 16 * v;
+      const __m512 r =
+          add ? _mm512_add_ps(_mm512_maskz_loadu_ps(mask[v], p), acc[i][v]) : acc[i][v];
+      _mm512_mask_storeu_ps(p, mask[v], r);
+    }
+}
+
+LUCID_AVX512 void Tile(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int m,
+                       int n, bool add) {
+  __mmask16 mask[kNv];
+  for (int v = 0; v < kNv; ++v) mask[v] = Mask16(n - 16 * v);
+  switch (m) {
+    case 12:
+      return Kernel<12>(xp, wp, kc, c, ldc, mask, add);
+    case 11:
+      return Kernel<11>(xp, wp, kc, c, ldc, mask, add);
+    case 10:
+      return Kernel<10>(xp, wp, kc, c, ldc, mask, add);
+    case 9:
+      return Kernel<9>(xp, wp, kc, c, ldc, mask, add);
+    case 8:
+      return Kernel<8>(xp, wp, kc, c, ldc, mask, add);
+    case 7:
+      return Kernel<7>(xp, wp, kc, c, ldc, mask, add);
+    case 6:
+      return Kernel<6>(xp, wp, kc, c, ldc, mask, add);
+    case 5:
+      return Kernel<5>(xp, wp, kc, c, ldc, mask, add);
+    case 4:
+      return Kernel<4>(xp, wp, kc, c, ldc, mask, add);
+    case 3:
+      return Kernel<3>(xp, wp, kc, c, ldc, mask, add);
+    case 2:
+      return Kernel<2>(xp, wp, kc, c, ldc, mask, add);
+    case 1:
+      return Kernel<1>(xp, wp, kc, c, ldc, mask, add);
+    default:
+      return;
+  }
+}
+
+// In-register transpose: r[i] lane j -> r[j] lane i.
+LUCID_AVX512 inline void Transpose16(__m512 (&r)[16]) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4g + c], 128-bit lane L: rows 4g..4g+3 of column 4L + c.
+  __m512 u[16];
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    const int b = 4 * g;
+    u[b + 0] = _mm512_shuffle_ps(t[b + 0], t[b + 2], 0x44);
+    u[b + 1] = _mm512_shuffle_ps(t[b + 0], t[b + 2], 0xEE);
+    u[b + 2] = _mm512_shuffle_ps(t[b + 1], t[b + 3], 0x44);
+    u[b + 3] = _mm512_shuffle_ps(t[b + 1], t[b + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512 a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+    const __m512 b = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+    const __m512 e = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512 d = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+    r[c] = _mm512_shuffle_f32x4(a, e, 0x88);
+    r[c + 8] = _mm512_shuffle_f32x4(a, e, 0xDD);
+    r[c + 4] = _mm512_shuffle_f32x4(b, d, 0x88);
+    r[c + 12] = _mm512_shuffle_f32x4(b, d, 0xDD);
+  }
+}
+
+LUCID_AVX512 inline __m512 Load(const float* row, int64_t k, __mmask16 m) {
+  return row ? _mm512_maskz_loadu_ps(m, row + k) : _mm512_setzero_ps();
+}
+// bf16 -> f32 is exact: the bits move to the top half.
+LUCID_AVX512 inline __m512 Load(const uint16_t* row, int64_t k, __mmask16 m) {
+  if (!row) return _mm512_setzero_ps();
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row + k)), 16));
+}
+
+template <typename T>
+LUCID_AVX512 void PackW(const T* const* rows, int64_t kc, float* wp) {
+  constexpr int nr = 16 * kNv;
+  for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+    const __mmask16 m = Mask16(kc - k0);
+    const int64_t cols = kc - k0 < 16 ? kc - k0 : 16;
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v) {
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) r[j] = Load(rows[16 * v + j], k0, m);
+      Transpose16(r);
+      if (cols == 16) {
+#pragma GCC unroll 16
+        for (int c = 0; c < 16; ++c) _mm512_store_ps(wp + (k0 + c) * nr + 16 * v, r[c]);
+      } else {
+        for (int c = 0; c < cols; ++c) _mm512_store_ps(wp + (k0 + c) * nr + 16 * v, r[c]);
+      }
+    }
+  }
+}
+
+LUCID_AVX512 void PackX(const float* x, int64_t ldx, int m, int64_t kc, float* xp) {
+  const __mmask16 out = static_cast<__mmask16>((1u << kMr) - 1);
+  for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+    const __mmask16 mk = Mask16(kc - k0);
+    const int64_t cols = kc - k0 < 16 ? kc - k0 : 16;
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i)
+      r[i] = i < m ? _mm512_maskz_loadu_ps(mk, x + i * ldx + k0) : _mm512_setzero_ps();
+    Transpose16(r);
+    for (int c = 0; c < cols; ++c) _mm512_mask_storeu_ps(xp + (k0 + c) * kMr, out, r[c]);
+  }
+}
+
+}  // namespace
+
+const GemmKernels* Avx512GemmKernels() {
+  static const GemmKernels g = [] {
+    GemmKernels t;
+    t.mr = kMr;
+    t.nr = 16 * kNv;
+    t.tile = &Tile;
+    t.pack_w = &PackW<float>;
+    t.pack_w_bf16 = &PackW<uint16_t>;
+    t.pack_x = &PackX;
+    return t;
+  }();
+  return &g;
+}
+
+}  // namespace lucid::fast

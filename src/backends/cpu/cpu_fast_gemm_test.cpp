@@ -1,0 +1,178 @@
+// The many-token GEMM (GemmRows, cpu_fast_gemm*.cpp) against the CpuOps reference: Linear and
+// MoeExperts through CpuFastOps on odd shapes (token counts from kGemmMinTokens up, K not a
+// multiple of the vector or k block, N not a multiple of the tile, row-range views) in every
+// weight format, at every instruction-set level this machine has; and GemmRows itself on
+// sub-ranges of tokens and rows (writes exactly its tile of y, nothing else) and its refusal at
+// levels without a kernel.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_fast_kernels.h"
+#include "backends/cpu/cpu_fast_ops.h"
+#include "backends/cpu/quant_test_util.h"
+#include "core/dtype.h"
+
+namespace lucid {
+namespace {
+
+const CpuOps kRef;
+
+// Formats: 0 f32, 1 bf16, 2 FP8-block f32 scales, 3 FP8-block ue8m0 scales, 4 NVFP4.
+constexpr int kFormats = 5;
+const char* FormatName(int f) {
+  static const char* names[] = {"f32", "bf16", "fp8", "fp8-ue8m0", "nvfp4"};
+  return names[f];
+}
+
+Tensor Random(Shape shape, uint32_t seed) {
+  Tensor t = Tensor::Empty(DType::kF32, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+// A [rows, cols] weight of format f viewed from row `skip` of a [skip + rows + 3, cols] parent
+// (packed formats: the view's scale rows straddle 128-row blocks when skip is not a multiple).
+Weight MakeWeight(int f, int64_t rows, int64_t cols, uint32_t seed, int64_t skip = 0) {
+  const int64_t total = skip + rows + 3;
+  Weight w;
+  if (f >= 2) {
+    w = f == 4 ? testing_util::RandomNvfp4(total, cols, seed)
+               : testing_util::RandomFp8(total, cols, seed, f == 3);
+  } else {
+    Tensor src = Random({total, cols}, seed);
+    w.format = f == 0 ? WeightFormat::kF32 : WeightFormat::kBF16;
+    w.name = "w";
+    w.rows = total;
+    w.cols = cols;
+    if (f == 0) {
+      w.data = src;
+    } else {
+      w.data = Tensor::Empty(DType::kBF16, {total, cols});
+      for (int64_t i = 0; i < src.numel(); ++i)
+        w.data.data<uint16_t>()[i] = F32ToBf16(src.data<float>()[i]);
+    }
+  }
+  return w.RowRange(skip, rows);
+}
+
+// max |a - b| / max |b|
+double RelErr(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.numel(), b.numel());
+  double e = 0, m = 1e-30;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    e = std::max(e, double(std::abs(a.data<float>()[i] - b.data<float>()[i])));
+    m = std::max(m, double(std::abs(b.data<float>()[i])));
+  }
+  return e / m;
+}
+
+// Well below what one missing k block (or one wrong weight row) costs on these shapes: the
+// smallest case has K = 200, T * N > 4000 outputs.
+constexpr double kTol = 1e-5;
+
+class FastGemmTest : public ::testing::TestWithParam<CpuIsa> {
+ protected:
+  CpuFastOps ops_{GetParam()};
+};
+
+TEST_P(FastGemmTest, LinearMatchesReference) {
+  struct Case {
+    int64_t T, N, K, skip;
+  };
+  const Case cases[] = {{fast::kGemmMinTokens, 37, 200, 0},
+                        {129, 131, 1000, 5},
+                        {300, 37, 2049, 130},
+                        {513, 131, 200, 1},
+                        {129, 37, 2049, 0},
+                        {300, 131, 1000, 0}};
+  for (int f = 0; f < kFormats; ++f) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(FormatName(f)) + " T=" + std::to_string(c.T) +
+                   " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
+                   " skip=" + std::to_string(c.skip));
+      Weight w = MakeWeight(f, c.N, c.K, 7 + static_cast<uint32_t>(c.K + f), c.skip);
+      Tensor x = Random({c.T, c.K}, 3 + static_cast<uint32_t>(c.T));
+      Tensor y = Tensor::Empty(DType::kF32, {c.T, c.N}), r = y.Clone();
+      ops_.Linear(x, w, y);
+      kRef.Linear(x, w, r);
+      EXPECT_LE(RelErr(y, r), kTol);
+    }
+  }
+}
+
+// GemmRows on a sub-range of tokens and rows: that tile of y equals the reference, the rest of y
+// keeps its sentinel. At levels without a GEMM kernel it refuses and writes nothing.
+TEST_P(FastGemmTest, GemmRowsWritesExactlyItsTile) {
+  const fast::KernelTable& kt = fast::Kernels(ops_.isa());
+  const int64_t T = 300, N = 131, K = 1000, t0 = 7, t1 = 290, n0 = 5, n1 = 118;
+  for (int f = 0; f < kFormats; ++f) {
+    SCOPED_TRACE(FormatName(f));
+    Weight w = MakeWeight(f, N, K, 21 + static_cast<uint32_t>(f), 3);
+    Tensor x = Random({T, K}, 22);
+    fast::PackedX px;
+    fast::PackX(kt, x.data<const float>(), K, T, K, w.format, &px);
+    const float kSentinel = 12345.0f;
+    std::vector<float> y(T * N, kSentinel);
+    const bool took = fast::GemmRows(kt, px, t0, t1, w, n0, n1, y.data(), N);
+    const bool avx512 = ops_.isa() == CpuIsa::kAvx512 || ops_.isa() == CpuIsa::kAvx512Bf16;
+    EXPECT_EQ(took, avx512);
+    EXPECT_EQ(took, fast::GemmSupports(kt, w.format));
+    Tensor r = Tensor::Empty(DType::kF32, {T, N});
+    kRef.Linear(x, w, r);
+    double e = 0, m = 1e-30;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t n = 0; n < N; ++n) {
+        const float v = y[t * N + n];
+        if (took && t >= t0 && t < t1 && n >= n0 && n < n1) {
+          e = std::max(e, double(std::abs(v - r.data<float>()[t * N + n])));
+          m = std::max(m, double(std::abs(r.data<float>()[t * N + n])));
+        } else {
+          ASSERT_EQ(v, kSentinel) << "t=" << t << " n=" << n;
+        }
+      }
+    EXPECT_LE(e / m, kTol);
+  }
+}
+
+TEST_P(FastGemmTest, MoeExpertsMatchReference) {
+  // 4 experts, top-2 of 300 tokens: every expert gets ~150 tokens (the GEMM path) and K of the
+  // down projection (131) is not a multiple of 16.
+  const int64_t E = 4, D = 260, I = 131, k = 2, T = 300;
+  for (int f : {1, 2, 4}) {
+    SCOPED_TRACE(FormatName(f));
+    std::vector<ExpertWeights> ex;
+    for (int64_t e = 0; e < E; ++e) {
+      const uint32_t s = static_cast<uint32_t>(e + 10 * f);
+      ex.push_back({MakeWeight(f, I, D, 100 + s), MakeWeight(f, I, D, 200 + s),
+                    MakeWeight(f, D, I, 300 + s)});
+    }
+    Tensor x = Random({T, D}, 17);
+    std::vector<int32_t> idx(T * k);
+    std::vector<float> wt(T * k);
+    for (int64_t t = 0; t < T; ++t) {
+      idx[t * k] = static_cast<int32_t>((t * 3) % E);
+      idx[t * k + 1] = static_cast<int32_t>((t * 3 + 1 + t % 3) % E);
+      wt[t * k] = 0.7f;
+      wt[t * k + 1] = 0.4f;
+    }
+    Tensor out = Random({T, D}, 18), ref = out.Clone();
+    ops_.MoeExperts(x, ex, idx.data(), wt.data(), k, out);
+    kRef.MoeExperts(x, ex, idx.data(), wt.data(), k, ref);
+    EXPECT_LE(RelErr(out, ref), kTol);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, FastGemmTest,
+                         ::testing::Values(CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512,
+                                           CpuIsa::kAvx512Bf16),
+                         [](const auto& info) { return std::string(CpuIsaName(info.param)); });
+
+}  // namespace
+}  // namespace lucid
