@@ -29,7 +29,7 @@ struct BenchOptions {
   int64_t gen_len = 8;            // timed decode steps per configuration (after one warm-up)
   std::vector<int64_t> contexts;  // context sweep (empty: skipped)
   int repeats = 3;                // prefill repeats
-  bool reference_ops = false;     // CpuOps instead of CpuFastOps (for before/after figures)
+  bool reference_ops = false;     // CpuOps instead of CpuFastOps (`--cpu-kernels reference`)
   bool skip_prefill = false;
   KvDtype kv_dtype = KvDtype::kF32;  // how the KV pool stores rows (decode, sweep and prefill)
 };

@@ -6,6 +6,7 @@
 
 #include "bench/bench.h"
 #include "cli/commands.h"
+#include "config/cpu_kernels.h"
 
 namespace lucid::cli {
 namespace {
@@ -15,6 +16,8 @@ struct BenchFlags {
   std::string batches = "1,8,32";
   std::string contexts;
   std::string kv_cache_dtype = "f32";
+  std::string cpu_kernels;     // "" = not given: fast
+  bool reference_ops = false;  // deprecated alias of --cpu-kernels reference
   bool json = false;
 };
 
@@ -43,7 +46,20 @@ StatusOr<std::vector<int64_t>> ParseList(const std::string& flag, const std::str
   return v;
 }
 
+// --cpu-kernels, or the deprecated --reference-ops (which must not contradict it).
+StatusOr<bool> UseReferenceOps(const BenchFlags& f) {
+  if (f.cpu_kernels.empty()) return f.reference_ops;
+  LUCID_ASSIGN_OR_RETURN(config::CpuKernelSet set, config::ParseCpuKernelSet(f.cpu_kernels));
+  if (f.reference_ops && set != config::CpuKernelSet::kReference)
+    return InvalidArgument(
+        "--reference-ops (deprecated: = --cpu-kernels reference) contradicts "
+        "--cpu-kernels " +
+        f.cpu_kernels);
+  return set == config::CpuKernelSet::kReference;
+}
+
 Status Run(BenchFlags& f) {
+  LUCID_ASSIGN_OR_RETURN(f.o.reference_ops, UseReferenceOps(f));
   LUCID_ASSIGN_OR_RETURN(f.o.batches, ParseList("--batch", f.batches));
   LUCID_ASSIGN_OR_RETURN(f.o.contexts, ParseList("--context", f.contexts));
   LUCID_ASSIGN_OR_RETURN(f.o.kv_dtype, ParseKvCacheDtype(f.kv_cache_dtype));
@@ -66,7 +82,10 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   cmd->add_option("--context", f->contexts, "Context sweep, e.g. 1k,4k,16k,32k (DSA vs dense)");
   cmd->add_option("--repeats", f->o.repeats, "Prefill repeats (median)")->check(CLI::Range(1, 100));
-  cmd->add_flag("--reference-ops", f->o.reference_ops, "Use the CpuOps reference kernels");
+  cmd->add_option("--cpu-kernels", f->cpu_kernels,
+                  "CPU kernel set: fast (CpuFastOps) or reference (CpuOps) [default: fast]");
+  cmd->add_flag("--reference-ops", f->reference_ops,
+                "Deprecated alias of --cpu-kernels reference (the CpuOps reference kernels)");
   cmd->add_flag("--skip-prefill", f->o.skip_prefill, "Do not measure prefill");
   cmd->add_option("--kv-cache-dtype", f->kv_cache_dtype,
                   "KV cache storage: f32 (default, = auto) | bf16 | fp8_e4m3");

@@ -2,12 +2,11 @@
 // the KV cache. Prints the new token ids (text or JSON) and can dump the prompt's logits as .npy.
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
-#include "backends/cpu/cpu_fast_ops.h"
 #include "cli/commands.h"
+#include "config/cpu_kernels.h"
 #include "formats/npy.h"
 #include "models/registry.h"
 #include "runtime/greedy_generate.h"
@@ -22,6 +21,7 @@ struct GenerateFlags {
   std::string output = "text";
   std::string dump_logits;
   std::string kv_cache_dtype = "auto";
+  std::string cpu_kernels = "fast";
 };
 
 StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
@@ -46,10 +46,11 @@ StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
 
 Status RunGenerate(const GenerateFlags& f) {
   LUCID_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, ParseIds(f.prompt_ids));
-  // The fast backend (tested against the CpuOps reference; LUCID_CPU_ISA=scalar caps it).
   LUCID_ASSIGN_OR_RETURN(KvDtype kv_dtype, ParseKvCacheDtype(f.kv_cache_dtype));
-  CpuFastOps ops;
-  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(f.model_path, ops));
+  // CpuFastOps by default (tested against the CpuOps reference; LUCID_CPU_ISA caps its level).
+  LUCID_ASSIGN_OR_RETURN(config::CpuKernelSet set, config::ParseCpuKernelSet(f.cpu_kernels));
+  const std::unique_ptr<CpuOps> ops = config::MakeCpuOps(set);
+  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(f.model_path, *ops));
   Tensor prompt_logits;
   LUCID_ASSIGN_OR_RETURN(std::vector<int32_t> out,
                          GreedyGenerate(*model, prompt, f.max_new_tokens, &prompt_logits,
@@ -75,10 +76,14 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
       ->required();
   cmd->add_option("--max-new-tokens", flags->max_new_tokens, "Tokens to generate")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  cmd->add_option("--output", flags->output, "Output format")->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--output", flags->output, "Output format")
+      ->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype,
                   "KV cache storage: auto (f32 on CPU), f32, bf16, fp8_e4m3 (FlashMLA layout)")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "fp8_e4m3", "fp8"}));
+  cmd->add_option("--cpu-kernels", flags->cpu_kernels,
+                  "CPU kernel set: fast (CpuFastOps) or reference (CpuOps, for debugging) "
+                  "[default: fast]");
   cmd->add_option("--dump-logits", flags->dump_logits,
                   "Write the prompt's logits [prompt_len, vocab] as float32 .npy");
   cmd->callback([flags, exit_code] {

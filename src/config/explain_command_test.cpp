@@ -97,6 +97,7 @@ TEST(ExplainCommandTest, BadInputIsOneLineAndExitTwo) {
       {{"--config", Src("tests/fixtures/configs/malformed.json")}, "malformed JSON"},
       {{"--config", Src("tests/fixtures/configs/malformed.yaml")}, "nested YAML"},
       {{"--target", "cuda:sm_xx"}, "unknown target"},
+      {{"--cpu-kernels", "auto"}, "--cpu-kernels: unknown value \"auto\" (valid: fast, reference)"},
   };
   for (const BadInput& c : cases) {
     std::vector<std::string> args = {"explain", "--model-path", kGlm};

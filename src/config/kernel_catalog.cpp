@@ -4,7 +4,9 @@
 // None of them is built in this repository yet: compiled_in is false for every non-CPU row.
 // The `cpu` rows state what backends/cpu implements today: float32 compute, f32/bf16/FP8-block/
 // NVFP4 weights (dequantized block by block), f32/bf16/fp8_e4m3 KV storage (models/kv_cache.h),
-// any page size, no graph capture.
+// any page size, no graph capture. Both CPU kernel sets (`--cpu-kernels fast|reference`,
+// config/cpu_kernels.h) implement exactly these rows: CpuFastOps falls back to CpuOps for whatever
+// it does not speed up.
 #include "config/kernel_catalog.h"
 
 #include <algorithm>
@@ -54,7 +56,7 @@ KernelDecl Cpu(KernelFamily f) {
   d.phases = kBoth;
   d.graph_capture = false;
   d.compiled_in = true;
-  d.origin = "lucid backends/cpu (reference)";
+  d.origin = "lucid backends/cpu (--cpu-kernels: CpuFastOps, or the CpuOps reference)";
   if (f == KernelFamily::kDenseAttention || f == KernelFamily::kSparseAttention ||
       f == KernelFamily::kIndexer)
     d.kv_dtypes = {KD::kF32, KD::kBF16, KD::kFp8E4M3};  // KvPool storage, decoded by the ops

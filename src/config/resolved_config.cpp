@@ -72,11 +72,20 @@ nlohmann::json ResolvedConfig::ToJson() const {
                        {"compiled_in", k.compiled_in},
                        {"candidates", cands}});
   }
+  nlohmann::json cpu_kernels = nullptr;
+  if (d_.cpu_kernels) {
+    const ResolvedField* f = Field("cpu-kernels");
+    cpu_kernels = {{"set", d_.cpu_kernels->set},
+                   {"ops", d_.cpu_kernels->ops},
+                   {"source", f != nullptr ? f->Provenance() : "default"},
+                   {"reason", d_.cpu_kernels->reason}};
+  }
   return {{"valid", true},
           {"target", d_.target.Describe()},
           {"model", d_.model_summary},
           {"settings", settings},
           {"kernels", kernels},
+          {"cpu_kernels", cpu_kernels},
           {"memory", d_.memory.ToJson()},
           {"notes", d_.notes},
           {"runnable_here", d_.not_runnable_here.empty()},
@@ -106,6 +115,12 @@ std::string ResolvedConfig::ToText() const {
       if (c.taken) continue;
       o << "      - " << Pad(c.name, 18) << (c.supported ? "" : "refused: ") << c.reason << "\n";
     }
+  }
+  if (d_.cpu_kernels) {
+    const ResolvedField* f = Field("cpu-kernels");
+    o << "  " << Pad("cpu kernel set", 34) << Pad(d_.cpu_kernels->ops, 18) << "--cpu-kernels "
+      << d_.cpu_kernels->set << " (" << (f != nullptr ? f->Provenance() : "default") << ")\n"
+      << "      " << d_.cpu_kernels->reason << "\n";
   }
   const MemoryPlan& m = d_.memory;
   o << "\nMemory plan (per device)\n";

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "config/cpu_kernels.h"
 #include "config/kernel_selection.h"
 #include "config/memory_plan.h"
 #include "config/settings.h"
@@ -48,6 +49,8 @@ struct ResolvedData {
   Target target;
   std::string model_summary;  // architecture, layers, quantization, where sizes came from
   std::vector<KernelChoice> kernels;
+  // Device cpu: the kernel set --cpu-kernels chose and the ops name it runs as; nullopt on cuda.
+  std::optional<CpuKernelReport> cpu_kernels;
   MemoryPlan memory;
   std::vector<std::string> notes;              // things the user should know (never silent)
   std::vector<std::string> not_runnable_here;  // why this build cannot run the plan as is

@@ -132,10 +132,22 @@ Status Resolver::ResolveModelFields() {
   return OkStatus();
 }
 
+Status Resolver::ResolveCpuKernels() {
+  LUCID_RETURN_IF_ERROR(FillFromRule("cpu-kernels"));
+  LUCID_ASSIGN_OR_RETURN(CpuKernelSet set, ParseCpuKernelSet(V("cpu-kernels").get<std::string>()));
+  if (V("device") == "cpu")
+    cpu_kernels_ = DescribeCpuKernels(set, target_.local);
+  else if (User("cpu-kernels"))
+    notes_.push_back(Cite("cpu-kernels") + " has no effect: the device is " +
+                     V("device").get<std::string>());
+  return OkStatus();
+}
+
 StatusOr<ResolvedConfig> Resolver::Run() {
   LUCID_RETURN_IF_ERROR(ResolveTargetFields());
   LUCID_RETURN_IF_ERROR(ResolveModelFields());
   LUCID_RETURN_IF_ERROR(ResolveKernels());
+  LUCID_RETURN_IF_ERROR(ResolveCpuKernels());
   LUCID_RETURN_IF_ERROR(FillFromRule("chunked-prefill-size"));
   LUCID_RETURN_IF_ERROR(FillFromRule("max-running-requests"));
   LUCID_RETURN_IF_ERROR(FillFromRule("cuda-graph-max-bs"));
@@ -158,6 +170,7 @@ StatusOr<ResolvedConfig> Resolver::Run() {
                     (model_.sizes_from_checkpoint ? " (safetensors headers)"
                                                   : " (computed from config.json: no weights)");
   d.kernels = kernels_;
+  d.cpu_kernels = cpu_kernels_;
   d.memory = memory_;
   d.notes = notes_;
   for (const KernelChoice& k : kernels_)

@@ -75,6 +75,7 @@ class Resolver {
   Status ResolveModelFields();
   Status ResolveKernels();  // resolver_kernels.cpp
   Status ResolveMemory();   // resolver_memory.cpp
+  Status ResolveCpuKernels();
 
   // resolver_kernels.cpp helpers.
   KernelEnv BaseEnv() const;
@@ -91,6 +92,7 @@ class Resolver {
   std::map<std::string, ResolvedField> fields_;
   std::vector<std::string> notes_;
   std::vector<KernelChoice> kernels_;
+  std::optional<CpuKernelReport> cpu_kernels_;
   MemoryPlan memory_;
   std::vector<Need> needs_;
 };

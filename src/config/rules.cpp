@@ -62,7 +62,7 @@ std::vector<Rule> BuildRules() {
   add(
       "dtype-cpu-f32", "dtype", "device is cpu", [](const Ctx& c) { return !c.cuda(); },
       [](const Ctx&) { return json("float32"); },
-      [](const Ctx&) { return "the CPU reference kernels compute in float32 only"; });
+      [](const Ctx&) { return "the CPU kernels (fast and reference) compute in float32 only"; });
   add(
       "dtype-from-checkpoint", "dtype", "device is cuda", [](const Ctx& c) { return c.cuda(); },
       [](const Ctx& c) {
@@ -180,8 +180,8 @@ std::vector<Rule> BuildRules() {
       });
   add(
       "kv-capacity-cpu-requests", "max-total-tokens",
-      "device cpu and max-running-requests x context-length is below the budget's capacity",
-      always, [](const Ctx&) { return json(); },
+      "device cpu and max-running-requests x context-length is below the budget's capacity", always,
+      [](const Ctx&) { return json(); },
       [](const Ctx&) {
         return "on CPU the KV pool holds what the running requests can use at once, not all of "
                "system memory";

@@ -1,0 +1,43 @@
+// The CPU kernel set (`--cpu-kernels fast|reference`, docs/CONFIG.md): which implementation of the
+// op interface (ops/ops.h) a CPU run uses.
+//   fast       CpuFastOps (backends/cpu/cpu_fast_ops.h): vectorized and threaded, instruction set
+//              chosen at run time (the best this machine has; LUCID_CPU_ISA caps it). The default.
+//              Tested against the reference; a request's logits may differ in the last bits with
+//              the number of tokens sharing its step (different tiles for 1-3 and 4+ tokens).
+//   reference  CpuOps (backends/cpu/cpu_ops.h): the plain oracle. A request's output does not
+//              depend on what else is in the batch. For debugging and comparisons.
+// Every command that runs a model on the CPU (serve, generate, bench) builds its ops here, and the
+// resolver reports the same name (`DescribeCpuKernels`), so what is printed is what runs.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backends/cpu/cpu_ops.h"
+#include "core/status.h"
+
+namespace lucid::config {
+
+enum class CpuKernelSet { kFast, kReference };
+const char* CpuKernelSetName(CpuKernelSet set);  // "fast", "reference" (the option's values)
+
+// Parses a value of --cpu-kernels. InvalidArgument with the option table's one-line message
+// (`--cpu-kernels: unknown value "x" (valid: fast, reference)`) otherwise.
+StatusOr<CpuKernelSet> ParseCpuKernelSet(const std::string& text);
+
+// The set's ops on this machine (CpuFastOps derives from CpuOps).
+std::unique_ptr<CpuOps> MakeCpuOps(CpuKernelSet set);
+
+// What the resolver reports for the set.
+struct CpuKernelReport {
+  std::string set;     // "fast" | "reference"
+  std::string ops;     // the name the ops report: "cpu-fast-avx512bf16", "cpu-reference"
+  std::string reason;  // one line: what it is and why this instruction set
+};
+// `this_machine`: the plan is for the machine resolving it (--target local), so the fast set's
+// instruction set is the one MakeCpuOps would use here; otherwise it is chosen at start-up on the
+// serving machine and `ops` says "cpu-fast-<isa>".
+CpuKernelReport DescribeCpuKernels(CpuKernelSet set, bool this_machine);
+
+}  // namespace lucid::config

@@ -1,0 +1,165 @@
+// --cpu-kernels: parsing through the option table, provenance from every source, the kernel-set
+// report of the resolved configuration, and the ops each set builds.
+#include "config/cpu_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "backends/cpu/cpu_fast_ops.h"
+#include "config/option_table.h"
+#include "config/resolver.h"
+#include "config/settings.h"
+
+namespace lucid::config {
+namespace {
+
+std::string TinyModel() {
+  return std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/models/tiny_glm_moe_dsa";
+}
+std::string Glm5() { return std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/configs/GLM-5-NVFP4"; }
+
+// Resolves the tiny model with `cli` flags, `env` variables and, when `file_text` is not empty, a
+// config file holding it.
+StatusOr<ResolvedConfig> ResolveWith(const std::map<std::string, std::string>& cli,
+                                     const std::map<std::string, std::string>& env = {},
+                                     const std::string& file_text = "",
+                                     const std::string& model = TinyModel()) {
+  ExplicitSettings s;
+  LUCID_RETURN_IF_ERROR(s.Set("model-path", model, Source::kCli, "--model-path"));
+  for (const auto& [k, v] : cli) LUCID_RETURN_IF_ERROR(s.Set(k, v, Source::kCli, "--" + k));
+  if (!file_text.empty()) {
+    const std::string path = ::testing::TempDir() + "/lucid_cpu_kernels.yaml";
+    std::ofstream(path) << file_text;
+    LUCID_RETURN_IF_ERROR(LoadConfigFile(path, &s));
+    std::remove(path.c_str());
+  }
+  LUCID_RETURN_IF_ERROR(LoadEnvironment(
+      [&env](const char* name) -> const char* {
+        auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+      },
+      &s));
+  return Resolve(s);
+}
+
+TEST(CpuKernelsOptionTest, IsAnEnumDefaultingToFast) {
+  const OptionSpec* o = FindOption("--cpu-kernels");
+  ASSERT_NE(o, nullptr);
+  EXPECT_EQ(o->type, OptionType::kEnum);
+  EXPECT_EQ(o->default_text, "fast");
+  EXPECT_EQ(o->allowed, (std::vector<std::string>{"fast", "reference"}));
+  EXPECT_EQ(o->env_name(), "LUCID_CPU_KERNELS");
+  EXPECT_EQ(o->group, "Kernels");
+  EXPECT_FALSE(o->server_only);
+  EXPECT_EQ(DefaultValue(*o), "fast");
+  EXPECT_EQ(FindOption("cpu_kernels"), o);  // config-file spelling
+}
+
+TEST(CpuKernelsOptionTest, BadValuesGetTheTablesOneLineError) {
+  const OptionSpec& o = *FindOption("cpu-kernels");
+  EXPECT_EQ(*ParseOptionValue(o, "reference"), "reference");
+  for (const char* bad : {"auto", "Fast", "ref", ""}) {
+    auto v = ParseOptionValue(o, bad);
+    ASSERT_FALSE(v.ok()) << bad;
+    EXPECT_EQ(v.status().message(),
+              "--cpu-kernels: unknown value \"" + std::string(bad) + "\" (valid: fast, reference)");
+  }
+  EXPECT_EQ(ParseCpuKernelSet("bogus").status().message(),
+            "--cpu-kernels: unknown value \"bogus\" (valid: fast, reference)");
+  EXPECT_EQ(*ParseCpuKernelSet("fast"), CpuKernelSet::kFast);
+  EXPECT_EQ(*ParseCpuKernelSet("reference"), CpuKernelSet::kReference);
+  auto env = ResolveWith({}, {{"LUCID_CPU_KERNELS", "slow"}});
+  ASSERT_FALSE(env.ok());
+  EXPECT_EQ(env.status().message(),
+            "LUCID_CPU_KERNELS: unknown value \"slow\" (valid: fast, reference)");
+}
+
+TEST(CpuKernelsOptionTest, ProvenanceFromEverySource) {
+  auto def = ResolveWith({});
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(def->Value("cpu-kernels"), "fast");
+  EXPECT_EQ(def->Field("cpu-kernels")->Provenance(), "default");
+
+  auto env = ResolveWith({}, {{"LUCID_CPU_KERNELS", "reference"}});
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  EXPECT_EQ(env->Value("cpu-kernels"), "reference");
+  EXPECT_EQ(env->Field("cpu-kernels")->Provenance(), "user:env");
+  EXPECT_EQ(env->Field("cpu-kernels")->origin, "LUCID_CPU_KERNELS");
+
+  auto file = ResolveWith({}, {{"LUCID_CPU_KERNELS", "fast"}}, "cpu_kernels: reference\n");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ(file->Value("cpu-kernels"), "reference");
+  EXPECT_EQ(file->Field("cpu-kernels")->Provenance(), "user:file");
+
+  auto cli = ResolveWith({{"cpu-kernels", "fast"}}, {{"LUCID_CPU_KERNELS", "reference"}},
+                         "cpu-kernels: reference\n");
+  ASSERT_TRUE(cli.ok()) << cli.status().ToString();
+  EXPECT_EQ(cli->Value("cpu-kernels"), "fast");
+  EXPECT_EQ(cli->Field("cpu-kernels")->Provenance(), "user:cli");
+  const nlohmann::json j = cli->ToJson();
+  EXPECT_EQ(j["settings"]["cpu-kernels"]["value"], "fast");
+  EXPECT_EQ(j["settings"]["cpu-kernels"]["source"], "user:cli");
+}
+
+TEST(CpuKernelsReportTest, SaysWhichKernelsRunHereAndWhy) {
+  auto def = ResolveWith({});
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  ASSERT_TRUE(def->data().cpu_kernels.has_value());
+  const CpuFastOps fast;
+  EXPECT_EQ(def->data().cpu_kernels->ops, fast.name());  // what serve will construct here
+  EXPECT_EQ(MakeCpuOps(CpuKernelSet::kFast)->name(), std::string(fast.name()));
+  nlohmann::json j = def->ToJson()["cpu_kernels"];
+  EXPECT_EQ(j["set"], "fast");
+  EXPECT_EQ(j["ops"], fast.name());
+  EXPECT_EQ(j["source"], "default");
+  EXPECT_NE(j["reason"].get<std::string>().find(CpuIsaName(fast.isa())), std::string::npos)
+      << j.dump();
+  const std::string text = def->ToText();
+  EXPECT_NE(text.find(std::string(fast.name()) + " --cpu-kernels fast (default)"),
+            std::string::npos)
+      << text;
+
+  auto ref = ResolveWith({{"cpu-kernels", "reference"}});
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  j = ref->ToJson()["cpu_kernels"];
+  EXPECT_EQ(j["set"], "reference");
+  EXPECT_EQ(j["ops"], "cpu-reference");
+  EXPECT_EQ(j["source"], "user:cli");
+  EXPECT_EQ(MakeCpuOps(CpuKernelSet::kReference)->name(), std::string("cpu-reference"));
+  EXPECT_NE(ref->ToText().find("cpu-reference     --cpu-kernels reference (user:cli)"),
+            std::string::npos)
+      << ref->ToText();
+}
+
+TEST(CpuKernelsReportTest, DescribedTargetsAndGpusAreHonest) {
+  // A described cpu machine: its instruction set is chosen when it starts, not here.
+  auto cpu = ResolveWith({{"target", "cpu"}, {"cpu-memory", "8GiB"}});
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  ASSERT_TRUE(cpu->data().cpu_kernels.has_value());
+  EXPECT_EQ(cpu->data().cpu_kernels->ops, "cpu-fast-<isa>");
+  EXPECT_NE(cpu->data().cpu_kernels->reason.find("chosen at start-up"), std::string::npos);
+  // On a GPU the CPU kernels do not run: no report, and an explicit choice is a note.
+  const std::map<std::string, std::string> gpus = {
+      {"target", "cuda:sm_120"}, {"gpu-memory", "96GiB"}, {"gpu-count", "8"}, {"tp-size", "8"}};
+  auto gpu = ResolveWith(gpus, {}, "", Glm5());
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  EXPECT_FALSE(gpu->data().cpu_kernels.has_value());
+  EXPECT_TRUE(gpu->ToJson()["cpu_kernels"].is_null());
+  for (const std::string& n : gpu->data().notes)
+    EXPECT_EQ(n.find("cpu-kernels"), std::string::npos) << n;
+  std::map<std::string, std::string> gpus_ref = gpus;
+  gpus_ref["cpu-kernels"] = "reference";
+  auto gpu_ref = ResolveWith(gpus_ref, {}, "", Glm5());
+  ASSERT_TRUE(gpu_ref.ok()) << gpu_ref.status().ToString();
+  bool noted = false;
+  for (const std::string& n : gpu_ref->data().notes)
+    noted = noted || n == "--cpu-kernels reference (user:cli) has no effect: the device is cuda";
+  EXPECT_TRUE(noted) << gpu_ref->ToText();
+}
+
+}  // namespace
+}  // namespace lucid::config
