@@ -7,7 +7,9 @@
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
+#include <algorithm>
 #include <random>
+#include <vector>
 
 #include "backends/cpu/cpu_fast_kernels.h"
 #include "backends/cpu/cpu_fast_ops.h"
@@ -136,6 +138,49 @@ void BM_GemmLinear(benchmark::State& st) {
 BENCHMARK(BM_GemmLinear)
     ->ArgsProduct({{0, 1, 2, 3}, {128, 512}})
     ->ArgNames({"fmt", "T"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Args: format. CpuFastOps::MoeExperts at a 512-token prefill of the 1g preset: 32 experts of
+// 512 x 2048 (gate, up) and 2048 x 512 (down), top-4 (random, ~64 tokens per expert).
+void BM_MoeExperts(benchmark::State& st) {
+  static const CpuFastOps ops;
+  const int f = static_cast<int>(st.range(0));
+  const int64_t T = 512, E = 32, k = 4, D = 2048, I = 512;
+  static std::vector<ExpertWeights> cache[4];
+  std::vector<ExpertWeights>& ex = cache[f];
+  if (ex.empty()) {
+    for (int64_t e = 0; e < E; ++e) {
+      const uint32_t s = static_cast<uint32_t>(3 * e);
+      Weight g = f == 2   ? testing_util::RandomFp8(I, D, s, true)
+                 : f == 3 ? testing_util::RandomNvfp4(I, D, s)
+                          : MakeWeight(f, I, D);
+      Weight u = f == 2   ? testing_util::RandomFp8(I, D, s + 1, true)
+                 : f == 3 ? testing_util::RandomNvfp4(I, D, s + 1)
+                          : MakeWeight(f, I, D);
+      Weight d = f == 2   ? testing_util::RandomFp8(D, I, s + 2, true)
+                 : f == 3 ? testing_util::RandomNvfp4(D, I, s + 2)
+                          : MakeWeight(f, D, I);
+      ex.push_back({g, u, d});
+    }
+  }
+  std::mt19937 rng(5);
+  std::vector<int32_t> idx(T * k);
+  std::vector<float> wt(T * k, 0.25f);
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<int32_t> all(E);
+    for (int64_t e = 0; e < E; ++e) all[e] = static_cast<int32_t>(e);
+    std::shuffle(all.begin(), all.end(), rng);
+    for (int64_t i = 0; i < k; ++i) idx[t * k + i] = all[i];
+  }
+  Tensor x = RandomX(T, D), out = Tensor::Empty(DType::kF32, {T, D});
+  for (auto _ : st) ops.MoeExperts(x, ex, idx.data(), wt.data(), k, out);
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * T * k * 3 * I * D * st.iterations() / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MoeExperts)
+    ->ArgsProduct({{1, 2, 3}})
+    ->ArgNames({"fmt"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "backends/cpu/cpu_fast_ops.h"
@@ -115,6 +116,10 @@ struct PackedX {
   int64_t T = 0, K = 0, Kpad = 0;
   std::vector<float> f32;        // [T, Kpad]
   std::vector<uint16_t> hi, lo;  // [T, Kpad] when the bf16 tiles want the split
+  // When GemmRows will take the calls: the rows again as the GEMM's x panels of gemm_mr tokens,
+  // [ceil(T / gemm_mr)][K][gemm_mr] (cpu_fast_gemm.h), packed once for every call on this x.
+  std::unique_ptr<float[]> gemm_panels;
+  int64_t gemm_mr = 0;
 };
 constexpr int64_t kPadK = 64;
 // Packs T rows of x (row stride ldx) of K columns.
@@ -141,5 +146,8 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
 // Whether GemmRows takes calls on this format at this level (then it never returns false for a
 // weight of the format with a positive block_cols when packed).
 bool GemmSupports(const KernelTable& kt, WeightFormat f);
+// PackX's part when GemmSupports(kt, format) and T >= kGemmMinTokens: p->f32 rows (p->f32 sized
+// and zeroed by the caller) and p->gemm_panels, split across threads outside parallel regions.
+void GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, PackedX* p);
 
 }  // namespace lucid::fast

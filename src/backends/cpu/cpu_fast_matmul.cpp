@@ -253,12 +253,12 @@ void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_
   p->K = K;
   p->Kpad = (K + kPadK - 1) / kPadK * kPadK;
   p->f32.assign(T * p->Kpad, 0.0f);
+  // Many tokens go to GemmRows (callers pass all T rows, or at least kGemmMinTokens of them, to
+  // each MatmulRows call): it wants its panels, not the bf16 split.
+  if (T >= kGemmMinTokens && GemmSupports(kt, format)) return GemmPackX(kt, x, ldx, p);
   for (int64_t t = 0; t < T; ++t) std::memcpy(&p->f32[t * p->Kpad], x + t * ldx, K * sizeof(float));
   const bool fp8_fused = kt.Fused(format);
-  // Many tokens go to GemmRows, which reads only the f32 rows (callers pass all T rows, or at
-  // least kGemmMinTokens of them, to each MatmulRows call).
-  const bool gemm = T >= kGemmMinTokens && GemmSupports(kt, format);
-  if (((kt.bf16_split && format == WeightFormat::kBF16) || fp8_fused) && !gemm) {
+  if ((kt.bf16_split && format == WeightFormat::kBF16) || fp8_fused) {
     p->hi.assign(T * p->Kpad, 0);
     p->lo.assign(T * p->Kpad, 0);
     for (int64_t i = 0; i < T * p->Kpad; ++i) {
