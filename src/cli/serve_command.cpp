@@ -18,10 +18,10 @@
 #include <mutex>
 #include <thread>
 
-#include "backends/cpu/cpu_ops.h"
 #include "cli/commands.h"
 #include "cli/weight_prefetch.h"
 #include "config/cli_options.h"
+#include "config/cpu_kernels.h"
 #include "config/option_table.h"
 #include "config/resolver.h"
 #include "models/registry.h"
@@ -137,6 +137,10 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
   so.max_body_bytes = static_cast<size_t>(config::ParseBytes(flags.max_request_bytes).value());
   const std::string model_path = StrOr(rc, "model-path", "");
 
+  // --cpu-kernels: CpuFastOps by default, CpuOps with `reference` (the resolver validated the
+  // value). Declared before the engine, so it outlives the model and the engine thread.
+  const std::unique_ptr<CpuOps> ops =
+      config::MakeCpuOps(*config::ParseCpuKernelSet(StrOr(rc, "cpu-kernels", "fast")));
   std::unique_ptr<Engine> engine;  // declared before the server: destroyed after it
   server::HttpServer http(so);
   if (Status s = http.Start(); !s.ok()) {
@@ -161,8 +165,9 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
     return 1;
   }
   http.SetPhase(server::Phase::kLoading, "preparing the model");
-  CpuOps ops;  // outlives the model
-  StatusOr<std::unique_ptr<Model>> model = LoadModel(model_path, ops);
+  LogInfo(std::string("kernels: ") + ops->name() + " (--cpu-kernels " +
+          StrOr(rc, "cpu-kernels", "fast") + ")");
+  StatusOr<std::unique_ptr<Model>> model = LoadModel(model_path, *ops);
   if (!model.ok()) {
     LogError("lucid serve: " + model.status().ToString());
     return 1;

@@ -48,8 +48,8 @@ TEST(CliTest, GenerateJsonAndDumpedLogitsMatchGolden) {
   const Tensor want = (*g)->Get("logits").value();
   const std::string npy = ::testing::TempDir() + "/lucid_cli_logits.npy";
   Result r = RunLucid("generate --model-path " + Src("tests/fixtures/models/tiny_deepseek_v32") +
-                 " --prompt-ids " + Join(prompt) + " --max-new-tokens " +
-                 std::to_string(cont.numel()) + " --output json --dump-logits " + npy);
+                      " --prompt-ids " + Join(prompt) + " --max-new-tokens " +
+                      std::to_string(cont.numel()) + " --output json --dump-logits " + npy);
   ASSERT_EQ(r.code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   std::vector<int64_t> got = j["token_ids"];
@@ -78,13 +78,44 @@ TEST(CliTest, VersionHelpAndBadFlags) {
   EXPECT_EQ(u.code, 2) << u.out;
   EXPECT_NE(u.out.find("--no-such-flag"), std::string::npos) << u.out;
   Result ids = RunLucid("generate --model-path " + Src("tests/fixtures/models/tiny_deepseek_v3") +
-                   " --prompt-ids 1,x,3");
+                        " --prompt-ids 1,x,3");
   EXPECT_EQ(ids.code, 2);
   EXPECT_NE(ids.out.find("\"x\" is not a token id"), std::string::npos) << ids.out;
   Result range = RunLucid("generate --model-path " + Src("tests/fixtures/models/tiny_deepseek_v3") +
-                     " --prompt-ids 1,99999");
+                          " --prompt-ids 1,99999");
   EXPECT_EQ(range.code, 2);
   EXPECT_NE(range.out.find("99999"), std::string::npos) << range.out;
+}
+
+TEST(CliTest, GenerateAndBenchTakeTheCpuKernelSet) {
+  // Both kernel sets give the golden continuation; an unknown set is the table's one-line error.
+  auto g = SafetensorsFile::Open(Src("tests/fixtures/golden/tiny_deepseek_v3.safetensors"));
+  ASSERT_TRUE(g.ok());
+  const Tensor prompt = (*g)->Get("prompt_ids").value();
+  const Tensor cont = (*g)->Get("continuation").value();
+  const std::string base = "generate --model-path " +
+                           Src("tests/fixtures/models/tiny_deepseek_v3") + " --prompt-ids " +
+                           Join(prompt) + " --max-new-tokens " + std::to_string(cont.numel());
+  for (const char* set : {"fast", "reference"}) {
+    Result r = RunLucid(base + " --cpu-kernels " + set);
+    ASSERT_EQ(r.code, 0) << set << ": " << r.out;
+    EXPECT_EQ(r.out, Join(cont) + "\n") << set;
+  }
+  Result bad = RunLucid(base + " --cpu-kernels slow");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--cpu-kernels: unknown value \"slow\" (valid: fast, reference)"),
+            std::string::npos)
+      << bad.out;
+  const std::string bench = "bench --model-path " + Src("tests/fixtures/models/tiny_deepseek_v3");
+  Result bb = RunLucid(bench + " --cpu-kernels turbo");
+  EXPECT_EQ(bb.code, 2) << bb.out;
+  EXPECT_NE(bb.out.find("--cpu-kernels: unknown value \"turbo\""), std::string::npos) << bb.out;
+  Result both = RunLucid(bench + " --reference-ops --cpu-kernels fast");
+  EXPECT_EQ(both.code, 2) << both.out;
+  EXPECT_NE(both.out.find("contradicts --cpu-kernels fast"), std::string::npos) << both.out;
+  Result help = RunLucid("bench --help");
+  EXPECT_NE(help.out.find("Deprecated alias of --cpu-kernels reference"), std::string::npos)
+      << help.out;
 }
 
 TEST(CliTest, MissingModelDirectoryIsAClearError) {

@@ -185,10 +185,12 @@ def metrics(url):
     return out
 
 
-def reference_greedy(model_dir, prompt_ids, max_new_tokens):
-    """Greedy tokens from `lucid generate` (one sequence, no server, no prefix cache)."""
+def reference_greedy(model_dir, prompt_ids, max_new_tokens, cpu_kernels="fast"):
+    """Greedy tokens from `lucid generate` (one sequence, no server, no prefix cache), through the
+    CPU kernel set `cpu_kernels` (fast or reference: compare a server with the same set)."""
     out = subprocess.run([BINARY, "generate", "--model-path", model_dir, "--prompt-ids",
                           ",".join(map(str, prompt_ids)), "--max-new-tokens", str(max_new_tokens),
-                          "--output", "json"], capture_output=True, text=True, timeout=120, env=ENV)
+                          "--cpu-kernels", cpu_kernels, "--output", "json"],
+                         capture_output=True, text=True, timeout=120, env=ENV)
     assert out.returncode == 0, out.stdout + out.stderr
     return json.loads(out.stdout)["token_ids"]
