@@ -3,7 +3,7 @@
 //   fast       CpuFastOps (backends/cpu/cpu_fast_ops.h): vectorized and threaded, instruction set
 //              chosen at run time (the best this machine has; LUCID_CPU_ISA caps it). The default.
 //              Tested against the reference; a request's logits may differ in the last bits with
-//              the number of tokens sharing its step (different tiles for 1-3 and 4+ tokens).
+//              the number of tokens sharing its step (different matmul paths by token count).
 //   reference  CpuOps (backends/cpu/cpu_ops.h): the plain oracle. A request's output does not
 //              depend on what else is in the batch. For debugging and comparisons.
 // Every command that runs a model on the CPU (serve, generate, bench) builds its ops here, and the

@@ -1,8 +1,9 @@
 // The engine over the tiny fixtures with CpuFastOps, the default CPU kernels of `lucid serve`.
 //
 // The fast kernels are not batch-invariant by construction: the matmul driver takes different
-// paths for steps of 1-3, 4-127 and 128+ tokens (register tiles, bf16 hi/lo products against f32
-// FMAs, the many-token GEMM), and MoE experts take the path of the number of rows routed to them.
+// paths by the number of tokens in a call (1-3 and 4+ token register tiles, bf16 hi/lo products
+// against f32 FMAs, the many-token GEMM from fast::kGemmMinTokens at AVX-512), and MoE experts take
+// the path of the number of rows routed to them.
 // So a request's logits may change in the last bits with what shares its step. What holds
 // (measured on the fixtures; docs/SERVING.md has the numbers):
 // - Dense attention: logits of 32 requests computed together (one prefill step of 1732 tokens, then
@@ -253,8 +254,8 @@ ConcurrentRun RunThirtyTwoConcurrent(const std::string& fixture, bool dense, int
 
 class FastEngineTest : public ::testing::TestWithParam<std::string> {};
 
-// Every matmul path at once: one step of 1732 prompt tokens (the 128+-token path) and decode steps
-// of up to 32 tokens (4-127), against prompts of at most 90 tokens and 1-token decodes alone.
+// Every matmul path at once: one step of 1732 prompt tokens and decode steps of 1 to 32 tokens,
+// against prompts of 1 to 90 tokens and 1-token decodes alone.
 // Dense attention, so the difference is the kernels' own.
 TEST_P(FastEngineTest, DenseAttentionLogitsOfBigBatchesStayCloseToRunningAlone) {
   const Split s = MeasureBatchedAgainstAlone(GetParam(), /*dense=*/true);
@@ -276,8 +277,8 @@ TEST_P(FastEngineTest, SparseAttentionLogitsWithoutATopKChoiceStayCloseToRunning
   EXPECT_EQ(s.full.rows_over_1e3, 0);
 }
 
-// Concurrent requests with dense attention, with prefill chunks of 64 (steps under 128 tokens) and
-// of 256 (the many-token path too): exactly the tokens of running alone.
+// Concurrent requests with dense attention, with prefill chunks of 64 and of 256: exactly the
+// tokens of running alone.
 TEST_P(FastEngineTest, ThirtyTwoConcurrentGreedyRequestsWithDenseAttentionMatchRunningAlone) {
   for (int64_t chunk : {64, 256}) {
     const ConcurrentRun r = RunThirtyTwoConcurrent(GetParam(), /*dense=*/true, chunk);

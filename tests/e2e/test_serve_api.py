@@ -85,7 +85,7 @@ class OpenAIClientTest(unittest.TestCase):
     def test_completion_matches_lucid_generate(self):
         # A request alone: the server's greedy tokens equal the one-sequence driver's through the
         # same kernels (the default fast set), for a short prompt and one prefilled in a step of
-        # 128+ tokens (the fast matmul's many-token path). The prompts share no page with another
+        # 200 tokens (the fast matmul's many-token path). The prompts share no page with another
         # test's, so no prefix-cache hit splits their prefill differently from generate's.
         for prompt in ([5, 6, 7, 8, 9], [(13 * k + 7) % 251 + 3 for k in range(200)]):
             want = ls.reference_greedy(MODEL_DIR, prompt, 12, cpu_kernels="fast")
@@ -228,10 +228,10 @@ class OpenAIClientTest(unittest.TestCase):
 
 class ConcurrencyTest(unittest.TestCase):
     # Exactness across batch sizes is a property of the reference kernels: CpuOps computes every
-    # row the same way whatever shares its step. The fast kernels take different matmul paths for
-    # steps of 1-3, 4-127 and 128+ tokens, so a request's logits can change in the last bits with
-    # its company, and in DSA models that can flip a near-tie in the indexer's top-k (then the
-    # tokens differ; docs/SERVING.md). So these comparisons run on REF_SERVER, and the fast server
+    # row the same way whatever shares its step. The fast kernels take different matmul paths by
+    # the number of tokens in a step (1-3, 4+, 32+: the many-token GEMM), so a request's logits
+    # can change in the last bits with its company, and in DSA models that can flip a near-tie in
+    # the indexer's top-k (then the tokens differ; docs/SERVING.md). So these comparisons run on REF_SERVER, and the fast server
     # is checked for serving the same load completely.
     REQS = [([(7 * i + 3 * k) % 250 + 2 for k in range(2 + 2 * i)], 2 + i) for i in range(32)]
 
