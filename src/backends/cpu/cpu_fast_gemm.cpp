@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_fast_kernels.h"
+#include "core/dtype.h"
 #include "core/parallel.h"
 
 namespace lucid::fast {
@@ -90,6 +91,22 @@ void PrefetchRows(const Weight& w, int64_t r0, int64_t r1, int64_t k0, int64_t k
   }
 }
 
+const float* E4m3Table() {
+  static const std::vector<float> t = [] {
+    std::vector<float> a(256);
+    for (int i = 0; i < 256; ++i) a[i] = F8E4M3ToF32(static_cast<uint8_t>(i));
+    return a;
+  }();
+  return t.data();
+}
+
+// The scale of view row r's FP8 block holding column c (as DequantizeRowSpan finds it).
+float Fp8Scale(const Weight& w, int64_t r, int64_t c) {
+  const int64_t i = ((w.row_begin + r) / w.block_rows) * w.scale.size(1) + c / w.block_cols;
+  if (w.scale.dtype() == DType::kUE8M0) return Ue8m0ToF32(w.scale.data<const uint8_t>()[i]);
+  return w.scale.data<const float>()[i];
+}
+
 }  // namespace
 
 bool GemmSupports(const KernelTable& kt, WeightFormat f) {
@@ -142,6 +159,22 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
       w.format == WeightFormat::kF32 ? w.data.data<const float>() + w.row_begin * K : nullptr;
   const uint16_t* wbf16 =
       w.format == WeightFormat::kBF16 ? w.data.data<const uint16_t>() + w.row_begin * K : nullptr;
+  // Packed rows decoded inside the transpose (else through DequantSpan and a row buffer).
+  const bool fp8 = w.format == WeightFormat::kFp8Block && w.block_cols % 16 == 0 &&
+                   w.block_rows > 0 && g->pack_w_fp8;
+  const bool nvfp4 = w.format == WeightFormat::kNvfp4 && w.block_cols == 16 && g->pack_w_nvfp4;
+  const uint8_t* q8 = fp8 || nvfp4 ? w.data.data<const uint8_t>() : nullptr;
+  const int64_t qstride = nvfp4 ? w.data.size(1) : K;  // bytes per stored row
+  const int64_t nscale = fp8 ? (kc + w.block_cols - 1) / w.block_cols : nvfp4 ? kc / 16 + 1 : 0;
+  thread_local std::vector<float> sbuf, zeros;
+  if (sbuf.size() < static_cast<size_t>(2 * nr * nscale)) sbuf.resize(2 * nr * nscale);
+  // What rows past the last weight row point at: zeros (of every format) and zero scales.
+  if (zeros.size() < static_cast<size_t>(kc + 16)) zeros.assign(kc + 16, 0.0f);
+  const uint8_t* rp8[64];
+  const float* sp[64];
+  const float* sp2[64];
+  const float* e4m3 = E4m3Table();
+  const float s2 = nvfp4 ? *w.scale2.data<const float>() : 0.0f;
   for (int64_t k0 = 0; k0 < K; k0 += kc) {
     const int64_t kk = std::min(kc, K - k0);
     auto xpanel = [&](int64_t q) {
@@ -158,24 +191,44 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
       for (int64_t p = 0; p < bp; ++p) {
         for (int64_t j = 0; j < nr; ++j) {
           const int64_t n = b0 + p * nr + j;
-          rp[j] = nullptr;
-          rp16[j] = nullptr;
+          rp[j] = zeros.data();
+          rp16[j] = reinterpret_cast<const uint16_t*>(zeros.data());
+          rp8[j] = reinterpret_cast<const uint8_t*>(zeros.data());
+          sp[j] = sp2[j] = zeros.data();
           if (n >= b1) continue;
           // A few rows ahead into L1 (they are in L2/L3 by now).
           if (n + kAhead < b1) PrefetchRows<3>(w, n + kAhead, n + kAhead + 1, k0, k0 + kk);
+          const int64_t row = w.row_begin + n;
+          float* sc = sbuf.data() + 2 * j * nscale;
           if (wf32) {
             rp[j] = wf32 + n * K + k0;
           } else if (wbf16) {
             rp16[j] = wbf16 + n * K + k0;
+          } else if (fp8) {
+            rp8[j] = q8 + row * qstride + k0;
+            for (int64_t b = 0; b * w.block_cols < kk; ++b)
+              Fp8PrePost(Fp8Scale(w, n, k0 + b * w.block_cols), &sc[b], &sc[nscale + b]);
+            sp[j] = sc;
+            sp2[j] = sc + nscale;
+          } else if (nvfp4) {
+            rp8[j] = q8 + row * qstride + k0 / 2;
+            const uint8_t* gsrc = w.scale.data<const uint8_t>() + row * w.scale.size(1) + k0 / 16;
+            for (int64_t gi = 0; gi * 16 < kk; ++gi) sc[gi] = e4m3[gsrc[gi]];
+            sp[j] = sc;
           } else {
             DequantSpan(kt, w, n, k0, k0 + kk, rows + j * rstride);
             rp[j] = rows + j * rstride;
           }
         }
+        float* panel = wp + p * nr * kc;
         if (wbf16)
-          g->pack_w_bf16(rp16, kk, wp + p * nr * kc);
+          g->pack_w_bf16(rp16, kk, panel);
+        else if (fp8)
+          g->pack_w_fp8(rp8, sp, sp2, w.block_cols, kk, panel);
+        else if (nvfp4)
+          g->pack_w_nvfp4(rp8, sp, s2, kk, panel);
         else
-          g->pack_w(rp, kk, wp + p * nr * kc);
+          g->pack_w(rp, kk, panel);
       }
       // The next block: the next rows of this k block, or the first rows of the next k block.
       const int64_t nk0 = b1 < n1 ? k0 : k0 + kc, nb0 = b1 < n1 ? b1 : n0;

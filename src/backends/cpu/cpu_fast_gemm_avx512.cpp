@@ -126,27 +126,86 @@ LUCID_AVX512 inline void Transpose16(__m512 (&r)[16]) {
   }
 }
 
-LUCID_AVX512 inline __m512 Load(const float* row, int64_t k, __mmask16 m) {
-  return row ? _mm512_maskz_loadu_ps(m, row + k) : _mm512_setzero_ps();
-}
+// Weight sources for PackW: Load(j, k, m, blk) is 16 values of row j at columns k.. (lanes outside
+// m zero or anything finite: PackW stores only the columns below kc); blk = Block(k), computed
+// once per 16 columns. Rows are never null (missing rows point at zeros).
+struct F32Rows {
+  const float* const* rows;
+  int64_t Block(int64_t) const { return 0; }
+  LUCID_AVX512 __m512 Load(int j, int64_t k, __mmask16 m, int64_t) const {
+    return _mm512_maskz_loadu_ps(m, rows[j] + k);
+  }
+};
 // bf16 -> f32 is exact: the bits move to the top half.
-LUCID_AVX512 inline __m512 Load(const uint16_t* row, int64_t k, __mmask16 m) {
-  if (!row) return _mm512_setzero_ps();
-  return _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row + k)), 16));
+struct Bf16Rows {
+  const uint16_t* const* rows;
+  int64_t Block(int64_t) const { return 0; }
+  LUCID_AVX512 __m512 Load(int j, int64_t k, __mmask16 m, int64_t) const {
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, rows[j] + k)), 16));
+  }
+};
+
+// e4m3 bytes -> f32 of value * 2^-120 (as cpu_fast_kernels_avx512.cpp's DequantFp8, which is
+// DequantizeRowSpan bit for bit): sign to bit 31, the 7 exponent/mantissa bits to bits 20..26
+// (subnormal codes become f32 subnormals, still exact); NaN codes (0x7F, 0xFF) -> NaN.
+LUCID_AVX512 inline __m512 E4m3x16(__m128i bytes, __m512 scale_2p120) {
+  const __m512i b = _mm512_slli_epi32(_mm512_cvtepu8_epi32(bytes), 24);
+  const __m512i f =
+      _mm512_and_si512(_mm512_srai_epi32(b, 4), _mm512_set1_epi32(static_cast<int>(0x87F00000u)));
+  const __mmask16 nan = _mm512_cmpeq_epi32_mask(_mm512_and_si512(b, _mm512_set1_epi32(0x7F000000)),
+                                                _mm512_set1_epi32(0x7F000000));
+  const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(f), scale_2p120);
+  return _mm512_mask_mov_ps(v, nan, _mm512_set1_ps(__builtin_nanf("")));
 }
 
-template <typename T>
-LUCID_AVX512 void PackW(const T* const* rows, int64_t kc, float* wp) {
+// FP8-block rows: rows[j] at the block's first column; for the scale block b holding column k
+// (b = k / block_cols, block_cols a multiple of 16, so 16 columns share one scale) value =
+// (e4m3 * 2^-120 * pre[j][b]) * post[j][b], with Fp8PrePost's factors: exactly DequantFp8.
+struct Fp8Rows {
+  const uint8_t* const* rows;
+  const float* const* pre;
+  const float* const* post;
+  int64_t block_cols;
+  int64_t Block(int64_t k) const { return k / block_cols; }
+  LUCID_AVX512 __m512 Load(int j, int64_t k, __mmask16 m, int64_t blk) const {
+    const __m128i b = _mm_maskz_loadu_epi8(m, rows[j] + k);
+    return _mm512_mul_ps(E4m3x16(b, _mm512_set1_ps(pre[j][blk])), _mm512_set1_ps(post[j][blk]));
+  }
+};
+
+// NVFP4 rows: rows[j] at the byte of the block's first column (a multiple of 16), gs[j][k / 16]
+// the f32 value of the e4m3 scale of the group holding column k; value = (e2m1 * gs) * s2, as
+// DequantNvfp4. Whole groups are read (a row holds whole groups).
+struct Nvfp4Rows {
+  const uint8_t* const* rows;
+  const float* const* gs;
+  float s2;
+  int64_t Block(int64_t) const { return 0; }
+  LUCID_AVX512 __m512 Load(int j, int64_t k, __mmask16, int64_t) const {
+    const __m512 lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f,
+                                      -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+    // Lanes 2i / 2i+1 take the low / high nibble of byte i; vpermps reads the low 4 index bits.
+    const __m512i b = _mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i*)(rows[j] + k / 2)));
+    const __m512i idx = _mm512_or_si512(b, _mm512_slli_epi64(_mm512_srli_epi64(b, 4), 32));
+    const __m512 v = _mm512_mul_ps(_mm512_permutexvar_ps(idx, lut), _mm512_set1_ps(gs[j][k / 16]));
+    return _mm512_mul_ps(v, _mm512_set1_ps(s2));
+  }
+};
+
+// wp[k * nr + j] = row j at column k, for k < kc, j < nr.
+template <typename Src>
+LUCID_AVX512 void PackW(const Src& src, int64_t kc, float* wp) {
   constexpr int nr = 16 * kNv;
   for (int64_t k0 = 0; k0 < kc; k0 += 16) {
     const __mmask16 m = Mask16(kc - k0);
     const int64_t cols = kc - k0 < 16 ? kc - k0 : 16;
+    const int64_t blk = src.Block(k0);
 #pragma GCC unroll 4
     for (int v = 0; v < kNv; ++v) {
       __m512 r[16];
 #pragma GCC unroll 16
-      for (int j = 0; j < 16; ++j) r[j] = Load(rows[16 * v + j], k0, m);
+      for (int j = 0; j < 16; ++j) r[j] = src.Load(16 * v + j, k0, m, blk);
       Transpose16(r);
       if (cols == 16) {
 #pragma GCC unroll 16
@@ -156,6 +215,21 @@ LUCID_AVX512 void PackW(const T* const* rows, int64_t kc, float* wp) {
       }
     }
   }
+}
+
+LUCID_AVX512 void PackWF32(const float* const* rows, int64_t kc, float* wp) {
+  PackW(F32Rows{rows}, kc, wp);
+}
+LUCID_AVX512 void PackWBf16(const uint16_t* const* rows, int64_t kc, float* wp) {
+  PackW(Bf16Rows{rows}, kc, wp);
+}
+LUCID_AVX512 void PackWFp8(const uint8_t* const* rows, const float* const* pre,
+                           const float* const* post, int64_t block_cols, int64_t kc, float* wp) {
+  PackW(Fp8Rows{rows, pre, post, block_cols}, kc, wp);
+}
+LUCID_AVX512 void PackWNvfp4(const uint8_t* const* rows, const float* const* gs, float s2,
+                             int64_t kc, float* wp) {
+  PackW(Nvfp4Rows{rows, gs, s2}, kc, wp);
 }
 
 LUCID_AVX512 void PackX(const float* x, int64_t ldx, int m, int64_t kc, float* xp) {
@@ -180,8 +254,10 @@ const GemmKernels* Avx512GemmKernels() {
     t.mr = kMr;
     t.nr = 16 * kNv;
     t.tile = &Tile;
-    t.pack_w = &PackW<float>;
-    t.pack_w_bf16 = &PackW<uint16_t>;
+    t.pack_w = &PackWF32;
+    t.pack_w_bf16 = &PackWBf16;
+    t.pack_w_fp8 = &PackWFp8;
+    t.pack_w_nvfp4 = &PackWNvfp4;
     t.pack_x = &PackX;
     return t;
   }();

@@ -141,6 +141,40 @@ TEST_P(FastGemmTest, GemmRowsWritesExactlyItsTile) {
   }
 }
 
+// One-hot activations (x[t][k] = 1 for k = t) make y[t][n] = W[n][t] exactly, so the decoded
+// weights are checked for exact equality with DequantizeRowSpan: every format, several k blocks, a
+// partial last block, FP8 scales of 2^7 and more (the decode's overflow-safe path), a view whose
+// rows straddle FP8 scale blocks.
+TEST_P(FastGemmTest, GemmRowsDecodesWeightsExactly) {
+  const fast::KernelTable& kt = fast::Kernels(ops_.isa());
+  const int64_t K = 1100, N = 45;
+  for (int f = 0; f < kFormats; ++f) {
+    SCOPED_TRACE(FormatName(f));
+    Weight w = MakeWeight(f, N, K, 31 + static_cast<uint32_t>(f), 100);
+    if (f == 2)  // big scales on every other block
+      for (int64_t i = 0; i < w.scale.numel(); i += 2) w.scale.data<float>()[i] *= 3e6f;
+    Tensor x = Tensor::Empty(DType::kF32, {K, K});
+    std::fill_n(x.data<float>(), K * K, 0.0f);
+    for (int64_t t = 0; t < K; ++t) x.data<float>()[t * K + t] = 1.0f;
+    fast::PackedX px;
+    fast::PackX(kt, x.data<const float>(), K, K, K, w.format, &px);
+    std::vector<float> y(K * N);
+    if (!fast::GemmRows(kt, px, 0, K, w, 0, N, y.data(), N)) {
+      EXPECT_FALSE(fast::GemmSupports(kt, w.format));
+      continue;
+    }
+    std::vector<float> row(K);
+    int64_t bad = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      DequantizeRowSpan(w, n, 0, K, row.data());
+      for (int64_t k = 0; k < K; ++k)
+        if (!(row[k] == y[k * N + n]) && bad++ < 5)  // exact (a -0 weight sums to +0)
+          ADD_FAILURE() << "n=" << n << " k=" << k << " " << row[k] << " vs " << y[k * N + n];
+    }
+    EXPECT_EQ(bad, 0);
+  }
+}
+
 TEST_P(FastGemmTest, MoeExpertsMatchReference) {
   // 4 experts, top-2 of 300 tokens: every expert gets ~150 tokens (the GEMM path) and K of the
   // down projection (131) is not a multiple of 16.
