@@ -5,6 +5,7 @@
 #include <random>
 #include <sstream>
 
+#include "backends/cpu/cpu_fast_ops.h"
 #include "backends/cpu/cpu_ops.h"
 
 namespace lucid::config {
@@ -221,40 +222,39 @@ std::string BackendsText(const std::vector<BackendRow>& rows) {
 
 std::vector<SelfTestResult> RunSelfTest(const std::vector<BackendRow>& rows) {
   std::vector<SelfTestResult> out;
-  CpuOps cpu;
-  std::mt19937 rng(1234);
-  for (const BackendRow& r : rows) {
-    if (!r.usable_here) continue;
-    const KernelDecl& d = *r.decl;
-    SelfTestResult t;
-    switch (d.family) {
-      case KernelFamily::kMatmul:
-        t = TestLinear(cpu, rng);
-        break;
-      case KernelFamily::kDenseAttention:
-        t = TestAttention(cpu, rng, false);
-        break;
-      case KernelFamily::kSparseAttention:
-        t = TestAttention(cpu, rng, true);
-        break;
-      case KernelFamily::kIndexer:
-        t = TestIndexer(cpu, rng);
-        break;
-      default:
-        t = {FamilyName(d.family),
-             d.name,
-             "-",
-             0,
-             0,
-             false,
-             true,
-             "no self-test yet (MoE runner and sampler checks arrive with their ops)"};
-        out.push_back(t);
-        continue;
+  // Both CPU kernel sets: the fast one (serve's default, at this machine's instruction set) and
+  // the reference (--cpu-kernels reference), each against the same double-precision formulas.
+  const CpuFastOps fast;
+  const CpuOps reference;
+  for (const Ops* ops : {static_cast<const Ops*>(&fast), static_cast<const Ops*>(&reference)}) {
+    std::mt19937 rng(1234);
+    for (const BackendRow& r : rows) {
+      if (!r.usable_here) continue;
+      const KernelDecl& d = *r.decl;
+      SelfTestResult t;
+      switch (d.family) {
+        case KernelFamily::kMatmul:
+          t = TestLinear(*ops, rng);
+          break;
+        case KernelFamily::kDenseAttention:
+          t = TestAttention(*ops, rng, false);
+          break;
+        case KernelFamily::kSparseAttention:
+          t = TestAttention(*ops, rng, true);
+          break;
+        case KernelFamily::kIndexer:
+          t = TestIndexer(*ops, rng);
+          break;
+        default:
+          if (ops != &fast) continue;  // reported once
+          out.push_back({FamilyName(d.family), d.name, "-", 0, 0, false, true,
+                         "no self-test yet (MoE runner and sampler checks arrive with their ops)"});
+          continue;
+      }
+      t.kernel = d.name + " (" + ops->name() + ")";
+      t.passed = t.tolerance >= 0 && t.max_error <= t.tolerance;
+      out.push_back(t);
     }
-    t.kernel = d.name;
-    t.passed = t.tolerance >= 0 && t.max_error <= t.tolerance;
-    out.push_back(t);
   }
   return out;
 }

@@ -145,7 +145,8 @@ TEST(BackendsCommandTest, ListsEveryBackendAndSelfTestPasses) {
   EXPECT_GT(cuda_rows, 20);
   int passed = 0;
   for (const auto& t : j["self_test"]) passed += t["passed"].get<bool>();
-  EXPECT_EQ(passed, 4);  // matmul, dense + sparse attention, indexer
+  // matmul, dense + sparse attention, indexer: with the fast and the reference kernels.
+  EXPECT_EQ(passed, 8);
 }
 
 // What explain plans for the tiny fixtures equals what the loaded model holds.
