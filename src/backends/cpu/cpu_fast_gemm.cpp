@@ -15,11 +15,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "backends/cpu/cpu_fast_kernels.h"
 #include "core/dtype.h"
 #include "core/parallel.h"
+#include "core/status.h"
 
 namespace lucid::fast {
 namespace {
@@ -107,6 +109,61 @@ float Fp8Scale(const Weight& w, int64_t r, int64_t c) {
   return w.scale.data<const float>()[i];
 }
 
+// Panel buffers are pooled: a prefill makes and drops tens of MB of them per layer (each
+// expert's x and hidden rows), and fresh pages cost a fault and a clear every time. A buffer
+// keeps its capacity in the 64 bytes before it; the pool holds at most kPoolBytes.
+constexpr size_t kPoolBytes = size_t{64} << 20;
+struct PanelPool {
+  std::mutex mu;
+  std::vector<float*> free;
+  size_t bytes = 0;
+};
+PanelPool& Pool() {
+  static PanelPool* pool = new PanelPool;  // never destroyed: buffers may be returned at exit
+  return *pool;
+}
+size_t& Capacity(float* p) { return *reinterpret_cast<size_t*>(p - 16); }
+
+float* PoolAlloc(int64_t n) {
+  PanelPool& pool = Pool();
+  {
+    std::lock_guard<std::mutex> lock(pool.mu);
+    float* best = nullptr;
+    size_t at = 0;
+    for (size_t i = 0; i < pool.free.size(); ++i) {  // the smallest that fits, at most 2n
+      const size_t cap = Capacity(pool.free[i]);
+      if (cap >= static_cast<size_t>(n) && cap <= 2 * static_cast<size_t>(n) &&
+          (!best || cap < Capacity(best)))
+        best = pool.free[i], at = i;
+    }
+    if (best) {
+      pool.free.erase(pool.free.begin() + static_cast<std::ptrdiff_t>(at));
+      pool.bytes -= Capacity(best) * sizeof(float);
+      return best;
+    }
+  }
+  const size_t bytes = ((n + 16) * sizeof(float) + 63) / 64 * 64;  // aligned_alloc's rule
+  float* base = static_cast<float*>(std::aligned_alloc(64, bytes));
+  LUCID_CHECK(base != nullptr, "out of memory for GEMM panels");
+  Capacity(base + 16) = static_cast<size_t>(n);
+  return base + 16;
+}
+
+void PoolFree(float* p) {
+  if (!p) return;
+  PanelPool& pool = Pool();
+  const size_t bytes = Capacity(p) * sizeof(float);
+  {
+    std::lock_guard<std::mutex> lock(pool.mu);
+    if (pool.bytes + bytes <= kPoolBytes) {
+      pool.free.push_back(p);
+      pool.bytes += bytes;
+      return;
+    }
+  }
+  std::free(p - 16);
+}
+
 }  // namespace
 
 bool GemmSupports(const KernelTable& kt, WeightFormat f) {
@@ -115,21 +172,20 @@ bool GemmSupports(const KernelTable& kt, WeightFormat f) {
           f == WeightFormat::kNvfp4);
 }
 
+void GemmPanelsFree::operator()(float* p) const { PoolFree(p); }
+
 void GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, PackedX* p) {
   const GemmKernels* g = KernelsFor(kt.isa);
   const int64_t T = p->T, K = p->K, mr = g->mr, panels = (T + mr - 1) / mr;
   p->gemm_mr = mr;
-  p->gemm_panels.reset(new float[panels * K * mr]);
+  p->gemm_panels.reset(PoolAlloc(panels * K * mr));
   float* out = p->gemm_panels.get();
-  ParallelFor(
-      panels, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, K)), [&](int64_t q0, int64_t q1) {
-        for (int64_t q = q0; q < q1; ++q) {
-          const int64_t m = std::min(mr, T - q * mr);
-          for (int64_t i = 0; i < m; ++i)
-            std::memcpy(&p->f32[(q * mr + i) * p->Kpad], x + (q * mr + i) * ldx, K * sizeof(float));
-          g->pack_x(x + q * mr * ldx, ldx, static_cast<int>(m), K, out + q * K * mr);
-        }
-      });
+  ParallelFor(panels, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, K)),
+              [&](int64_t q0, int64_t q1) {
+                for (int64_t q = q0; q < q1; ++q)
+                  g->pack_x(x + q * mr * ldx, ldx, static_cast<int>(std::min(mr, T - q * mr)), K,
+                            out + q * K * mr);
+              });
 }
 
 bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
@@ -137,7 +193,10 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
   const GemmKernels* g = KernelsFor(kt.isa);
   if (!GemmSupports(kt, w.format)) return false;
   const bool packed = w.format == WeightFormat::kFp8Block || w.format == WeightFormat::kNvfp4;
-  if (packed && w.block_cols <= 0) return false;
+  if (packed && w.block_cols <= 0) {  // not a valid packed weight: the reference path's business
+    LUCID_CHECK(!x.f32.empty(), "GemmRows: " + w.name + " has no scale block size");
+    return false;
+  }
   if (n1 <= n0 || t1 <= t0) return true;
   const int64_t K = w.cols, mr = g->mr, nr = g->nr;
   // Packed k blocks start at scale-block boundaries (DequantSpan's rule).
@@ -180,12 +239,21 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
     auto xpanel = [&](int64_t q) {
       return prepacked ? x.gemm_panels.get() + (t0 / mr + q) * K * mr + k0 * mr : xp + q * mr * kc;
     };
-    if (!prepacked)
-      for (int64_t q = 0; q < xpanels; ++q) {
-        const int64_t t = t0 + q * mr;
-        g->pack_x(x.f32.data() + t * x.Kpad + k0, x.Kpad, static_cast<int>(std::min(mr, t1 - t)),
-                  kk, xp + q * mr * kc);
+    for (int64_t q = 0; !prepacked && q < xpanels; ++q) {
+      const int64_t t = t0 + q * mr, m = std::min(mr, t1 - t);
+      float* dst = xp + q * mr * kc;
+      if (!x.f32.empty()) {
+        g->pack_x(x.f32.data() + t * x.Kpad + k0, x.Kpad, static_cast<int>(m), kk, dst);
+        continue;
       }
+      // t0 not on a panel boundary of PackX's panels: gather (Linear's token split, rarely).
+      const float* src = x.gemm_panels.get();
+      const int64_t xmr = x.gemm_mr;
+      for (int64_t k = 0; k < kk; ++k)
+        for (int64_t i = 0; i < mr; ++i)
+          dst[k * mr + i] =
+              i < m ? src[(t + i) / xmr * K * xmr + (k0 + k) * xmr + (t + i) % xmr] : 0.0f;
+    }
     for (int64_t b0 = n0; b0 < n1; b0 += nb) {
       const int64_t b1 = std::min(n1, b0 + nb), bp = (b1 - b0 + nr - 1) / nr;
       for (int64_t p = 0; p < bp; ++p) {
@@ -230,10 +298,14 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
         else
           g->pack_w(rp, kk, panel);
       }
-      // The next block: the next rows of this k block, or the first rows of the next k block.
-      const int64_t nk0 = b1 < n1 ? k0 : k0 + kc, nb0 = b1 < n1 ? b1 : n0;
-      const int64_t nb1 = std::min(n1, nb0 + nb), nk1 = std::min(K, nk0 + kc);
-      const int64_t slice = nk0 < K ? (nb1 - nb0 + xpanels - 1) / xpanels : 0;
+      // The next block: the next rows of this k block, or the first rows of the next k block;
+      // after the last, the first k block of the rows after n1 (a guess: MoE experts walk their
+      // matrices in consecutive row chunks, one call each).
+      int64_t nk0 = b1 < n1 ? k0 : k0 + kc, nb0 = b1 < n1 ? b1 : n0;
+      int64_t nb1 = std::min(n1, nb0 + nb);
+      if (nk0 >= K) nk0 = 0, nb0 = n1, nb1 = std::min(w.rows, n1 + std::min(nb, n1 - n0));
+      const int64_t nk1 = std::min(K, nk0 + kc);
+      const int64_t slice = (nb1 - nb0 + xpanels - 1) / xpanels;
       for (int64_t q = 0; q < xpanels; ++q) {
         const int64_t r = nb0 + q * slice;
         if (r < nb1) PrefetchRows<2>(w, r, std::min(nb1, r + slice), nk0, nk1);

@@ -112,13 +112,17 @@ const KernelTable& Avx512Kernels();
 const KernelTable& Avx512Bf16Kernels();
 
 // Activations of one Linear call, packed for the tiles.
+// Returns a GEMM panel buffer to its pool (cpu_fast_gemm.cpp).
+struct GemmPanelsFree {
+  void operator()(float* p) const;
+};
 struct PackedX {
   int64_t T = 0, K = 0, Kpad = 0;
-  std::vector<float> f32;        // [T, Kpad]
+  std::vector<float> f32;        // [T, Kpad]; empty when gemm_panels holds x
   std::vector<uint16_t> hi, lo;  // [T, Kpad] when the bf16 tiles want the split
-  // When GemmRows will take the calls: the rows again as the GEMM's x panels of gemm_mr tokens,
-  // [ceil(T / gemm_mr)][K][gemm_mr] (cpu_fast_gemm.h), packed once for every call on this x.
-  std::unique_ptr<float[]> gemm_panels;
+  // When GemmRows takes every call on this x (T >= kGemmMinTokens, GemmSupports): x as the GEMM's
+  // panels of gemm_mr tokens, [ceil(T / gemm_mr)][K][gemm_mr] (cpu_fast_gemm.h), instead of f32.
+  std::unique_ptr<float[], GemmPanelsFree> gemm_panels;
   int64_t gemm_mr = 0;
 };
 constexpr int64_t kPadK = 64;
@@ -138,16 +142,17 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
                 int64_t n0, int64_t n1, float* y, int64_t ldy);
 
 // Many tokens (t1 - t0 >= kGemmMinTokens): the outer-product GEMM of cpu_fast_gemm.cpp, same
-// contract as MatmulRows (reads only x.f32). Returns false (writing nothing) when it has no kernel
-// for this instruction set or weight format; MatmulRows then uses the dot-product tiles.
+// contract as MatmulRows (reads x.gemm_panels, else x.f32). Returns false (writing nothing) when
+// it has no kernel for this instruction set or weight format; MatmulRows then uses the
+// dot-product tiles.
 constexpr int64_t kGemmMinTokens = 32;
 bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
               int64_t n0, int64_t n1, float* y, int64_t ldy);
-// Whether GemmRows takes calls on this format at this level (then it never returns false for a
-// weight of the format with a positive block_cols when packed).
+// Whether GemmRows takes calls on this format at this level (then it takes every call on a
+// weight of the format, and PackX packs x for it alone when T >= kGemmMinTokens).
 bool GemmSupports(const KernelTable& kt, WeightFormat f);
-// PackX's part when GemmSupports(kt, format) and T >= kGemmMinTokens: p->f32 rows (p->f32 sized
-// and zeroed by the caller) and p->gemm_panels, split across threads outside parallel regions.
+// PackX's part when GemmSupports(kt, format) and T >= kGemmMinTokens: p->gemm_panels (p->T, K,
+// Kpad set by the caller), split across threads outside parallel regions.
 void GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, PackedX* p);
 
 }  // namespace lucid::fast
