@@ -78,8 +78,14 @@ void BM_Rows(benchmark::State& st) {
   std::vector<float> y(T * N);
   for (auto _ : st) {
     fast::PackedX p;
-    fast::PackX(kt, x.data<const float>(), K, T, K, w.format, &p);
-    // GemmRows itself at any T (MatmulRows would take it only from kGemmMinTokens).
+    if (gemm) {  // x packed for the GEMM alone at any T (PackX does so from GemmMinTokens)
+      p.T = T;
+      p.K = K;
+      p.Kpad = (K + fast::kPadK - 1) / fast::kPadK * fast::kPadK;
+      fast::GemmPackX(kt, x.data<const float>(), K, &p);
+    } else {
+      fast::PackX(kt, x.data<const float>(), K, T, K, w.format, &p);
+    }
     if (gemm && !fast::GemmRows(kt, p, 0, T, w, 0, N, y.data(), N)) {
       st.SkipWithError("GemmRows refused");
       return;
@@ -92,7 +98,7 @@ void BM_Rows(benchmark::State& st) {
 // Dense prefill (T = 512 x K 2048 x N 6144) and an expert's share at prefill (~64 tokens x the
 // 1g preset's 512 x 2048 gate), and the small token counts where the GEMM starts to pay.
 BENCHMARK(BM_Rows)
-    ->ArgsProduct({{0, 1}, {0, 1, 2, 3}, {512}, {6144}, {2048}})
+    ->ArgsProduct({{0, 1}, {0, 1, 2, 3}, {32, 64, 512}, {6144}, {2048}})
     ->ArgsProduct({{0, 1}, {1, 2, 3}, {16, 32, 64, 128, 512}, {512}, {2048}})
     ->ArgNames({"gemm", "fmt", "T", "N", "K"})
     ->Unit(benchmark::kMillisecond);

@@ -32,7 +32,6 @@ int64_t EnvOr(const char* name, int64_t v) {
 }
 const int64_t kKc = EnvOr("LUCID_GEMM_KC", 256);  // k columns per block
 const int64_t kNb = EnvOr("LUCID_GEMM_NB", 192);  // weight rows per L2 block
-const int64_t kAhead = EnvOr("LUCID_GEMM_AHEAD", 4);
 
 const GemmKernels* KernelsFor(CpuIsa isa) {
   return isa == CpuIsa::kAvx512 || isa == CpuIsa::kAvx512Bf16 ? Avx512GemmKernels() : nullptr;
@@ -166,10 +165,20 @@ void PoolFree(float* p) {
 
 }  // namespace
 
-bool GemmSupports(const KernelTable& kt, WeightFormat f) {
-  return KernelsFor(kt.isa) != nullptr &&
-         (f == WeightFormat::kF32 || f == WeightFormat::kBF16 || f == WeightFormat::kFp8Block ||
-          f == WeightFormat::kNvfp4);
+// Measured on the dev box (lucid_gemm_bench BM_Rows, 1 thread, against the tiles MatmulRows
+// would use instead): f32, bf16 and NVFP4 gain from 32 tokens; FP8-block from 64 (its fused
+// dp-bf16 tiles stay ahead at 32, its decode inside the transpose costs the most).
+int64_t GemmMinTokens(const KernelTable& kt, WeightFormat f) {
+  if (KernelsFor(kt.isa) == nullptr) return 0;
+  switch (f) {
+    case WeightFormat::kF32:
+    case WeightFormat::kBF16:
+    case WeightFormat::kNvfp4:
+      return kGemmMinTokens;
+    case WeightFormat::kFp8Block:
+      return 64;
+  }
+  return 0;
 }
 
 void GemmPanelsFree::operator()(float* p) const { PoolFree(p); }
@@ -191,7 +200,8 @@ void GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, PackedX* p) {
 bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
               int64_t n0, int64_t n1, float* y, int64_t ldy) {
   const GemmKernels* g = KernelsFor(kt.isa);
-  if (!GemmSupports(kt, w.format)) return false;
+  const int64_t min_tokens = GemmMinTokens(kt, w.format);
+  if (min_tokens == 0 || (t1 - t0 < min_tokens && !x.f32.empty())) return false;
   const bool packed = w.format == WeightFormat::kFp8Block || w.format == WeightFormat::kNvfp4;
   if (packed && w.block_cols <= 0) {  // not a valid packed weight: the reference path's business
     LUCID_CHECK(!x.f32.empty(), "GemmRows: " + w.name + " has no scale block size");
@@ -264,8 +274,6 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
           rp8[j] = reinterpret_cast<const uint8_t*>(zeros.data());
           sp[j] = sp2[j] = zeros.data();
           if (n >= b1) continue;
-          // A few rows ahead into L1 (they are in L2/L3 by now).
-          if (n + kAhead < b1) PrefetchRows<3>(w, n + kAhead, n + kAhead + 1, k0, k0 + kk);
           const int64_t row = w.row_begin + n;
           float* sc = sbuf.data() + 2 * j * nscale;
           if (wf32) {

@@ -120,8 +120,8 @@ struct PackedX {
   int64_t T = 0, K = 0, Kpad = 0;
   std::vector<float> f32;        // [T, Kpad]; empty when gemm_panels holds x
   std::vector<uint16_t> hi, lo;  // [T, Kpad] when the bf16 tiles want the split
-  // When GemmRows takes every call on this x (T >= kGemmMinTokens, GemmSupports): x as the GEMM's
-  // panels of gemm_mr tokens, [ceil(T / gemm_mr)][K][gemm_mr] (cpu_fast_gemm.h), instead of f32.
+  // When GemmRows takes every call on this x (T >= GemmMinTokens): x as the GEMM's panels of
+  // gemm_mr tokens, [ceil(T / gemm_mr)][K][gemm_mr] (cpu_fast_gemm.h), instead of f32.
   std::unique_ptr<float[], GemmPanelsFree> gemm_panels;
   int64_t gemm_mr = 0;
 };
@@ -141,18 +141,20 @@ void DequantSpan(const KernelTable& kt, const Weight& w, int64_t r, int64_t k0, 
 void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
                 int64_t n0, int64_t n1, float* y, int64_t ldy);
 
-// Many tokens (t1 - t0 >= kGemmMinTokens): the outer-product GEMM of cpu_fast_gemm.cpp, same
-// contract as MatmulRows (reads x.gemm_panels, else x.f32). Returns false (writing nothing) when
-// it has no kernel for this instruction set or weight format; MatmulRows then uses the
-// dot-product tiles.
+// Many tokens: the outer-product GEMM of cpu_fast_gemm.cpp, same contract as MatmulRows (reads
+// x.gemm_panels, else x.f32). Returns false (writing nothing) when it has no kernel for this
+// instruction set or weight format, or for fewer than GemmMinTokens tokens on an x with f32
+// rows; MatmulRows then uses the dot-product tiles. MatmulRows tries it from kGemmMinTokens.
 constexpr int64_t kGemmMinTokens = 32;
 bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
               int64_t n0, int64_t n1, float* y, int64_t ldy);
-// Whether GemmRows takes calls on this format at this level (then it takes every call on a
-// weight of the format, and PackX packs x for it alone when T >= kGemmMinTokens).
-bool GemmSupports(const KernelTable& kt, WeightFormat f);
-// PackX's part when GemmSupports(kt, format) and T >= kGemmMinTokens: p->gemm_panels (p->T, K,
-// Kpad set by the caller), split across threads outside parallel regions.
+// Tokens from which GemmRows takes calls on this format at this level (>= kGemmMinTokens where
+// it has a kernel; 0: never). PackX packs an x of at least that many tokens for the GEMM alone
+// (gemm_panels, no f32), and then GemmRows takes every call on it (callers pass MatmulRows at
+// least kGemmMinTokens of its tokens).
+int64_t GemmMinTokens(const KernelTable& kt, WeightFormat f);
+// PackX's part for such an x: p->gemm_panels (p->T, K, Kpad set by the caller), split across
+// threads outside parallel regions.
 void GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, PackedX* p);
 
 }  // namespace lucid::fast

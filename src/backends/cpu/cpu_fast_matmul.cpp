@@ -254,7 +254,7 @@ void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_
   p->Kpad = (K + kPadK - 1) / kPadK * kPadK;
   // Many tokens go to GemmRows (callers pass all T rows, or at least kGemmMinTokens of them, to
   // each MatmulRows call): it wants only its panels.
-  if (T >= kGemmMinTokens && GemmSupports(kt, format)) return GemmPackX(kt, x, ldx, p);
+  if (const int64_t g = GemmMinTokens(kt, format); g > 0 && T >= g) return GemmPackX(kt, x, ldx, p);
   p->f32.assign(T * p->Kpad, 0.0f);
   for (int64_t t = 0; t < T; ++t) std::memcpy(&p->f32[t * p->Kpad], x + t * ldx, K * sizeof(float));
   const bool fp8_fused = kt.Fused(format);

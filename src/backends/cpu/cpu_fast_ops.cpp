@@ -45,10 +45,10 @@ void CpuFastOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
   fast::PackX(kt, x.data<const float>(), w.cols, T, w.cols, w.format, &p);
   float* ys = y.data<float>();
   const int64_t threads = NumThreads();
-  if (T >= fast::kGemmMinTokens && fast::GemmSupports(kt, w.format)) {
+  if (const int64_t g = fast::GemmMinTokens(kt, w.format); g > 0 && T >= g) {
     // The GEMM: each thread takes one contiguous range of whole 32-row panels (its weights are
     // decoded once); few outputs split the tokens instead, never below kGemmMinTokens per call
-    // (PackX made no bf16 split for them).
+    // (PackX packed x for the GEMM alone).
     constexpr int64_t kPanel = 32;
     const int64_t panels = (N + kPanel - 1) / kPanel;
     if (panels < 2 * threads && T >= 2 * fast::kGemmMinTokens) {
