@@ -166,12 +166,14 @@ void PoolFree(float* p) {
 }  // namespace
 
 // Measured on the dev box (lucid_gemm_bench BM_Rows, 1 thread, against the tiles MatmulRows
-// uses instead): from 32 tokens the GEMM is ahead in every format (FP8-block the least: 5-15%
-// at 32, its fused dp-bf16 tiles win at 16).
+// uses instead): from 32 tokens the GEMM is ahead for bf16 (5-35%), FP8-block (7-25%) and NVFP4
+// (18-60%); f32 weights, which the tiles read in place while the GEMM transposes them, only from
+// 64 (8% behind at 32, 7% ahead at 64).
 int64_t GemmMinTokens(const KernelTable& kt, WeightFormat f) {
   if (KernelsFor(kt.isa) == nullptr) return 0;
   switch (f) {
     case WeightFormat::kF32:
+      return 2 * kGemmMinTokens;
     case WeightFormat::kBF16:
     case WeightFormat::kFp8Block:
     case WeightFormat::kNvfp4:
