@@ -103,6 +103,9 @@ struct KernelTable {
   // bf16 w (the W_uk absorption); y is overwritten. Null: dequantize rows and axpy instead.
   void (*rows_axpy_bf16)(const uint16_t* w, int64_t ldw, int64_t rows, const float* x, int64_t ldx,
                          int64_t T, int64_t C, float* y, int64_t ldy) = nullptr;
+  // The same with f32 w (rows decoded beforehand).
+  void (*rows_axpy_f32)(const float* w, int64_t ldw, int64_t rows, const float* x, int64_t ldx,
+                        int64_t T, int64_t C, float* y, int64_t ldy) = nullptr;
 };
 
 const KernelTable& Kernels(CpuIsa isa);

@@ -491,6 +491,45 @@ LUCID_AVX512 void RowsAxpyBf16T(const uint16_t* w, int64_t ldw, int64_t rows, co
   }
 }
 
+// The same for f32 rows (weights decoded beforehand): 8 vectors of 16 columns per token.
+template <int T>
+LUCID_AVX512 void RowsAxpyF32T(const float* w, int64_t ldw, int64_t rows, const float* x,
+                               int64_t ldx, int64_t C, float* y, int64_t ldy) {
+  for (int64_t c0 = 0; c0 < C; c0 += 128) {
+    __mmask16 m[8];
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; ++v) m[v] = TailMask16(C - c0 - 16 * v > 0 ? C - c0 - 16 * v : 0);
+    __m512 acc[T][8];
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t)
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) acc[t][i] = _mm512_setzero_ps();
+    for (int64_t r = 0; r < rows; ++r) {
+      __m512 xv[T];
+#pragma GCC unroll 2
+      for (int t = 0; t < T; ++t) xv[t] = _mm512_set1_ps(x[t * ldx + r]);
+#pragma GCC unroll 8
+      for (int v = 0; v < 8; ++v) {
+        const float* src = w + r * ldw + c0 + 16 * v;
+        const __m512 wv = m[v] == 0xFFFF ? _mm512_loadu_ps(src) : _mm512_maskz_loadu_ps(m[v], src);
+#pragma GCC unroll 2
+        for (int t = 0; t < T; ++t) acc[t][v] = _mm512_fmadd_ps(xv[t], wv, acc[t][v]);
+      }
+    }
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t)
+#pragma GCC unroll 8
+      for (int v = 0; v < 8; ++v) _mm512_mask_storeu_ps(y + t * ldy + c0 + 16 * v, m[v], acc[t][v]);
+  }
+}
+
+LUCID_AVX512 void RowsAxpyF32(const float* w, int64_t ldw, int64_t rows, const float* x,
+                              int64_t ldx, int64_t T, int64_t C, float* y, int64_t ldy) {
+  int64_t t = 0;
+  for (; t + 2 <= T; t += 2) RowsAxpyF32T<2>(w, ldw, rows, x + t * ldx, ldx, C, y + t * ldy, ldy);
+  if (t < T) RowsAxpyF32T<1>(w, ldw, rows, x + t * ldx, ldx, C, y + t * ldy, ldy);
+}
+
 LUCID_AVX512 void RowsAxpyBf16(const uint16_t* w, int64_t ldw, int64_t rows, const float* x,
                                int64_t ldx, int64_t T, int64_t C, float* y, int64_t ldy) {
   int64_t t = 0;
@@ -749,6 +788,7 @@ KernelTable MakeTable(bool bf16) {
   t.indexer_block = &IndexerBlock;
   t.transpose16 = &Transpose16;
   t.rows_axpy_bf16 = &RowsAxpyBf16;
+  t.rows_axpy_f32 = &RowsAxpyF32;
   t.exp_sum = &ExpSum;
   t.weighted_rows = &WeightedRows;
   t.weighted_rows2 = &WeightedRows2;

@@ -3,9 +3,9 @@
 //
 // Absorb: work items are (head, 128-column chunk of the latent). bf16 W_uk: the rows_axpy_bf16
 // kernel keeps the chunk's sums in registers for two tokens at a time and widens the weights in
-// registers. Other formats: an item decodes its W_uk rows' chunk one row at a time (DequantSpan:
-// straight from the L1-sized span, never a whole matrix) and adds q_nope[t, h, r] * row into
-// every token's output chunk.
+// registers. Other formats: an item decodes its W_uk rows' chunk (DequantSpan: the item's span,
+// never a whole matrix) once, then rows_axpy_f32 sums it for two tokens at a time in registers
+// (one token: each decoded row is added into the output chunk as it comes).
 // Project: each head's latent rows are packed once (PackX with the [T, heads * latent] stride),
 // then items are (head, chunk of W_uv rows) run by the matmul driver, which reads each weight
 // element once for all T tokens and writes straight into out[:, h * v_dim + j].
@@ -31,7 +31,7 @@ void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride
   const float* qs = q.data<const float>();
   float* ys = q_latent.data<float>();
   ParallelFor(heads * chunks, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> row(cw + 16);
+    std::vector<float> row(cw + 16), rows;
     for (int64_t item = b; item < e; ++item) {
       const int64_t h = item / chunks, c0 = (item % chunks) * cw, c1 = std::min(R, c0 + cw);
       const Weight uk = kv_b.RowRange(h * (nope_dim + v_dim), nope_dim);
@@ -39,6 +39,20 @@ void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride
         kt.rows_axpy_bf16(kv_b.data.data<const uint16_t>() + uk.row_begin * R + c0, R, nope_dim,
                           qs + h * q_stride, heads * q_stride, T, c1 - c0, ys + h * R + c0,
                           heads * R);
+        continue;
+      }
+      if (kt.rows_axpy_f32 && T > 1) {  // decode the item's rows once, then sum in registers
+        const int64_t ld = (c1 - c0 + 15) / 16 * 16 + 16;  // NVFP4 writes whole groups
+        rows.resize(nope_dim * ld);
+        for (int64_t r = 0; r < nope_dim; ++r) {
+          if (kv_b.format == WeightFormat::kF32)
+            std::copy_n(kv_b.data.data<const float>() + (uk.row_begin + r) * R + c0, c1 - c0,
+                        &rows[r * ld]);
+          else
+            fast::DequantSpan(kt, uk, r, c0, c1, &rows[r * ld]);
+        }
+        kt.rows_axpy_f32(rows.data(), ld, nope_dim, qs + h * q_stride, heads * q_stride, T, c1 - c0,
+                         ys + h * R + c0, heads * R);
         continue;
       }
       for (int64_t t = 0; t < T; ++t)
