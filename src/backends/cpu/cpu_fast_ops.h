@@ -13,9 +13,11 @@
 // A CpuFastOps may be capped below what the machine has (tests run every level the machine can).
 //
 // What is fast here (all other ops fall through to CpuOps):
-// - Linear: one kernel for 1 and many tokens; every weight element is read from memory once per
-//   call for the whole batch (register tiles of tokens x weight rows, k-blocked so the weight
-//   sliver stays in L1 and the activation block in L2), threads split the weight rows.
+// - Linear: every weight element is read from memory once per call for the whole batch; threads
+//   split the weight rows. Below GemmMinTokens (32 tokens; 64 for f32) dot-product register tiles
+//   of tokens x weight rows (k-blocked so the weight sliver stays in L1), from there the
+//   outer-product GEMM of cpu_fast_gemm*.cpp (12 tokens x 32 outputs micro-kernel over packed
+//   activation panels and weight panels decoded and transposed into L1/L2, kc 768).
 // - Linear on FP8-block and NVFP4 weights (avx512bf16): fused tiles decode the codes in registers
 //   straight to bf16 (e4m3 through a 128-entry vpermi2w table; e2m1 x group scale through a
 //   per-32-column vpermw table, both exact in bf16) and run vdpbf16ps against the hi/lo split of
