@@ -2,8 +2,8 @@
 //
 // Phase 1 runs the gate and up projections of every touched expert as one parallel list of
 // (expert, matrix, row chunk) items, so small experts still keep every thread busy and no expert
-// matrix is read twice; phase 2 applies SwiGLU and packs each expert's hidden rows; phase 3 runs all
-// down projections the same way; phase 4 adds weight * output into each token's row, split by
+// matrix is read twice; phase 2 applies SwiGLU and packs each expert's hidden rows; phase 3 runs
+// all down projections the same way; phase 4 adds weight * output into each token's row, split by
 // columns across threads. The order of the sum over a row's experts is expert order (as CpuOps).
 #include <algorithm>
 #include <vector>
@@ -15,6 +15,15 @@ namespace lucid {
 namespace {
 
 constexpr int64_t kChunk = 64;  // weight rows per work item
+
+// Buffers of one MoeExperts call, kept per calling thread so that the next call reuses their
+// pages: a prefill otherwise allocated and dropped tens of MB per layer, each page faulted in and
+// cleared. Only the first E / S entries of a call are used.
+struct MoeScratch {
+  std::vector<std::vector<std::pair<int64_t, float>>> rows;  // per expert: (token, weight)
+  std::vector<fast::PackedX> xin, hid;
+  std::vector<std::vector<float>> gate, up, down;
+};
 
 struct MoeItem {
   int64_t slot;  // index into the touched-expert list
@@ -30,7 +39,10 @@ void CpuFastOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> expe
   const int64_t T = x.size(0), D = x.size(1);
   const int64_t E = static_cast<int64_t>(experts.size());
   const fast::KernelTable& kt = fast::Kernels(isa_);
-  std::vector<std::vector<std::pair<int64_t, float>>> rows(E);
+  thread_local MoeScratch scratch;  // the calling thread's, reused by every call it makes
+  auto& rows = scratch.rows;
+  if (static_cast<int64_t>(rows.size()) < E) rows.resize(E);
+  for (int64_t e = 0; e < E; ++e) rows[e].clear();
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < k; ++i) rows[idx[t * k + i]].push_back({t, weights[t * k + i]});
   std::vector<int64_t> touched;
@@ -38,10 +50,14 @@ void CpuFastOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> expe
     if (!rows[e].empty()) touched.push_back(e);
   const int64_t S = static_cast<int64_t>(touched.size());
   if (S == 0) return;
-  std::vector<fast::PackedX> xin(S), hid(S);
-  std::vector<std::vector<float>> gate(S), up(S), down(S);
+  for (auto* v : {&scratch.xin, &scratch.hid})
+    if (static_cast<int64_t>(v->size()) < S) v->resize(S);
+  for (auto* v : {&scratch.gate, &scratch.up, &scratch.down})
+    if (static_cast<int64_t>(v->size()) < S) v->resize(S);
+  auto &xin = scratch.xin, &hid = scratch.hid;
+  auto &gate = scratch.gate, &up = scratch.up, &down = scratch.down;
   ParallelFor(S, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> buf;
+    thread_local std::vector<float> buf;
     for (int64_t s = b; s < e; ++s) {
       const auto& r = rows[touched[s]];
       const int64_t n = static_cast<int64_t>(r.size());
@@ -58,8 +74,9 @@ void CpuFastOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> expe
         const ExpertWeights& w = experts[touched[it.slot]];
         const Weight& m = it.which == 0 ? w.gate : it.which == 1 ? w.up : w.down;
         const fast::PackedX& px = it.which == 2 ? hid[it.slot] : xin[it.slot];
-        std::vector<float>& y = it.which == 0 ? gate[it.slot] : it.which == 1 ? up[it.slot]
-                                                                                : down[it.slot];
+        std::vector<float>& y = it.which == 0   ? gate[it.slot]
+                                : it.which == 1 ? up[it.slot]
+                                                : down[it.slot];
         fast::MatmulRows(kt, px, 0, px.T, m, it.n0, it.n1, y.data(), m.rows);
       }
     });
@@ -72,7 +89,8 @@ void CpuFastOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> expe
     up[s].resize(n * w.up.rows);
     for (int which = 0; which < 2; ++which) {
       const int64_t N = which == 0 ? w.gate.rows : w.up.rows;
-      for (int64_t n0 = 0; n0 < N; n0 += kChunk) items.push_back({s, which, n0, std::min(N, n0 + kChunk)});
+      for (int64_t n0 = 0; n0 < N; n0 += kChunk)
+        items.push_back({s, which, n0, std::min(N, n0 + kChunk)});
     }
   }
   run(items);
@@ -88,7 +106,8 @@ void CpuFastOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> expe
   items.clear();
   for (int64_t s = 0; s < S; ++s) {
     const int64_t N = experts[touched[s]].down.rows;
-    for (int64_t n0 = 0; n0 < N; n0 += kChunk) items.push_back({s, 2, n0, std::min(N, n0 + kChunk)});
+    for (int64_t n0 = 0; n0 < N; n0 += kChunk)
+      items.push_back({s, 2, n0, std::min(N, n0 + kChunk)});
   }
   run(items);
   float* o = out.data<float>();
