@@ -160,13 +160,19 @@ Status Prefill(Model& m, const ProfilingOps& prof, const BenchOptions& o, const 
 }
 
 Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
-                     const MachineInfo& mi, std::FILE* log, nlohmann::json* out) {
+                     const MachineInfo& run_probe, std::FILE* log, nlohmann::json* out) {
   const ModelConfig& c = m.config();
   int64_t moe_layers = 0;
   for (bool b : c.layer_is_moe) moe_layers += b;
   double per_expert = 0;  // bytes of one expert (gate + up + down), from the first measurement
   *out = nlohmann::json::array();
   for (int64_t B : o.batches) {
+    // The memory bandwidth of a shared machine drifts by tens of percent over minutes: probe it
+    // again right before each configuration and normalize by the larger of that and the run's
+    // first probe (the conservative choice: the higher bandwidth gives the lower percentage).
+    MachineInfo mi = run_probe;
+    const MachineInfo now = ProbeMachine(uint64_t{512} << 20, 3);
+    mi.read_gbs = std::max(run_probe.read_gbs, now.read_gbs);
     LUCID_ASSIGN_OR_RETURN(std::vector<Step> steps,
                            DecodeSteps(m, prof, B, o.prompt_len, o.gen_len, o.kv_dtype));
     const Step s = MedianStep(steps);
@@ -181,11 +187,13 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
     std::fprintf(log,
                  "decode   batch %3lld ctx %5lld: step %8.2f ms  %7.1f tok/s | %7.1f MB/step "
                  "(%6.1f MB/token) %5.1f GB/s = %3.0f%% of bandwidth | %5.0f GFLOP/s %3.0f%% | "
-                 "experts touched %4.0f (uniform model %5.1f) -> model %7.1f MB/step, %7.2f ms\n",
+                 "experts touched %4.0f (uniform model %5.1f) -> model %7.1f MB/step, %7.2f ms "
+                 "(bandwidth probed now %.1f GB/s, used %.1f)\n",
                  static_cast<long long>(B), static_cast<long long>(o.prompt_len), Ms(s.seconds),
                  B / s.seconds, s.total.bytes / 1e6, s.total.bytes / 1e6 / B, gbs,
                  100 * gbs / mi.read_gbs, gf, 100 * gf / mi.fma_gflops, ex.units, expected,
-                 model_bytes / 1e6, Ms(model_bytes / (mi.read_gbs * 1e9)));
+                 model_bytes / 1e6, Ms(model_bytes / (mi.read_gbs * 1e9)), now.read_gbs,
+                 mi.read_gbs);
     std::fprintf(log,
                  "                               roofline %7.2f ms (per op kind: max of bytes at "
                  "the probed bandwidth, FLOPs at the probed peak) -> step = %.1fx roofline\n",
@@ -198,6 +206,8 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
                     {"bytes_per_token", s.total.bytes / B},
                     {"gbs", gbs},
                     {"pct_bandwidth", 100 * gbs / mi.read_gbs},
+                    {"bandwidth_probed_now_gbs", now.read_gbs},
+                    {"bandwidth_used_gbs", mi.read_gbs},
                     {"gflops", gf},
                     {"pct_peak", 100 * gf / mi.fma_gflops},
                     {"experts_touched", ex.units},

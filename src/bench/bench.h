@@ -1,7 +1,8 @@
 // `lucid bench`: end-to-end model benchmarks normalized by probes of the same machine.
 //
 // One run: machine probes (read bandwidth, FMA peak), model load and time to first token, prefill
-// of prompt_len tokens, decode steps at each batch size, and a decode-step sweep over context
+// of prompt_len tokens, decode steps at each batch size (each after a fresh bandwidth probe: its
+// percentages use the larger of that and the first probe), and a decode-step sweep over context
 // lengths for sparse (DSA) and dense MLA attention on the same weights. Every figure is the median
 // of several repeats (steps); bytes and FLOPs come from ProfilingOps' per-op accounting of the
 // actual step (experts really touched, KV rows really read).
