@@ -20,6 +20,9 @@
 namespace lucid {
 namespace {
 
+using testing_util::Random;
+using testing_util::RelErr;
+
 const CpuOps kRef;
 
 // Formats: 0 f32, 1 bf16, 2 FP8-block f32 scales, 3 FP8-block ue8m0 scales, 4 NVFP4.
@@ -27,14 +30,6 @@ constexpr int kFormats = 5;
 const char* FormatName(int f) {
   static const char* names[] = {"f32", "bf16", "fp8", "fp8-ue8m0", "nvfp4"};
   return names[f];
-}
-
-Tensor Random(Shape shape, uint32_t seed) {
-  Tensor t = Tensor::Empty(DType::kF32, shape);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
-  return t;
 }
 
 // A [rows, cols] weight of format f viewed from row `skip` of a [skip + rows + 3, cols] parent
@@ -46,31 +41,9 @@ Weight MakeWeight(int f, int64_t rows, int64_t cols, uint32_t seed, int64_t skip
     w = f == 4 ? testing_util::RandomNvfp4(total, cols, seed)
                : testing_util::RandomFp8(total, cols, seed, f == 3);
   } else {
-    Tensor src = Random({total, cols}, seed);
-    w.format = f == 0 ? WeightFormat::kF32 : WeightFormat::kBF16;
-    w.name = "w";
-    w.rows = total;
-    w.cols = cols;
-    if (f == 0) {
-      w.data = src;
-    } else {
-      w.data = Tensor::Empty(DType::kBF16, {total, cols});
-      for (int64_t i = 0; i < src.numel(); ++i)
-        w.data.data<uint16_t>()[i] = F32ToBf16(src.data<float>()[i]);
-    }
+    w = testing_util::RandomDense(f == 1, total, cols, seed);
   }
   return w.RowRange(skip, rows);
-}
-
-// max |a - b| / max |b|
-double RelErr(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.numel(), b.numel());
-  double e = 0, m = 1e-30;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    e = std::max(e, double(std::abs(a.data<float>()[i] - b.data<float>()[i])));
-    m = std::max(m, double(std::abs(b.data<float>()[i])));
-  }
-  return e / m;
 }
 
 // Well below what one missing k block (or one wrong weight row) costs on these shapes: the

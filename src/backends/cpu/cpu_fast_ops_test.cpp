@@ -8,49 +8,21 @@
 #include <cmath>
 #include <random>
 
+#include "backends/cpu/quant_test_util.h"
 #include "core/dtype.h"
 
 namespace lucid {
 namespace {
 
-const CpuOps kRef;
+using testing_util::Random;
+using testing_util::RelErr;
 
-Tensor Random(Shape shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  Tensor t = Tensor::Empty(DType::kF32, shape);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
+const CpuOps kRef;
 
 // A weight [rows, cols] viewed from row `skip` of a [skip + rows + 3, cols] parent.
 Weight MakeWeight(WeightFormat f, int64_t rows, int64_t cols, uint32_t seed, int64_t skip = 0) {
-  const int64_t total = skip + rows + 3;
-  Tensor src = Random({total, cols}, seed);
-  Weight w;
-  w.format = f;
-  w.name = "w";
-  w.rows = total;
-  w.cols = cols;
-  if (f == WeightFormat::kF32) {
-    w.data = src;
-  } else {
-    w.data = Tensor::Empty(DType::kBF16, {total, cols});
-    for (int64_t i = 0; i < src.numel(); ++i)
-      w.data.data<uint16_t>()[i] = F32ToBf16(src.data<float>()[i]);
-  }
-  return w.RowRange(skip, rows);
-}
-
-// max |a - b| / max |b|
-double RelErr(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.numel(), b.numel());
-  double e = 0, m = 1e-30;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    e = std::max(e, double(std::abs(a.data<float>()[i] - b.data<float>()[i])));
-    m = std::max(m, double(std::abs(b.data<float>()[i])));
-  }
-  return e / m;
+  return testing_util::RandomDense(f == WeightFormat::kBF16, skip + rows + 3, cols, seed)
+      .RowRange(skip, rows);
 }
 
 class FastOpsTest : public ::testing::TestWithParam<CpuIsa> {

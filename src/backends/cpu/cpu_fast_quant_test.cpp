@@ -19,6 +19,9 @@
 namespace lucid {
 namespace {
 
+using testing_util::Random;
+using testing_util::RelErr;
+
 const CpuOps kRef;
 
 using testing_util::RandomFp8;
@@ -30,24 +33,6 @@ Weight Packed(int kind, int64_t rows, int64_t cols, uint32_t seed, int64_t skip 
   const int64_t total = skip + rows + 3;
   Weight w = kind == 2 ? RandomNvfp4(total, cols, seed) : RandomFp8(total, cols, seed, kind == 1);
   return w.RowRange(skip, rows);
-}
-
-Tensor Random(Shape shape, uint32_t seed) {
-  Tensor t = Tensor::Empty(DType::kF32, shape);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
-
-double RelErr(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.numel(), b.numel());
-  double e = 0, m = 1e-30;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    e = std::max(e, double(std::abs(a.data<float>()[i] - b.data<float>()[i])));
-    m = std::max(m, double(std::abs(b.data<float>()[i])));
-  }
-  return e / m;
 }
 
 const char* KindName(int kind) { return kind == 0 ? "fp8" : kind == 1 ? "fp8-ue8m0" : "nvfp4"; }
@@ -156,20 +141,7 @@ TEST_P(FastQuantTest, MoeExpertsMatchReference) {
 // kind 3: f32, 4: bf16, else Packed(kind).
 Weight AnyWeight(int kind, int64_t rows, int64_t cols, uint32_t seed) {
   if (kind < 3) return Packed(kind, rows, cols, seed);
-  Tensor src = Random({rows, cols}, seed);
-  Weight w;
-  w.format = kind == 3 ? WeightFormat::kF32 : WeightFormat::kBF16;
-  w.name = "kv_b";
-  w.rows = rows;
-  w.cols = cols;
-  if (kind == 3) {
-    w.data = src;
-  } else {
-    w.data = Tensor::Empty(DType::kBF16, {rows, cols});
-    for (int64_t i = 0; i < src.numel(); ++i)
-      w.data.data<uint16_t>()[i] = F32ToBf16(src.data<float>()[i]);
-  }
-  return w;
+  return testing_util::RandomDense(kind == 4, rows, cols, seed, "kv_b");
 }
 
 TEST_P(FastQuantTest, MlaHeadOpsMatchReference) {

@@ -1,7 +1,12 @@
-// Test-only: random packed weights (NVFP4, FP8 block) that own their tensors, shared by the
-// reference and fast quantized-kernel tests. Deterministic in the seed.
+// Test-only helpers shared by the reference and fast CPU kernel tests: random f32 tensors, the
+// relative error they are judged by, and random weights of every format (f32, bf16, NVFP4, FP8
+// block) that own their tensors. Deterministic in the seed.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 
@@ -9,6 +14,45 @@
 #include "ops/weight.h"
 
 namespace lucid::testing_util {
+
+// Uniform in [lo, hi).
+inline Tensor Random(Shape shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  Tensor t = Tensor::Empty(DType::kF32, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+// max |a - b| / max |b| over two f32 tensors of the same size.
+inline double RelErr(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.numel(), b.numel());
+  double e = 0, m = 1e-30;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    e = std::max(e, double(std::abs(a.data<float>()[i] - b.data<float>()[i])));
+    m = std::max(m, double(std::abs(b.data<float>()[i])));
+  }
+  return e / m;
+}
+
+// A [rows, cols] f32 or bf16 weight of Random values (bf16: rounded to nearest even).
+inline Weight RandomDense(bool bf16, int64_t rows, int64_t cols, uint32_t seed,
+                          const char* name = "w") {
+  Tensor src = Random({rows, cols}, seed);
+  Weight w;
+  w.format = bf16 ? WeightFormat::kBF16 : WeightFormat::kF32;
+  w.name = name;
+  w.rows = rows;
+  w.cols = cols;
+  if (!bf16) {
+    w.data = src;
+  } else {
+    w.data = Tensor::Empty(DType::kBF16, {rows, cols});
+    for (int64_t i = 0; i < src.numel(); ++i)
+      w.data.data<uint16_t>()[i] = F32ToBf16(src.data<float>()[i]);
+  }
+  return w;
+}
 
 inline Weight RandomNvfp4(int64_t rows, int64_t cols, uint32_t seed) {
   std::mt19937 rng(seed);
