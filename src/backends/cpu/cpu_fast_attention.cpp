@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 #include <vector>
 
 #include "backends/cpu/cpu_fast_kernels.h"
@@ -256,13 +255,6 @@ void CpuFastOps::TopK(const float* scores, int64_t n, int64_t k, int32_t* out) c
   auto before = [&](int32_t x, int32_t y) {
     return scores[x] > scores[y] || (scores[x] == scores[y] && x < y);
   };
-  if (k * 4 >= n) {
-    std::vector<int32_t> idx(n);
-    std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), before);
-    std::copy(idx.begin(), idx.begin() + k, out);
-    return;
-  }
   // The k-th largest value is the threshold: everything above it is in, ties at it are taken in
   // index order until k are chosen (the reference's tie rule).
   std::vector<float> v(scores, scores + n);
