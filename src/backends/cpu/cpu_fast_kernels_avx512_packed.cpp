@@ -201,6 +201,61 @@ void FillE4m3Bf16() {
   }
 }
 
+// One token against NR NVFP4 rows, same contract as TileNvfp4Dp<1, NR>, with the group scales
+// applied after the dot products instead of folded into a per-row table: the codes map to the
+// constant e2m1 table in bf16, two vdpbf16ps give each lane's pair sum for its group (lanes 0-7:
+// the first 16 columns, 8-15: the next 16), and one FMA multiplies by the lanes' group scales (a
+// vpermps of the two scales). One token has no other token to share a per-row table with, so this
+// saves the table's two multiplies and conversion per 32 columns.
+template <int NR, bool kMasked>
+LUCID_AVX512BF16 __attribute__((always_inline)) inline void Nvfp4Step1(
+    __m512 (&acc)[NR], const uint16_t* xh, const uint16_t* xl, const void* const* wv,
+    const float* const* gs, int64_t k, __mmask16 m, const Nvfp4Consts& c, __m512i e2m1,
+    __m512i pair) {
+  const __m512bh h = (__m512bh)_mm512_loadu_si512(xh + k);
+  const __m512bh l = (__m512bh)_mm512_loadu_si512(xl + k);
+#pragma GCC unroll 8
+  for (int j = 0; j < NR; ++j) {
+    const uint8_t* wp = static_cast<const uint8_t*>(wv[j]) + k / 2;
+    const __m128i b = kMasked ? _mm_maskz_loadu_epi8(m, wp) : _mm_loadu_si128((const __m128i*)wp);
+    const __m512i bytes =
+        _mm512_maskz_permutexvar_epi8(0x5555555555555555ULL, c.dup, _mm512_castsi128_si512(b));
+    const __m512i idx = _mm512_and_si512(_mm512_srlv_epi16(bytes, c.shift), c.low);
+    const __m512bh w = (__m512bh)_mm512_permutexvar_epi16(idx, e2m1);
+    __m512 t = _mm512_dpbf16_ps(_mm512_setzero_ps(), h, w);
+    t = _mm512_dpbf16_ps(t, l, w);
+    const __m128 g2 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(gs[j] + k / 16)));
+    acc[j] = _mm512_fmadd_ps(t, _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(g2)), acc[j]);
+  }
+}
+
+template <int NR>
+LUCID_AVX512BF16 void TileNvfp4Dp1(const void* const* xh, const void* const* xl,
+                                   const void* const* wv, const float* const* gs, float s2,
+                                   int64_t k0, int64_t k1, int64_t groups_end, float* out) {
+  const Nvfp4Consts c = MakeNvfp4Consts();
+  const __m512i e2m1 = (__m512i)_mm512_cvtne2ps_pbh(c.lut, c.lut);  // entries 0-15 and 16-31
+  const __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const uint16_t* h = static_cast<const uint16_t*>(xh[0]);
+  const uint16_t* l = static_cast<const uint16_t*>(xl[0]);
+  __m512 acc[NR];
+#pragma GCC unroll 8
+  for (int j = 0; j < NR; ++j) acc[j] = _mm512_setzero_ps();
+  const NextRows nx = NextRowGroup<NR>(wv);
+  int64_t k = k0;
+  for (; k + 32 <= k1; k += 32) {
+    if (k % 128 == 0) PrefetchRows<NR>(nx, k / 2);
+    Nvfp4Step1<NR, false>(acc, h, l, wv, gs, k, 0xFFFF, c, e2m1, pair);
+  }
+  if (k < k1) {
+    const int64_t bytes = (groups_end - k / 16) * 8;
+    Nvfp4Step1<NR, true>(acc, h, l, wv, gs, k, bytes >= 16 ? 0xFFFF : (1u << bytes) - 1, c, e2m1,
+                         pair);
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NR; ++j) out[j] = _mm512_reduce_add_ps(acc[j]) * s2;
+}
+
 }  // namespace
 
 void AddFusedPackedTiles(KernelTable& t) {
@@ -210,7 +265,7 @@ void AddFusedPackedTiles(KernelTable& t) {
   t.fp8_tiles[2] = {&TileFp8Dp<2, 4>, 4};
   t.fp8_tiles[3] = {&TileFp8Dp<3, 4>, 4};
   t.fp8_tiles[4] = {&TileFp8Dp<4, 4>, 4};
-  t.nvfp4_tiles[0] = {&TileNvfp4Dp<1, 8>, 8};
+  t.nvfp4_tiles[0] = {&TileNvfp4Dp1<8>, 8};
   t.nvfp4_tiles[1] = {&TileNvfp4Dp<1, 4>, 4};
   t.nvfp4_tiles[2] = {&TileNvfp4Dp<2, 4>, 4};
   t.nvfp4_tiles[3] = {&TileNvfp4Dp<3, 4>, 4};
