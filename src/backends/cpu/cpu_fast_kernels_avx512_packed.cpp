@@ -19,7 +19,8 @@ LUCID_AVX512BF16 inline __m512i E4m3ToBf16(__m256i b, const __m512i (&t)[4]) {
   const __m512i hi = _mm512_permutex2var_epi16(t[2], idx, t[3]);
   const __mmask32 m = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(0x40));
   const __m512i v = _mm512_mask_blend_epi16(m, lo, hi);
-  return _mm512_or_si512(v, _mm512_slli_epi16(_mm512_and_si512(idx, _mm512_set1_epi16(0x80)), 8));
+  // v | (idx << 8) & 0x8000: the code's sign bit into the bf16 sign (one vpternlog).
+  return _mm512_ternarylogic_epi32(v, _mm512_slli_epi16(idx, 8), _mm512_set1_epi16(-0x8000), 0xF8);
 }
 
 // MR tokens' hi/lo rows, one k step of a fused tile: each weight vector is decoded once and used
