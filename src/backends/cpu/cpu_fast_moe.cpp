@@ -17,13 +17,16 @@ namespace {
 constexpr int64_t kChunk = 64;  // weight rows per work item
 
 // Buffers of one MoeExperts call, kept per calling thread so that the next call reuses their
-// pages: a prefill otherwise allocated and dropped tens of MB per layer, each page faulted in and
-// cleared. Only the first E / S entries of a call are used.
+// pages (each allocation's pages are faulted in and cleared). Kept only while a call's expert
+// outputs fit in kKeepScratchBytes (every decode step); larger calls (long prefill chunks) release
+// them at the end. Only the first E / S entries of a call are used.
 struct MoeScratch {
   std::vector<std::vector<std::pair<int64_t, float>>> rows;  // per expert: (token, weight)
   std::vector<fast::PackedX> xin, hid;
   std::vector<std::vector<float>> gate, up, down;
 };
+
+constexpr int64_t kKeepScratchBytes = int64_t{64} << 20;
 
 struct MoeItem {
   int64_t slot;  // index into the touched-expert list
@@ -118,6 +121,9 @@ void CpuFastOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> expe
         kt.axpy(r[j].second, down[s].data() + j * D + c0, o + r[j].first * D + c0, c1 - c0);
     }
   });
+  // Keep decode-sized buffers between calls, give prefill-sized ones back: a long prefill chunk's
+  // expert outputs (tokens x top-k x hidden floats) would otherwise stay resident for good.
+  if (T * k * D * static_cast<int64_t>(sizeof(float)) > kKeepScratchBytes) scratch = MoeScratch();
 }
 
 }  // namespace lucid
