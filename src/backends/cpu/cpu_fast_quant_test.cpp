@@ -122,14 +122,9 @@ TEST_P(FastQuantTest, MoeExpertsMatchReference) {
         ex.push_back({Packed(kind, I, D, 100 + e), Packed(kind, I, D, 200 + e),
                       Packed(kind, D, I, 300 + e)});
       Tensor x = Random({T, D}, 17);
-      std::vector<int32_t> idx(T * k);
-      std::vector<float> wt(T * k);
-      for (int64_t t = 0; t < T; ++t) {
-        idx[t * k] = static_cast<int32_t>((t * 3) % E);
-        idx[t * k + 1] = static_cast<int32_t>((t * 3 + 2) % E);
-        wt[t * k] = 0.7f;
-        wt[t * k + 1] = 0.4f;
-      }
+      std::vector<int32_t> idx;
+      std::vector<float> wt;
+      testing_util::Top2Routing(T, E, &idx, &wt);  // k == 2
       Tensor out = Random({T, D}, 18), ref = out.Clone();
       ops_.MoeExperts(x, ex, idx.data(), wt.data(), k, out);
       kRef.MoeExperts(x, ex, idx.data(), wt.data(), k, ref);

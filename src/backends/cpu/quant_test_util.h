@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <vector>
 
 #include "core/dtype.h"
 #include "ops/weight.h"
@@ -33,6 +34,19 @@ inline double RelErr(const Tensor& a, const Tensor& b) {
     m = std::max(m, double(std::abs(b.data<float>()[i])));
   }
   return e / m;
+}
+
+// A fixed top-2 routing of T tokens over E experts for the MoE tests: token t takes experts
+// 3t and 3t + 2 (mod E) with weights 0.7 and 0.4.
+inline void Top2Routing(int64_t T, int64_t E, std::vector<int32_t>* idx, std::vector<float>* wt) {
+  idx->assign(T * 2, 0);
+  wt->assign(T * 2, 0.0f);
+  for (int64_t t = 0; t < T; ++t) {
+    (*idx)[t * 2] = static_cast<int32_t>((t * 3) % E);
+    (*idx)[t * 2 + 1] = static_cast<int32_t>((t * 3 + 2) % E);
+    (*wt)[t * 2] = 0.7f;
+    (*wt)[t * 2 + 1] = 0.4f;
+  }
 }
 
 // A [rows, cols] f32 or bf16 weight of Random values (bf16: rounded to nearest even).
