@@ -147,12 +147,13 @@ BENCHMARK(BM_GemmLinear)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// Args: format. CpuFastOps::MoeExperts at a 512-token prefill of the 1g preset: 32 experts of
-// 512 x 2048 (gate, up) and 2048 x 512 (down), top-4 (random, ~64 tokens per expert).
+// Args: format, tokens. CpuFastOps::MoeExperts at the 1g preset's shapes: 32 experts of
+// 512 x 2048 (gate, up) and 2048 x 512 (down), top-4 (random; at T = 512, ~64 tokens per expert;
+// at T = 1, one decode step's 4 experts, read from memory: the 32 experts do not fit in cache).
 void BM_MoeExperts(benchmark::State& st) {
   static const CpuFastOps ops;
   const int f = static_cast<int>(st.range(0));
-  const int64_t T = 512, E = 32, k = 4, D = 2048, I = 512;
+  const int64_t T = st.range(1), E = 32, k = 4, D = 2048, I = 512;
   static std::vector<ExpertWeights> cache[4];
   std::vector<ExpertWeights>& ex = cache[f];
   if (ex.empty()) {
@@ -179,14 +180,35 @@ void BM_MoeExperts(benchmark::State& st) {
     std::shuffle(all.begin(), all.end(), rng);
     for (int64_t i = 0; i < k; ++i) idx[t * k + i] = all[i];
   }
+  // Decode: a different expert set every iteration (as consecutive steps), so weights come from
+  // memory; the counter is the touched experts' stored bytes per second.
+  const int64_t sets = T == 1 ? E : 1;
+  std::vector<int32_t> idx_sets(sets * T * k);
+  for (int64_t s = 0; s < sets; ++s)
+    for (int64_t i = 0; i < T * k; ++i)
+      idx_sets[s * T * k + i] = T == 1 ? static_cast<int32_t>((s * 5 + i * 8) % E) : idx[i];
+  double bytes = 0;
+  int64_t it = 0;
   Tensor x = RandomX(T, D), out = Tensor::Empty(DType::kF32, {T, D});
-  for (auto _ : st) ops.MoeExperts(x, ex, idx.data(), wt.data(), k, out);
+  for (auto _ : st) {
+    const int32_t* ids = &idx_sets[(it++ % sets) * T * k];
+    ops.MoeExperts(x, ex, ids, wt.data(), k, out);
+    std::vector<bool> seen(E);
+    for (int64_t i = 0; i < T * k; ++i)
+      if (!seen[ids[i]]) {
+        seen[ids[i]] = true;
+        const ExpertWeights& w = ex[ids[i]];
+        bytes +=
+            static_cast<double>(w.gate.StoredBytes() + w.up.StoredBytes() + w.down.StoredBytes());
+      }
+  }
   st.counters["GFLOP/s"] = benchmark::Counter(2.0 * T * k * 3 * I * D * st.iterations() / 1e9,
                                               benchmark::Counter::kIsRate);
+  st.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_MoeExperts)
-    ->ArgsProduct({{1, 2, 3}})
-    ->ArgNames({"fmt"})
+    ->ArgsProduct({{1, 2, 3}, {1, 512}})
+    ->ArgNames({"fmt", "T"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -17,12 +17,8 @@ void RegisterServeCommand(CLI::App& app, int* exit_code);
 void RegisterQuantizeCommand(CLI::App& app, int* exit_code);
 
 inline constexpr RegisterFn kCommands[] = {
-    &RegisterGenerateCommand,
-    &RegisterExplainCommand,
-    &RegisterBackendsCommand,
-    &RegisterSynthCommand,
-    &RegisterBenchCommand,
-    &RegisterServeCommand,
+    &RegisterGenerateCommand, &RegisterExplainCommand, &RegisterBackendsCommand,
+    &RegisterSynthCommand,    &RegisterBenchCommand,   &RegisterServeCommand,
     &RegisterQuantizeCommand,
 };
 

@@ -160,14 +160,19 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
   if (!assets->chat_error.empty())
     LogWarning("chat completions unavailable: " + assets->chat_error);
 
-  if (Status s = PrefetchWeights(model_path, signals.requested()); !s.ok()) {
+  StatusOr<Checkpoint> ckpt = Checkpoint::Open(model_path);
+  if (!ckpt.ok()) {
+    LogError("lucid serve: " + ckpt.status().ToString());
+    return 1;
+  }
+  if (Status s = PrefetchWeights(*ckpt, signals.requested()); !s.ok()) {
     LogError("lucid serve: " + s.ToString());
     return 1;
   }
   http.SetPhase(server::Phase::kLoading, "preparing the model");
   LogInfo(std::string("kernels: ") + ops->name() + " (--cpu-kernels " +
           StrOr(rc, "cpu-kernels", "fast") + ")");
-  StatusOr<std::unique_ptr<Model>> model = LoadModel(model_path, *ops);
+  StatusOr<std::unique_ptr<Model>> model = LoadModel(*ckpt, *ops);
   if (!model.ok()) {
     LogError("lucid serve: " + model.status().ToString());
     return 1;

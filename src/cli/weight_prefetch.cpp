@@ -26,16 +26,14 @@ std::string Eta(double seconds) {
 
 }  // namespace
 
-Status PrefetchWeights(const std::string& model_dir, const std::atomic<bool>* cancel,
+Status PrefetchWeights(const Checkpoint& ckpt, const std::atomic<bool>* cancel,
                        std::chrono::seconds log_every) {
-  LUCID_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(model_dir));
   const std::vector<std::string> names = ckpt.Names();
   const uint64_t total = ckpt.TotalTensorBytes();
   const bool tty = isatty(STDERR_FILENO) == 1;
   const auto start = Clock::now();
   auto last = start;
   uint64_t done = 0;
-  volatile uint8_t sink = 0;
   auto report = [&](size_t tensors, bool final) {
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
     const double frac = total ? double(done) / double(total) : 1.0;
@@ -55,22 +53,15 @@ Status PrefetchWeights(const std::string& model_dir, const std::atomic<bool>* ca
                       ")" + (final ? "" : ", ETA " + Eta(eta)));
     }
   };
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (cancel && cancel->load())
-      return Status(StatusCode::kCancelled, "interrupted while reading weights");
-    LUCID_ASSIGN_OR_RETURN(Tensor t, ckpt.Get(names[i]));
-    const uint8_t* p = static_cast<const uint8_t*>(t.raw());
-    const uint64_t n = t.nbytes();
-    for (uint64_t off = 0; off < n; off += 4096) sink = sink + p[off];
-    done += n;
+  LUCID_RETURN_IF_ERROR(ckpt.Prefetch(cancel, [&](uint64_t bytes, size_t tensors) {
+    done = bytes;
     const auto now = Clock::now();
     if (tty ? now - last >= std::chrono::milliseconds(200) : now - last >= log_every) {
       last = now;
-      report(i + 1, false);
+      report(tensors, false);
     }
-  }
+  }));
   report(names.size(), true);
-  (void)sink;
   return OkStatus();
 }
 

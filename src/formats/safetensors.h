@@ -21,7 +21,9 @@
 // Thread-safety: after Open, all const methods are safe to call concurrently.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -85,10 +87,16 @@ class Checkpoint {
   StatusOr<TensorInfo> Info(const std::string& name) const;
   // A borrowed view; NotFound naming the tensor and the directory if absent.
   StatusOr<Tensor> Get(const std::string& name) const;
-  // As Get, and the shape must equal `shape`: otherwise InvalidArgument naming the tensor, its file,
-  // the shape found and the shape expected.
+  // As Get, and the shape must equal `shape`: otherwise InvalidArgument naming the tensor, its
+  // file, the shape found and the shape expected.
   StatusOr<Tensor> GetWithShape(const std::string& name, const Shape& shape) const;
   uint64_t TotalTensorBytes() const;
+  // Reads one byte of every page of every tensor, in Names() order, so that the weights are in
+  // the page cache (read from disk now, not by a fault under the first request that needs them).
+  // Calls progress(bytes done, tensors done) after each tensor when given. Returns Cancelled
+  // between tensors once `*cancel` is true. The mapping is read-only: nothing is written.
+  Status Prefetch(const std::atomic<bool>* cancel = nullptr,
+                  const std::function<void(uint64_t, size_t)>& progress = {}) const;
   const std::string& dir() const { return dir_; }
 
  private:

@@ -43,11 +43,19 @@ KvCacheSpec KvSpecFor(const ModelConfig& config) {
 
 StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& model_dir, const Ops& ops,
                                            const ModelLoadOptions& options) {
+  // The config first: an unsupported architecture is named before any shard is opened.
   LUCID_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
-  LUCID_ASSIGN_OR_RETURN(const ArchitectureInfo* arch, FindArchitecture(config));
+  LUCID_RETURN_IF_ERROR(FindArchitecture(config).status());
   LUCID_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(model_dir));
+  return LoadModel(ckpt, ops, options);
+}
+
+StatusOr<std::unique_ptr<Model>> LoadModel(const Checkpoint& ckpt, const Ops& ops,
+                                           const ModelLoadOptions& options) {
+  LUCID_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(ckpt.dir()));
+  LUCID_ASSIGN_OR_RETURN(const ArchitectureInfo* arch, FindArchitecture(config));
   auto model = arch->create(config, ckpt, ops, options);
-  if (!model.ok()) return model.status().WithContext(model_dir);
+  if (!model.ok()) return model.status().WithContext(ckpt.dir());
   return model;
 }
 

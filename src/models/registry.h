@@ -36,5 +36,10 @@ KvCacheSpec KvSpecFor(const ModelConfig& config);
 // Reads config.json and the checkpoint in `model_dir` and builds the model.
 StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& model_dir, const Ops& ops,
                                            const ModelLoadOptions& options = {});
+// The same from an open checkpoint (config.json from ckpt.dir()): the model's weights are views
+// of ckpt's mappings, so a Checkpoint::Prefetch on ckpt (before or after) maps the very pages the
+// model reads.
+StatusOr<std::unique_ptr<Model>> LoadModel(const Checkpoint& ckpt, const Ops& ops,
+                                           const ModelLoadOptions& options = {});
 
 }  // namespace lucid

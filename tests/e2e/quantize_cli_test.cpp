@@ -70,7 +70,9 @@ TEST_F(QuantizeCliTest, QuantizedCopyGeneratesTheGoldenContinuation) {
                      join((*g)->Get("prompt_ids").value()) +
                      " --max-new-tokens 16 --kv-cache-dtype " + kv);
     ASSERT_EQ(r.code, 0) << r.out;
-    if (std::string(kv) == "auto") EXPECT_EQ(r.out, join(cont) + "\n");
+    if (std::string(kv) == "auto") {
+      EXPECT_EQ(r.out, join(cont) + "\n");
+    }
   }
 }
 

@@ -78,6 +78,8 @@ struct KernelTable {
   void (*swiglu)(const float* g, const float* u, float* o, int64_t n) = nullptr;
   // dst[i] = float(src[i]) for n bf16 values.
   void (*widen_bf16)(const uint16_t* src, float* dst, int64_t n) = nullptr;
+  // dst[i] = e4m3fn(src[i]) exactly (NaN codes to NaN) for n codes: NVFP4 group scales.
+  void (*widen_e4m3)(const uint8_t* src, float* dst, int64_t n) = nullptr;
   // Packed weight formats, decoded exactly as DequantizeRowSpan (bit for bit, NaN codes to NaN):
   // out[i] = e4m3(q[i]) * scale for i < n (FP8 block: one scale block's run of a row).
   void (*dequant_fp8)(const uint8_t* q, float scale, float* out, int64_t n) = nullptr;

@@ -159,6 +159,25 @@ LUCID_AVX512 void DequantNvfp4(const uint8_t* q, const float* gs, float s2, floa
   }
 }
 
+// e4m3fn codes to f32 through fp16: the magnitude bits shifted left by 7 are the fp16 of the
+// value / 2^8 (subnormals included, which vcvtph2ps widens exactly), times 2^8 exactly; the sign is
+// or-ed in and the NaN codes (0x7F, 0xFF) set to NaN.
+LUCID_AVX512 void WidenE4m3(const uint8_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = TailMask16(n - i);
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, src + i));
+    const __m512i mag = _mm512_and_si512(b, _mm512_set1_epi32(0x7F));
+    const __m256i h = _mm512_cvtepi32_epi16(_mm512_slli_epi32(mag, 7));
+    __m512 v = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
+    v = _mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_castps_si512(v),
+                        _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x80)), 24)));
+    v = _mm512_mask_mov_ps(v, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7F)),
+                           _mm512_set1_ps(__builtin_nanf("")));
+    _mm512_mask_storeu_ps(dst + i, m, v);
+  }
+}
+
 int64_t VectorK(int64_t K) { return K; }  // masked tails: the tiles cover every column
 
 LUCID_AVX512 float Dot(const float* a, const float* b, int64_t n) {
@@ -535,6 +554,7 @@ KernelTable MakeTable(bool bf16) {
   t.weighted_rows = &WeightedRows;
   t.weighted_rows2 = &WeightedRows2;
   t.widen_bf16 = &WidenBf16;
+  t.widen_e4m3 = &WidenE4m3;
   t.dequant_fp8 = &DequantFp8;
   t.dequant_nvfp4 = &DequantNvfp4;
   return t;

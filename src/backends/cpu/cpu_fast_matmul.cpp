@@ -107,6 +107,10 @@ void ScalarWidenBf16(const uint16_t* src, float* dst, int64_t n) {
   }
 }
 
+void ScalarWidenE4m3(const uint8_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = F8E4M3ToF32(src[i]);
+}
+
 KernelTable MakeScalar() {
   KernelTable t;
   t.vector_k = &ScalarVectorK;
@@ -121,6 +125,7 @@ KernelTable MakeScalar() {
   t.exp_sum = &ScalarExpSum;
   t.weighted_rows = &ScalarWeightedRows;
   t.widen_bf16 = &ScalarWidenBf16;
+  t.widen_e4m3 = &ScalarWidenE4m3;
   return t;
 }
 
@@ -133,6 +138,7 @@ KernelTable Complete(KernelTable t) {
   if (!t.exp_sum) t.exp_sum = s.exp_sum;
   if (!t.weighted_rows) t.weighted_rows = s.weighted_rows;
   if (!t.widen_bf16) t.widen_bf16 = s.widen_bf16;
+  if (!t.widen_e4m3) t.widen_e4m3 = s.widen_e4m3;
   return t;
 }
 
@@ -164,15 +170,6 @@ inline float At(const Weight& w, int64_t n, int64_t k) {
 
 bool Packed(WeightFormat f) { return f == WeightFormat::kFp8Block || f == WeightFormat::kNvfp4; }
 
-const float* E4m3Table() {
-  static const std::vector<float> t = [] {
-    std::vector<float> a(256);
-    for (int i = 0; i < 256; ++i) a[i] = F8E4M3ToF32(static_cast<uint8_t>(i));
-    return a;
-  }();
-  return t.data();
-}
-
 float Fp8BlockScale(const Weight& w, int64_t row, int64_t c) {
   const int64_t i = (row / w.block_rows) * w.scale.size(1) + c / w.block_cols;
   if (w.scale.dtype() == DType::kUE8M0) return Ue8m0ToF32(w.scale.data<const uint8_t>()[i]);
@@ -194,12 +191,11 @@ void DequantSpan(const KernelTable& kt, const Weight& w, int64_t r, int64_t k0, 
   } else if (w.format == WeightFormat::kNvfp4 && kt.dequant_nvfp4 && w.block_cols == 16) {
     const uint8_t* s = w.scale.data<const uint8_t>() + row * w.scale.size(1);
     const uint8_t* q = w.data.data<const uint8_t>() + row * w.data.size(1);
-    const float* e4m3 = E4m3Table();
     const float s2 = *w.scale2.data<const float>();
     float gs[kMaxGroups];
     for (int64_t c = k0; c < k1; c += kMaxGroups * 16) {
       const int64_t groups = (std::min(k1, c + kMaxGroups * 16) - c + 15) / 16;
-      for (int64_t g = 0; g < groups; ++g) gs[g] = e4m3[s[c / 16 + g]];
+      kt.widen_e4m3(s + c / 16, gs, groups);
       kt.dequant_nvfp4(q + c / 2, gs, s2, out + (c - k0), groups);
     }
   } else {
@@ -294,15 +290,23 @@ void MatmulFp8Fused(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t
   const uint8_t* base = w.data.data<const uint8_t>() + w.row_begin * K;
   float sc[16 * kFp8TileBlocks], out[64];
   const void *wp[16], *xh[4], *xl[4];
+  // Scale row of weight row r: (row_begin + r) / block_rows, stepped without a division per row.
+  const bool ue8m0 = w.scale.dtype() == DType::kUE8M0;
+  const int64_t ld_scale = w.scale.size(1);
   for (int64_t k0 = 0; k0 < K; k0 += Kc) {
-    const int64_t k1 = std::min(K, k0 + Kc);
+    const int64_t k1 = std::min(K, k0 + Kc), blocks = (k1 - k0 + 127) / 128;
     for (int64_t n = n0; n < n1; n += NR) {
       const int64_t nn = std::min<int64_t>(NR, n1 - n);
+      int64_t srow = (w.row_begin + n) / w.block_rows;
+      int64_t next = (srow + 1) * w.block_rows - w.row_begin;  // first r of the next scale row
       for (int j = 0; j < NR; ++j) {
         const int64_t r = n + std::min<int64_t>(j, nn - 1);
         wp[j] = base + r * K + k0;
-        for (int64_t b = 0; b * 128 < k1 - k0; ++b)
-          sc[j * kFp8TileBlocks + b] = Fp8BlockScale(w, w.row_begin + r, k0 + b * 128);
+        for (; r >= next; next += w.block_rows) ++srow;
+        const int64_t s0 = srow * ld_scale + k0 / 128;
+        for (int64_t b = 0; b < blocks; ++b)
+          sc[j * kFp8TileBlocks + b] = ue8m0 ? Ue8m0ToF32(w.scale.data<const uint8_t>()[s0 + b])
+                                             : w.scale.data<const float>()[s0 + b];
       }
       for (int64_t t = t0; t < t1; t += 4) {
         const int64_t mm = std::min<int64_t>(4, t1 - t);
@@ -323,22 +327,28 @@ void MatmulNvfp4Fused(const KernelTable& kt, const PackedX& x, int64_t t0, int64
   const bool one = t1 - t0 == 1;
   const int NR = one ? kt.nvfp4_tiles[0].nr : kt.nvfp4_tiles[4].nr;
   const int64_t gpad = (groups + 1) / 2 * 2;
-  const float* e4m3 = E4m3Table();
   const float s2 = *w.scale2.data<const float>();
   thread_local std::vector<float> gsb;
   gsb.assign(NR * gpad, 0.0f);
   const void *wp[16], *xh[4], *xl[4];
   const float* gp[16];
   float out[64];
+  const uint8_t* scales = w.scale.data<const uint8_t>();
+  const int64_t ld_scale = w.scale.size(1);
   for (int64_t n = n0; n < n1; n += NR) {
     const int64_t nn = std::min<int64_t>(NR, n1 - n);
     for (int j = 0; j < NR; ++j) {
       const int64_t row = w.row_begin + n + std::min<int64_t>(j, nn - 1);
       wp[j] = w.data.data<const uint8_t>() + row * w.data.size(1);
-      const uint8_t* s = w.scale.data<const uint8_t>() + row * w.scale.size(1);
-      for (int64_t g = 0; g < groups; ++g) gsb[j * gpad + g] = e4m3[s[g]];
+      kt.widen_e4m3(scales + row * ld_scale, &gsb[j * gpad], groups);
       gp[j] = &gsb[j * gpad];
     }
+    // The next row group's scales are read from memory while this group's codes stream.
+    if (n + NR < n1)
+      for (int64_t a = (w.row_begin + n + NR) * ld_scale,
+                   e = (w.row_begin + std::min<int64_t>(n1, n + 2 * NR)) * ld_scale;
+           a < e; a += 64)
+        __builtin_prefetch(scales + a);
     for (int64_t t = t0; t < t1; t += 4) {
       const int64_t mm = std::min<int64_t>(4, t1 - t);
       for (int64_t i = 0; i < mm; ++i) {

@@ -79,6 +79,27 @@ TEST_P(FastQuantTest, DecodeKernelsAreExact) {
   }
 }
 
+// The NVFP4 group-scale widening equals F8E4M3ToF32 on every code (NaN to NaN), at every length
+// (vector body and masked tail) and every level, the scalar one included.
+TEST_P(FastQuantTest, WidenE4m3IsExact) {
+  const fast::KernelTable& kt = fast::Kernels(ops_.isa());
+  std::vector<uint8_t> codes(256 + 40);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 7 + (i >> 8));
+  for (int64_t n : {int64_t{296}, int64_t{256}, int64_t{37}, int64_t{16}, int64_t{1}}) {
+    std::vector<float> got(n + 1, -7.0f);
+    kt.widen_e4m3(codes.data(), got.data(), n);
+    EXPECT_EQ(got[n], -7.0f) << "wrote past n=" << n;
+    for (int64_t i = 0; i < n; ++i) {
+      const float ref = F8E4M3ToF32(codes[i]);
+      if (std::isnan(ref)) {
+        EXPECT_TRUE(std::isnan(got[i])) << int{codes[i]};
+      } else {
+        EXPECT_EQ(std::memcmp(&ref, &got[i], 4), 0) << int{codes[i]} << " " << ref << " " << got[i];
+      }
+    }
+  }
+}
+
 TEST_P(FastQuantTest, LinearMatchesReference) {
   struct Case {
     int64_t T, N, K, skip;
