@@ -367,6 +367,35 @@ TEST_F(SafetensorsTest, ShardedCheckpointWithIndex) {
   ExpectError(ck->Info("nope").status(), StatusCode::kNotFound, {"\"nope\"", dir_});
 }
 
+// Prefetch walks every tensor of every shard once, in name order, reporting cumulative bytes, and
+// stops with Cancelled (before any tensor) when asked to.
+TEST_F(SafetensorsTest, PrefetchVisitsEveryTensorAndCancels) {
+  const Tensor a = Pattern(DType::kF32, {3000, 5}, 1), b = Pattern(DType::kI8, {4}, 2);
+  const Tensor c = Pattern(DType::kBF16, {3}, 3);
+  Write("model-00001-of-00002.safetensors", {{"a", a}, {"b", b}});
+  Write("model-00002-of-00002.safetensors", {{"c", c}});
+  WriteAll(Path("model.safetensors.index.json"),
+           R"({"weight_map": {"a": "model-00001-of-00002.safetensors",
+               "b": "model-00001-of-00002.safetensors", "c": "model-00002-of-00002.safetensors"}})");
+  auto ck = Checkpoint::Open(dir_);
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  std::vector<std::pair<uint64_t, size_t>> calls;
+  ASSERT_TRUE(ck->Prefetch(nullptr, [&](uint64_t bytes, size_t n) {
+                  calls.push_back({bytes, n});
+                }).ok());
+  const std::vector<std::pair<uint64_t, size_t>> want = {
+      {a.nbytes(), 1}, {a.nbytes() + b.nbytes(), 2}, {a.nbytes() + b.nbytes() + c.nbytes(), 3}};
+  EXPECT_EQ(calls, want);
+  std::atomic<bool> cancel{true};
+  calls.clear();
+  ExpectError(ck->Prefetch(&cancel,
+                           [&](uint64_t bytes, size_t n) {
+                             calls.push_back({bytes, n});
+                           }),
+              StatusCode::kCancelled, {"interrupted"});
+  EXPECT_TRUE(calls.empty());
+}
+
 TEST_F(SafetensorsTest, IndexErrors) {
   Write("s1.safetensors", {{"a", Pattern(DType::kF32, {2}, 1)}});
   WriteAll(Path("model.safetensors.index.json"),
