@@ -32,7 +32,9 @@ struct TileKernel {
 };
 
 // FP8-block rows fused with the dp-bf16 split (see KernelTable::gemv_fp8).
-constexpr int64_t kFp8TileBlocks = 8;  // 128-column scale blocks per k block (1024 columns)
+// 128-column scale blocks per FP8 tile call (16384 columns): whole rows of the supported models'
+// matrices but the widest, so a tile streams each row from start to end.
+constexpr int64_t kFp8TileBlocks = 128;
 using Fp8TileFn = void (*)(const void* const* xh, const void* const* xl, const void* const* w,
                            const float* sc, int64_t k0, int64_t k1, float* out);
 

@@ -104,10 +104,13 @@ TEST_P(FastQuantTest, LinearMatchesReference) {
   struct Case {
     int64_t T, N, K, skip;
   };
+  const int64_t kWide = 128 * fast::kFp8TileBlocks + 300;
   for (int kind : {0, 1, 2}) {
     for (Case c : {Case{1, 13, 37, 0}, Case{1, 300, 1100, 100}, Case{2, 70, 129, 5},
                    Case{3, 33, 2051, 1}, Case{5, 45, 1100, 0}, Case{17, 9, 300, 2},
-                   Case{67, 131, 71, 130}, Case{130, 40, 260, 0}, Case{1, 1, 16, 0}}) {
+                   Case{67, 131, 71, 130}, Case{130, 40, 260, 0}, Case{1, 1, 16, 0},
+                   // more columns than one FP8 tile call takes (128 * kFp8TileBlocks)
+                   Case{1, 9, kWide, 0}, Case{2, 5, kWide, 3}}) {
       SCOPED_TRACE(std::string(KindName(kind)) + " T=" + std::to_string(c.T) +
                    " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
                    " skip=" + std::to_string(c.skip));
