@@ -82,6 +82,9 @@ struct KernelTable {
   void (*widen_bf16)(const uint16_t* src, float* dst, int64_t n) = nullptr;
   // dst[i] = e4m3fn(src[i]) exactly (NaN codes to NaN) for n codes: NVFP4 group scales.
   void (*widen_e4m3)(const uint8_t* src, float* dst, int64_t n) = nullptr;
+  // The hi/lo bf16 split of n activations: hi[i] = bf16_rne(x[i]), lo[i] = bf16_rne(x[i] - hi[i])
+  // (NaN to a quiet NaN; the vector version flushes denormals to zero, as vdpbf16ps reads them).
+  void (*split_bf16)(const float* x, uint16_t* hi, uint16_t* lo, int64_t n) = nullptr;
   // Packed weight formats, decoded exactly as DequantizeRowSpan (bit for bit, NaN codes to NaN):
   // out[i] = e4m3(q[i]) * scale for i < n (FP8 block: one scale block's run of a row).
   void (*dequant_fp8)(const uint8_t* q, float scale, float* out, int64_t n) = nullptr;

@@ -178,6 +178,19 @@ LUCID_AVX512 void WidenE4m3(const uint8_t* src, float* dst, int64_t n) {
   }
 }
 
+// The hi/lo split with vcvtneps2bf16 (round to nearest even; NaN to quiet NaN).
+LUCID_AVX512BF16 void SplitBf16(const float* x, uint16_t* hi, uint16_t* lo, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = TailMask16(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    const __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
+    const __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    const __m256i l = (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(v, hf));
+    _mm256_mask_storeu_epi16(hi + i, m, h);
+    _mm256_mask_storeu_epi16(lo + i, m, l);
+  }
+}
+
 int64_t VectorK(int64_t K) { return K; }  // masked tails: the tiles cover every column
 
 LUCID_AVX512 float Dot(const float* a, const float* b, int64_t n) {
@@ -535,6 +548,7 @@ KernelTable MakeTable(bool bf16) {
     t.gemv_bf16 = {&TileDpBf16<1, 8>, 1, 8};
     t.gemm_bf16 = {&TileDpBf16<4, 4>, 4, 4};
     t.bf16_split = true;
+    t.split_bf16 = &SplitBf16;
     AddFusedPackedTiles(t);
   } else {
     t.gemv_bf16 = {&TileFma<1, 8, true>, 1, 8};

@@ -107,6 +107,22 @@ void ScalarWidenBf16(const uint16_t* src, float* dst, int64_t n) {
   }
 }
 
+uint16_t Bf16Rne(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  if ((b & 0x7F800000u) == 0x7F800000u)  // inf, or NaN kept a (quiet) NaN
+    return static_cast<uint16_t>((b >> 16) | ((b & 0x7FFFFFu) ? 0x40u : 0u));
+  b += 0x7FFFu + ((b >> 16) & 1u);
+  return static_cast<uint16_t>(b >> 16);
+}
+
+void ScalarSplitBf16(const float* x, uint16_t* hi, uint16_t* lo, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    hi[i] = Bf16Rne(x[i]);
+    lo[i] = Bf16Rne(x[i] - Bf16ToF32(hi[i]));
+  }
+}
+
 void ScalarWidenE4m3(const uint8_t* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = F8E4M3ToF32(src[i]);
 }
@@ -126,6 +142,7 @@ KernelTable MakeScalar() {
   t.weighted_rows = &ScalarWeightedRows;
   t.widen_bf16 = &ScalarWidenBf16;
   t.widen_e4m3 = &ScalarWidenE4m3;
+  t.split_bf16 = &ScalarSplitBf16;
   return t;
 }
 
@@ -139,16 +156,10 @@ KernelTable Complete(KernelTable t) {
   if (!t.weighted_rows) t.weighted_rows = s.weighted_rows;
   if (!t.widen_bf16) t.widen_bf16 = s.widen_bf16;
   if (!t.widen_e4m3) t.widen_e4m3 = s.widen_e4m3;
+  if (!t.split_bf16) t.split_bf16 = s.split_bf16;
   return t;
 }
 
-uint16_t Bf16Rne(float v) {
-  uint32_t b;
-  std::memcpy(&b, &v, 4);
-  if ((b & 0x7F800000u) == 0x7F800000u) return static_cast<uint16_t>(b >> 16);  // inf/nan
-  b += 0x7FFFu + ((b >> 16) & 1u);
-  return static_cast<uint16_t>(b >> 16);
-}
 
 constexpr int64_t kMaxGroups = 1024 / 16;  // NVFP4 groups in one k block
 
@@ -255,13 +266,9 @@ void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_
   for (int64_t t = 0; t < T; ++t) std::memcpy(&p->f32[t * p->Kpad], x + t * ldx, K * sizeof(float));
   const bool fp8_fused = kt.Fused(format);
   if ((kt.bf16_split && format == WeightFormat::kBF16) || fp8_fused) {
-    p->hi.assign(T * p->Kpad, 0);
-    p->lo.assign(T * p->Kpad, 0);
-    for (int64_t i = 0; i < T * p->Kpad; ++i) {
-      const uint16_t h = Bf16Rne(p->f32[i]);
-      p->hi[i] = h;
-      p->lo[i] = Bf16Rne(p->f32[i] - Bf16ToF32(h));
-    }
+    p->hi.resize(T * p->Kpad);
+    p->lo.resize(T * p->Kpad);
+    kt.split_bf16(p->f32.data(), p->hi.data(), p->lo.data(), T * p->Kpad);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -96,6 +97,40 @@ TEST_P(FastQuantTest, WidenE4m3IsExact) {
       } else {
         EXPECT_EQ(std::memcmp(&ref, &got[i], 4), 0) << int{codes[i]} << " " << ref << " " << got[i];
       }
+    }
+  }
+}
+
+// The activations' hi/lo bf16 split (the fused tiles' input) equals the scalar definition on
+// normal values, infinities and NaN (to NaN), over vector bodies and masked tails; hi + lo carries
+// x to about 2^-16 relative.
+TEST_P(FastQuantTest, SplitBf16MatchesScalar) {
+  const fast::KernelTable& kt = fast::Kernels(ops_.isa());
+  const fast::KernelTable& ref = fast::ScalarKernels();
+  Tensor r = Random({1, 300}, 17);
+  std::vector<float> x(r.data<float>(), r.data<float>() + 300);
+  for (int i = 0; i < 300; i += 7) x[i] *= 1e20f;
+  x[3] = std::numeric_limits<float>::infinity();
+  x[4] = -std::numeric_limits<float>::infinity();
+  x[5] = std::numeric_limits<float>::quiet_NaN();
+  x[6] = 0.0f;
+  x[8] = 3.0f + 1.0f / 128.0f + 1.0f / 256.0f;  // a tie: rounds to even
+  for (int64_t n : {int64_t{300}, int64_t{37}, int64_t{16}, int64_t{1}}) {
+    std::vector<uint16_t> hi(n + 1, 0xABCD), lo(n + 1, 0xABCD), rh(n), rl(n);
+    kt.split_bf16(x.data(), hi.data(), lo.data(), n);
+    ref.split_bf16(x.data(), rh.data(), rl.data(), n);
+    EXPECT_EQ(hi[n], 0xABCD);
+    EXPECT_EQ(lo[n], 0xABCD);
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::isnan(x[i])) {
+        EXPECT_TRUE(std::isnan(Bf16ToF32(hi[i]))) << i;
+        continue;
+      }
+      EXPECT_EQ(hi[i], rh[i]) << i << " " << x[i];
+      if (std::isinf(x[i])) continue;  // lo of an infinity is inf - inf
+      EXPECT_EQ(lo[i], rl[i]) << i << " " << x[i];
+      EXPECT_LE(std::fabs(Bf16ToF32(hi[i]) + Bf16ToF32(lo[i]) - x[i]), std::fabs(x[i]) * 1.6e-5f)
+          << i;
     }
   }
 }
