@@ -24,14 +24,18 @@ void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride
                   q_latent.size(-1) == heads * R && kv_b.rows == heads * (nope_dim + v_dim),
               "MlaAbsorbQuery shape mismatch for " + kv_b.name);
   const fast::KernelTable& kt = fast::Kernels(isa_);
-  // Column chunks start on scale-block boundaries (128 is a multiple of 16 and of 128).
+  // Column chunks start on scale-block boundaries (128 is a multiple of 16 and of 128). Packed
+  // formats take whole rows: one decode call per row (the per-call cost of a 128-column span was
+  // as large as its decode), the item's rows then summed from L2 by rows_axpy_f32.
+  const bool packed = kv_b.format == WeightFormat::kFp8Block || kv_b.format == WeightFormat::kNvfp4;
   const int64_t align = kv_b.block_cols > 0 ? kv_b.block_cols : 1;
-  const int64_t cw = std::max<int64_t>(128, (128 + align - 1) / align * align);
+  const int64_t cw = packed ? R : std::max<int64_t>(128, (128 + align - 1) / align * align);
   const int64_t chunks = (R + cw - 1) / cw;
   const float* qs = q.data<const float>();
   float* ys = q_latent.data<float>();
   ParallelFor(heads * chunks, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> row(cw + 16), rows;
+    std::vector<float> row(cw + 16);
+    thread_local std::vector<float> rows;  // the item's decoded rows (reused: no page faults)
     for (int64_t item = b; item < e; ++item) {
       const int64_t h = item / chunks, c0 = (item % chunks) * cw, c1 = std::min(R, c0 + cw);
       const Weight uk = kv_b.RowRange(h * (nope_dim + v_dim), nope_dim);
@@ -41,7 +45,7 @@ void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride
                           heads * R);
         continue;
       }
-      if (kt.rows_axpy_f32 && T > 1) {  // decode the item's rows once, then sum in registers
+      if (kt.rows_axpy_f32 && (T > 1 || packed)) {         // decode the rows once, sum in registers
         const int64_t ld = (c1 - c0 + 15) / 16 * 16 + 16;  // NVFP4 writes whole groups
         rows.resize(nope_dim * ld);
         for (int64_t r = 0; r < nope_dim; ++r) {
