@@ -142,7 +142,7 @@ void BM_GemmLinear(benchmark::State& st) {
   SetCounters(st, T, N, K);
 }
 BENCHMARK(BM_GemmLinear)
-    ->ArgsProduct({{0, 1, 2, 3}, {128, 512}})
+    ->ArgsProduct({{0, 1, 2, 3}, {8, 16, 32, 48, 64, 96, 128, 512}})
     ->ArgNames({"fmt", "T"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

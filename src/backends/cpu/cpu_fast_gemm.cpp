@@ -165,17 +165,19 @@ void PoolFree(float* p) {
 
 }  // namespace
 
-// Measured on the dev box (lucid_gemm_bench BM_Rows, 1 thread, against the tiles MatmulRows
-// uses instead): from 32 tokens the GEMM is ahead for bf16 (5-35%), FP8-block (7-25%) and NVFP4
-// (18-60%); f32 weights, which the tiles read in place while the GEMM transposes them, only from
-// 64 (8% behind at 32, 7% ahead at 64).
+// Measured on the dev box (lucid_gemm_bench BM_GemmLinear, 2 threads, 6144 x 2048, GEMM against
+// the dot-product tiles at 16-128 tokens): NVFP4 GEMM is ahead from 32 tokens (341 vs 279
+// GFLOP/s); bf16 from 48 (338 vs 307; 266 vs 313 at 32); FP8-block from 64 (306 vs 281; even at
+// 48, 229 vs 278 at 32: its panel decode, ~0.75 ops per weight, is a third of the GEMM's work at
+// 32 tokens). f32 weights, which the tiles read in place while the GEMM transposes them, from 64.
 int64_t GemmMinTokens(const KernelTable& kt, WeightFormat f) {
   if (KernelsFor(kt.isa) == nullptr) return 0;
   switch (f) {
     case WeightFormat::kF32:
+    case WeightFormat::kFp8Block:
       return 2 * kGemmMinTokens;
     case WeightFormat::kBF16:
-    case WeightFormat::kFp8Block:
+      return kGemmMinTokens + kGemmMinTokens / 2;
     case WeightFormat::kNvfp4:
       return kGemmMinTokens;
   }

@@ -59,14 +59,17 @@ TEST_P(FastGemmTest, LinearMatchesReference) {
   struct Case {
     int64_t T, N, K, skip;
   };
-  const Case cases[] = {{fast::kGemmMinTokens, 37, 200, 0},
-                        {129, 131, 1000, 5},
-                        {300, 37, 2049, 130},
-                        {513, 131, 200, 1},
-                        {129, 37, 2049, 0},
-                        {300, 131, 1000, 0}};
+  // T 0: replaced by the format's own GEMM threshold and the token count just below it.
+  const Case cases[] = {{0, 37, 200, 0},    {129, 131, 1000, 5}, {300, 37, 2049, 130},
+                        {513, 131, 200, 1}, {129, 37, 2049, 0},  {300, 131, 1000, 0}};
   for (int f = 0; f < kFormats; ++f) {
-    for (const Case& c : cases) {
+    std::vector<Case> all(std::begin(cases), std::end(cases));
+    const int64_t g = std::max<int64_t>(
+        fast::kGemmMinTokens,
+        fast::GemmMinTokens(fast::Kernels(GetParam()), MakeWeight(f, 1, 16, 1, 0).format));
+    all[0].T = g;
+    all.push_back({g - 1, 37, 200, 0});
+    for (const Case& c : all) {
       SCOPED_TRACE(std::string(FormatName(f)) + " T=" + std::to_string(c.T) +
                    " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
                    " skip=" + std::to_string(c.skip));
