@@ -109,7 +109,8 @@ TEST(CpuAttentionTest, IndexerScoresMatchFormula) {
   std::vector<float> scores(T * ctx, 0.0f);
   IndexerArgs a;
   a.q = q.data(), a.w = w.data(), a.tokens = T, a.heads = nI, a.head_dim = dI;
-  a.keys = store.View(), a.causal_len = causal.data(), a.scores = scores.data(), a.score_stride = ctx;
+  a.keys = store.View(), a.causal_len = causal.data(), a.scores = scores.data(),
+  a.score_stride = ctx;
   kOps.IndexerScores(a);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t u = 0; u < causal[t]; ++u) {
@@ -132,7 +133,8 @@ TEST(CpuAttentionTest, MoeRouteMatchesBruteForceGroupLimitedSelection) {
   kOps.MoeRoute(lt, bias.data(), G, TG, K, true, 2.5f, idx.data(), wts.data());
   for (int64_t t = 0; t < T; ++t) {
     std::vector<double> s(E), c(E);
-    for (int64_t e = 0; e < E; ++e) s[e] = 1 / (1 + std::exp(-double(logits[t * E + e]))), c[e] = s[e] + bias[e];
+    for (int64_t e = 0; e < E; ++e)
+      s[e] = 1 / (1 + std::exp(-double(logits[t * E + e]))), c[e] = s[e] + bias[e];
     // Brute force: best pair of groups by (sum of top-2) then best K experts inside them.
     std::vector<std::pair<double, int>> gs;
     for (int g = 0; g < G; ++g) {
@@ -185,7 +187,8 @@ TEST(CpuAttentionTest, MoeExpertsEqualsPerTokenSum) {
             g += double(w.gate.data.data<float>()[i * D + d]) * x[t * D + d];
             u += double(w.up.data.data<float>()[i * D + d]) * x[t * D + d];
           }
-          want += wts[t * K + k] * w.down.data.data<float>()[o * I + i] * (g / (1 + std::exp(-g)) * u);
+          want +=
+              wts[t * K + k] * w.down.data.data<float>()[o * I + i] * (g / (1 + std::exp(-g)) * u);
         }
       }
       EXPECT_NEAR(out.data<float>()[t * D + o], want, 1e-4 * (1 + std::abs(want)));

@@ -8,9 +8,9 @@
 
 namespace lucid {
 
-void CpuOps::MoeRoute(const Tensor& logits, const float* bias, int64_t n_group,
-                      int64_t topk_group, int64_t k, bool norm_topk_prob, float scaling,
-                      int32_t* idx, float* weights) const {
+void CpuOps::MoeRoute(const Tensor& logits, const float* bias, int64_t n_group, int64_t topk_group,
+                      int64_t k, bool norm_topk_prob, float scaling, int32_t* idx,
+                      float* weights) const {
   const int64_t T = logits.size(0), E = logits.size(1), per_group = E / n_group;
   const float* lg = logits.data<const float>();
   std::vector<float> score(E), choice(E), group_score(n_group);
@@ -44,8 +44,8 @@ void CpuOps::MoeRoute(const Tensor& logits, const float* bias, int64_t n_group,
   }
 }
 
-void CpuOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts,
-                        const int32_t* idx, const float* weights, int64_t k, Tensor& out) const {
+void CpuOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts, const int32_t* idx,
+                        const float* weights, int64_t k, Tensor& out) const {
   const int64_t T = x.size(0), D = x.size(1);
   const int64_t E = static_cast<int64_t>(experts.size());
   // Group the step's rows by expert so each touched expert is evaluated once, in expert order.

@@ -21,9 +21,9 @@ void CpuOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
   if (w.format == WeightFormat::kNvfp4 || w.format == WeightFormat::kFp8Block)
     return LinearQuantReference(x, w, y);
   const int64_t T = x.size(0);
-  LUCID_CHECK(x.size(-1) == w.cols && y.size(-1) == w.rows && y.size(0) == T,
-              "Linear shape mismatch for " + w.name + ": x " + x.DebugString() + " y " +
-                  y.DebugString());
+  LUCID_CHECK(
+      x.size(-1) == w.cols && y.size(-1) == w.rows && y.size(0) == T,
+      "Linear shape mismatch for " + w.name + ": x " + x.DebugString() + " y " + y.DebugString());
   const float* xs = x.data<const float>();
   float* ys = y.data<float>();
   ParallelFor(w.rows, 16, [&](int64_t begin, int64_t end) {

@@ -1,5 +1,7 @@
 // Each reference op against an independent naive formulation computed in double precision
 // (and, for attention, against the non-absorbed MLA formula), on random inputs with odd shapes.
+#include "backends/cpu/cpu_ops.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +10,6 @@
 #include <random>
 #include <vector>
 
-#include "backends/cpu/cpu_ops.h"
 #include "core/dtype.h"
 
 namespace lucid {
@@ -38,8 +39,7 @@ Weight MakeWeight(std::vector<float>& v, int64_t rows, int64_t cols) {
 void ExpectClose(const float* got, const std::vector<double>& want, double rel) {
   double mx = 1e-30;
   for (double x : want) mx = std::max(mx, std::abs(x));
-  for (size_t i = 0; i < want.size(); ++i)
-    ASSERT_NEAR(got[i], want[i], rel * mx) << "at " << i;
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], rel * mx) << "at " << i;
 }
 
 const CpuOps kOps;
@@ -154,8 +154,7 @@ TEST(CpuOpsTest, SwiGluAndTopK) {
   std::vector<float> g = {-2.0f, 0.0f, 3.0f}, u = {1.0f, 5.0f, -2.0f}, o(3);
   Tensor gt = FromVec(g, {1, 3}), ut = FromVec(u, {1, 3}), ot = FromVec(o, {1, 3});
   kOps.SwiGlu(gt, ut, ot);
-  for (int i = 0; i < 3; ++i)
-    EXPECT_NEAR(o[i], g[i] / (1 + std::exp(-double(g[i]))) * u[i], 1e-6);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(o[i], g[i] / (1 + std::exp(-double(g[i]))) * u[i], 1e-6);
   std::vector<float> s = {0.5f, 2.0f, -1.0f, 2.0f, 7.0f, 0.0f};
   std::vector<int32_t> idx(4);
   kOps.TopK(s.data(), 6, 4, idx.data());
