@@ -75,6 +75,37 @@ BENCHMARK(BM_LinearBig)
     ->ArgsProduct({{0, 1, 2}, {1, 2, 4, 8, 16, 32}})
     ->Unit(benchmark::kMillisecond);
 
+// Args: format (0 bf16, 1 fp8-block, 2 nvfp4), tokens. The MLA head ops of one decode step at the
+// 1g preset's shapes (16 heads, nope 192, v 256, latent 512): W_uk absorption of the query and
+// W_uv projection of the attention output, both over kv_b_proj [16 x 448, 512]; one set of
+// weights per layer of a 64-layer stack, so each call reads its kv_b from memory.
+void BM_MlaHeadOps(benchmark::State& st) {
+  constexpr int64_t H = 16, nope = 192, v = 256, R = 512, L = 64;
+  const int64_t T = st.range(1);
+  static std::vector<Weight> w[3];
+  std::vector<Weight>& ws = w[st.range(0)];
+  if (ws.empty())
+    for (int64_t l = 0; l < L; ++l) {
+      const uint32_t seed = static_cast<uint32_t>(l + 1);
+      ws.push_back(st.range(0) == 0   ? MakeWeight(WeightFormat::kBF16, H * (nope + v), R)
+                   : st.range(0) == 1 ? testing_util::RandomFp8(H * (nope + v), R, seed, true)
+                                      : testing_util::RandomNvfp4(H * (nope + v), R, seed));
+    }
+  Tensor q = Tensor::Empty(DType::kF32, {T, H * nope}), ql = Tensor::Empty(DType::kF32, {T, H * R});
+  Tensor out = Tensor::Empty(DType::kF32, {T, H * v});
+  for (int64_t i = 0; i < q.numel(); ++i) q.data<float>()[i] = 0.01f * static_cast<float>(i % 89);
+  int64_t l = 0;
+  double bytes = 0;
+  for (auto _ : st) {
+    const Weight& kv = ws[l++ % L];
+    kFast.MlaAbsorbQuery(q, H, nope, nope, v, kv, ql);
+    kFast.MlaProjectOutput(ql, H, nope, v, kv, out);
+    bytes += static_cast<double>(kv.StoredBytes());
+  }
+  st.counters["weight_GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MlaHeadOps)->ArgsProduct({{0, 1, 2}, {1, 8}})->Unit(benchmark::kMicrosecond);
+
 // Args: fast?, selected tokens. One decode query, 16 heads, the real 512 + 64 latent row.
 void BM_MlaDecode(benchmark::State& st) {
   const Ops& ops = Pick(st.range(0));

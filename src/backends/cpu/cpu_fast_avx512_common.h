@@ -1,10 +1,12 @@
-// Internal to the AVX-512 kernel files (cpu_fast_kernels_avx512*.cpp): the target attributes and
-// the small always-inline helpers they share. Include only from files compiled for x86-64; every
-// function here carries a target attribute and is reached only after CPUID said yes.
+// Internal to the AVX-512 kernel files (cpu_fast_kernels_avx512*.cpp, cpu_fast_gemm_avx512.cpp):
+// the target attributes and the small always-inline helpers they share. Include only from files
+// compiled for x86-64; every function here carries a target attribute and is reached only after
+// CPUID said yes.
 #pragma once
 
 #include <immintrin.h>
 
+#include <array>
 #include <cstdint>
 
 // GCC 12's AVX-512 headers build masked and reduce intrinsics on _mm512_undefined_*(), which trips
@@ -24,6 +26,49 @@ namespace lucid::fast::avx512 {
 
 LUCID_AVX512 inline __mmask16 TailMask16(int64_t left) {
   return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+}
+
+// e4m3fn -> bf16, exactly (every e4m3 value is a bf16 value): the bf16 bits of each magnitude
+// code 0..127 (0x7F is NaN), made at compile time.
+constexpr std::array<uint16_t, 128> MakeE4m3Bf16Table() {
+  std::array<uint16_t, 128> t{};
+  for (int c = 0; c < 128; ++c) {
+    const int e = c >> 3, m = c & 7;
+    if (c == 0x7F) {
+      t[c] = 0x7FC0;
+    } else if (e > 0) {  // 2^(e - 7) * (1 + m / 8): bf16 exponent e + 120, mantissa m << 4
+      t[c] = static_cast<uint16_t>(((e + 120) << 7) | (m << 4));
+    } else if (m > 0) {  // m * 2^-9: normalize m = 2^p * (1 + f)
+      const int p = m >= 4 ? 2 : m >= 2 ? 1 : 0;
+      t[c] = static_cast<uint16_t>(((p - 9 + 127) << 7) | ((m << (7 - p)) & 0x7F));
+    }
+  }
+  return t;
+}
+alignas(64) inline constexpr std::array<uint16_t, 128> kE4m3Bf16 = MakeE4m3Bf16Table();
+
+// The table in four registers, for E4m3ToBf16.
+struct E4m3Table {
+  __m512i t[4];
+};
+LUCID_AVX512 inline E4m3Table LoadE4m3Table() {
+  E4m3Table r;
+  for (int i = 0; i < 4; ++i) r.t[i] = _mm512_load_si512(kE4m3Bf16.data() + 32 * i);
+  return r;
+}
+// 32 e4m3 codes to their bf16 bits: vpermi2w on the low 6 bits, a blend on bit 6, the sign or-ed
+// in (one vpternlog).
+LUCID_AVX512 inline __m512i E4m3ToBf16(__m256i b, const E4m3Table& t) {
+  const __m512i idx = _mm512_cvtepu8_epi16(b);
+  const __m512i lo = _mm512_permutex2var_epi16(t.t[0], idx, t.t[1]);
+  const __m512i hi = _mm512_permutex2var_epi16(t.t[2], idx, t.t[3]);
+  const __mmask32 m = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(0x40));
+  const __m512i v = _mm512_mask_blend_epi16(m, lo, hi);
+  return _mm512_ternarylogic_epi32(v, _mm512_slli_epi16(idx, 8), _mm512_set1_epi16(-0x8000), 0xF8);
+}
+// bf16 bits (16 of them, or the low / high 16 of a register of 32) widened to f32, exactly.
+LUCID_AVX512 inline __m512 Bf16BitsToF32(__m256i h) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
 LUCID_AVX512 inline __m512 LoadBf16(const uint16_t* p) {

@@ -167,17 +167,16 @@ void PoolFree(float* p) {
 
 // Measured on the dev box (lucid_gemm_bench BM_GemmLinear, 2 threads, 6144 x 2048, GEMM against
 // the dot-product tiles at 16-128 tokens): NVFP4 GEMM is ahead from 32 tokens (341 vs 279
-// GFLOP/s); bf16 from 48 (338 vs 307; 266 vs 313 at 32); FP8-block from 64 (306 vs 281; even at
-// 48, 229 vs 278 at 32: its panel decode, ~0.75 ops per weight, is a third of the GEMM's work at
-// 32 tokens). f32 weights, which the tiles read in place while the GEMM transposes them, from 64.
+// GFLOP/s), FP8-block from 32 (330 vs 313; 372 vs 315 at 48); bf16 from 48 (338 vs 307; 266 vs
+// 313 at 32). f32 weights, which the tiles read in place while the GEMM transposes them, from 64.
 int64_t GemmMinTokens(const KernelTable& kt, WeightFormat f) {
   if (KernelsFor(kt.isa) == nullptr) return 0;
   switch (f) {
     case WeightFormat::kF32:
-    case WeightFormat::kFp8Block:
       return 2 * kGemmMinTokens;
     case WeightFormat::kBF16:
       return kGemmMinTokens + kGemmMinTokens / 2;
+    case WeightFormat::kFp8Block:
     case WeightFormat::kNvfp4:
       return kGemmMinTokens;
   }
@@ -286,9 +285,8 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
           } else if (fp8) {
             rp8[j] = q8 + row * qstride + k0;
             for (int64_t b = 0; b * w.block_cols < kk; ++b)
-              Fp8PrePost(Fp8Scale(w, n, k0 + b * w.block_cols), &sc[b], &sc[nscale + b]);
+              sc[b] = Fp8Scale(w, n, k0 + b * w.block_cols);
             sp[j] = sc;
-            sp2[j] = sc + nscale;
           } else if (nvfp4) {
             rp8[j] = q8 + row * qstride + k0 / 2;
             const uint8_t* gsrc = w.scale.data<const uint8_t>() + row * w.scale.size(1) + k0 / 16;
@@ -303,7 +301,7 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
         if (wbf16)
           g->pack_w_bf16(rp16, kk, panel);
         else if (fp8)
-          g->pack_w_fp8(rp8, sp, sp2, w.block_cols, kk, panel);
+          g->pack_w_fp8(rp8, sp, w.block_cols, kk, panel);
         else if (nvfp4)
           g->pack_w_nvfp4(rp8, sp, s2, kk, panel);
         else

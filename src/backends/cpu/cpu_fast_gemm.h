@@ -28,10 +28,10 @@ struct GemmKernels {
   // The same from bf16 rows (widened exactly).
   void (*pack_w_bf16)(const uint16_t* const* rows, int64_t kc, float* wp) = nullptr;
   // The same from FP8-block rows decoded exactly as DequantizeRowSpan: rows[j] at the k block's
-  // first column (a multiple of block_cols, itself a multiple of 16); pre[j][b], post[j][b] are
-  // Fp8PrePost(scale) of row j's b-th scale block from there.
-  void (*pack_w_fp8)(const uint8_t* const* rows, const float* const* pre, const float* const* post,
-                     int64_t block_cols, int64_t kc, float* wp) = nullptr;
+  // first column (a multiple of block_cols, itself a multiple of 16); sc[j][b] is row j's scale of
+  // its b-th scale block from there (value = e4m3 * scale, rounded once).
+  void (*pack_w_fp8)(const uint8_t* const* rows, const float* const* sc, int64_t block_cols,
+                     int64_t kc, float* wp) = nullptr;
   // The same from NVFP4 rows (16-column groups): rows[j] at the byte of the k block's first
   // column (a multiple of 16), gs[j][g] the f32 value of group g's e4m3 scale from there, s2 the
   // tensor scale.
@@ -40,15 +40,6 @@ struct GemmKernels {
   // xp[k * mr + i] = x[i * ldx + k] for k < kc, i < m; rows i >= m give zeros.
   void (*pack_x)(const float* x, int64_t ldx, int m, int64_t kc, float* xp) = nullptr;
 };
-
-// An FP8 block scale as two factors: e4m3 * scale = ((e4m3 * 2^-120) * pre) * post, rounded once
-// (as the vector decode of cpu_fast_kernels_avx512.cpp: scales of 2^7 and more, whose 2^120 *
-// scale could overflow, take 2^60 in each factor; the first product is then exact).
-inline void Fp8PrePost(float scale, float* pre, float* post) {
-  const bool big = !(scale < 0x1p7f && scale > -0x1p7f);
-  *pre = big ? 0x1p60f : scale * 0x1p120f;
-  *post = big ? scale * 0x1p60f : 1.0f;
-}
 
 // Null when the instruction set has no GEMM kernels.
 const GemmKernels* Avx512GemmKernels();

@@ -2,16 +2,8 @@
 // tile (kMr rows of two zmm accumulators), 16x16 in-register transposes for packing. Every
 // function carries a target attribute; GemmRows reaches them only when the kernel table's level
 // is an AVX-512 one (CPUID said yes).
-#include <immintrin.h>
-
-// GCC 12's AVX-512 headers build masked intrinsics on _mm512_undefined_*(), which trips
-// -W(maybe-)uninitialized inside the headers themselves (a known false positive).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
+#include "backends/cpu/cpu_fast_avx512_common.h"  // target macros, the e4m3 -> bf16 table
 #include "backends/cpu/cpu_fast_gemm.h"
-
-#define LUCID_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx2")))
 
 namespace lucid::fast {
 namespace {
@@ -149,35 +141,22 @@ struct Bf16Rows {
   }
 };
 
-// e4m3 bytes -> f32 of value * 2^-120 (as cpu_fast_kernels_avx512.cpp's DequantFp8, which is
-// DequantizeRowSpan bit for bit): sign to bit 31, the 7 exponent/mantissa bits to bits 20..26
-// (subnormal codes become f32 subnormals, still exact); NaN codes (0x7F, 0xFF) -> NaN.
-LUCID_AVX512 inline __m512 E4m3x16(__m128i bytes, __m512 scale_2p120) {
-  const __m512i b = _mm512_slli_epi32(_mm512_cvtepu8_epi32(bytes), 24);
-  const __m512i f =
-      _mm512_and_si512(_mm512_srai_epi32(b, 4), _mm512_set1_epi32(static_cast<int>(0x87F00000u)));
-  const __mmask16 num = _mm512_cmpneq_epi32_mask(_mm512_and_si512(b, _mm512_set1_epi32(0x7F000000)),
-                                                 _mm512_set1_epi32(0x7F000000));
-  return _mm512_mask_mul_ps(_mm512_set1_ps(__builtin_nanf("")), num, _mm512_castsi512_ps(f),
-                            scale_2p120);
-}
-
 // FP8-block rows: rows[j] at the block's first column; for the scale block b holding column k
 // (b = k / block_cols, block_cols a multiple of 16, so 16 columns share one scale) value =
-// (e4m3 * 2^-120 * pre[j][b]) * post[j][b], with Fp8PrePost's factors: exactly DequantFp8.
-// Without kBig every post factor is 1 (no scale of 2^7 or more) and is not applied.
-template <bool kBig>
+// e4m3 * sc[j][b], rounded once (the codes become exact bf16 through the table, widened to f32):
+// exactly DequantFp8.
 struct Fp8Rows {
   const uint8_t* const* rows;
-  const float* const* pre;
-  const float* const* post;
+  const float* const* sc;
   int64_t block_cols;
+  avx512::E4m3Table table;
   int64_t Block(int64_t k) const { return k / block_cols; }
   LUCID_AVX512 __m512 Load(int j, int64_t k, __mmask16 m, int64_t blk) const {
     const __m128i b = m == 0xFFFF ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + k))
                                   : _mm_maskz_loadu_epi8(m, rows[j] + k);
-    const __m512 v = E4m3x16(b, _mm512_set1_ps(pre[j][blk]));
-    return kBig ? _mm512_mul_ps(v, _mm512_set1_ps(post[j][blk])) : v;
+    const __m512i v = avx512::E4m3ToBf16(_mm256_zextsi128_si256(b), table);
+    return _mm512_mul_ps(avx512::Bf16BitsToF32(_mm512_castsi512_si256(v)),
+                         _mm512_set1_ps(sc[j][blk]));
   }
 };
 
@@ -230,15 +209,9 @@ LUCID_AVX512 void PackWF32(const float* const* rows, int64_t kc, float* wp) {
 LUCID_AVX512 void PackWBf16(const uint16_t* const* rows, int64_t kc, float* wp) {
   PackW(Bf16Rows{rows}, kc, wp);
 }
-LUCID_AVX512 void PackWFp8(const uint8_t* const* rows, const float* const* pre,
-                           const float* const* post, int64_t block_cols, int64_t kc, float* wp) {
-  bool big = false;
-  for (int j = 0; j < 16 * kNv; ++j)
-    for (int64_t b = 0; b * block_cols < kc; ++b) big |= post[j][b] != 1.0f;
-  if (big)
-    PackW(Fp8Rows<true>{rows, pre, post, block_cols}, kc, wp);
-  else
-    PackW(Fp8Rows<false>{rows, pre, post, block_cols}, kc, wp);
+LUCID_AVX512 void PackWFp8(const uint8_t* const* rows, const float* const* sc, int64_t block_cols,
+                           int64_t kc, float* wp) {
+  PackW(Fp8Rows{rows, sc, block_cols, avx512::LoadE4m3Table()}, kc, wp);
 }
 LUCID_AVX512 void PackWNvfp4(const uint8_t* const* rows, const float* const* gs, float s2,
                              int64_t kc, float* wp) {

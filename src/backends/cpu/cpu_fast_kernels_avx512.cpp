@@ -113,34 +113,27 @@ LUCID_AVX512 void WidenBf16(const uint16_t* src, float* dst, int64_t n) {
   }
 }
 
-// e4m3 bytes -> f32 of value * 2^-120: sign to bit 31, the 7 exponent/mantissa bits to bits
-// 20..26, so the e4m3 fields land in the f32 fields (subnormal codes become f32 subnormals, still
-// exact); the bias gap 127 - 7 is folded into the caller's scale. NaN codes (0x7F, 0xFF) -> NaN.
-LUCID_AVX512 inline __m512 E4m3x16(__m128i bytes, __m512 scale_2p120) {
-  const __m512i b = _mm512_slli_epi32(_mm512_cvtepu8_epi32(bytes), 24);
-  const __m512i f =
-      _mm512_and_si512(_mm512_srai_epi32(b, 4), _mm512_set1_epi32(static_cast<int>(0x87F00000u)));
-  const __mmask16 nan = _mm512_cmpeq_epi32_mask(_mm512_and_si512(b, _mm512_set1_epi32(0x7F000000)),
-                                                _mm512_set1_epi32(0x7F000000));
-  const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(f), scale_2p120);
-  return _mm512_mask_mov_ps(v, nan, _mm512_set1_ps(__builtin_nanf("")));
-}
-
-// out[i] = e4m3(q[i]) * scale: (q * 2^-120) * (2^120 * scale) is the same real product, rounded
-// once. Scales of 2^7 and more (2^120 * scale could overflow) go through q * 2^-60 first (exact).
+// out[i] = e4m3(q[i]) * scale, rounded once: the codes become exact bf16 through the table
+// (E4m3ToBf16), widened exactly to f32, times the scale. (Placing the e4m3 bits in the f32 fields
+// and multiplying by 2^120 * scale was 1.8x slower on Zen 5.)
 LUCID_AVX512 void DequantFp8(const uint8_t* q, float scale, float* out, int64_t n) {
-  const bool big = !(scale < 0x1p7f && scale > -0x1p7f);
-  const __m512 s = _mm512_set1_ps(big ? scale * 0x1p60f : scale * 0x1p120f);
-  const __m512 pre = _mm512_set1_ps(0x1p60f);
+  const E4m3Table t = LoadE4m3Table();
+  const __m512 s = _mm512_set1_ps(scale);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m128i b = _mm_loadu_si128((const __m128i*)(q + i));
-    _mm512_storeu_ps(out + i, big ? _mm512_mul_ps(E4m3x16(b, pre), s) : E4m3x16(b, s));
+  for (; i + 32 <= n; i += 32) {
+    const __m512i v = E4m3ToBf16(_mm256_loadu_si256((const __m256i*)(q + i)), t);
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(Bf16BitsToF32(_mm512_castsi512_si256(v)), s));
+    _mm512_storeu_ps(out + i + 16,
+                     _mm512_mul_ps(Bf16BitsToF32(_mm512_extracti64x4_epi64(v, 1)), s));
   }
   if (i < n) {
-    const __mmask16 m = TailMask16(n - i);
-    const __m128i b = _mm_maskz_loadu_epi8(m, q + i);
-    _mm512_mask_storeu_ps(out + i, m, big ? _mm512_mul_ps(E4m3x16(b, pre), s) : E4m3x16(b, s));
+    const int64_t left = n - i;
+    const __mmask32 m = left >= 32 ? 0xFFFFFFFFu : (1u << left) - 1;
+    const __m512i v = E4m3ToBf16(_mm256_maskz_loadu_epi8(m, q + i), t);
+    _mm512_mask_storeu_ps(out + i, static_cast<__mmask16>(m),
+                          _mm512_mul_ps(Bf16BitsToF32(_mm512_castsi512_si256(v)), s));
+    _mm512_mask_storeu_ps(out + i + 16, static_cast<__mmask16>(m >> 16),
+                          _mm512_mul_ps(Bf16BitsToF32(_mm512_extracti64x4_epi64(v, 1)), s));
   }
 }
 

@@ -8,21 +8,8 @@ namespace lucid::fast::avx512 {
 namespace {
 
 // FP8-block weights against the hi/lo bf16 split of the activations, fused: e4m3 codes become bf16
-// in registers (every e4m3 value is exact in bf16) through a 128-entry table of bf16 bits held in
-// four registers (vpermi2w on the low 6 bits, a blend on bit 6, the sign or-ed in), two vdpbf16ps
-// per 32 codes, and each 128-column block's sums are multiplied by that block's scale.
-alignas(64) uint16_t g_e4m3_bf16[128];
-
-LUCID_AVX512BF16 inline __m512i E4m3ToBf16(__m256i b, const __m512i (&t)[4]) {
-  const __m512i idx = _mm512_cvtepu8_epi16(b);
-  const __m512i lo = _mm512_permutex2var_epi16(t[0], idx, t[1]);
-  const __m512i hi = _mm512_permutex2var_epi16(t[2], idx, t[3]);
-  const __mmask32 m = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(0x40));
-  const __m512i v = _mm512_mask_blend_epi16(m, lo, hi);
-  // v | (idx << 8) & 0x8000: the code's sign bit into the bf16 sign (one vpternlog).
-  return _mm512_ternarylogic_epi32(v, _mm512_slli_epi16(idx, 8), _mm512_set1_epi16(-0x8000), 0xF8);
-}
-
+// in registers (E4m3ToBf16: every e4m3 value is exact in bf16), two vdpbf16ps per 32 codes, and
+// each 128-column block's sums are multiplied by that block's scale.
 // MR tokens' hi/lo rows, one k step of a fused tile: each weight vector is decoded once and used
 // by every token.
 template <int MR>
@@ -69,7 +56,7 @@ LUCID_AVX512BF16 __attribute__((always_inline)) inline void Fp8Step(__m512 (&acc
                                                                     const XRows<MR>& x,
                                                                     const void* const* wv,
                                                                     int64_t k, __mmask32 m,
-                                                                    const __m512i (&t)[4]) {
+                                                                    const E4m3Table& t) {
   __m512bh w[NR];
 #pragma GCC unroll 8
   for (int j = 0; j < NR; ++j) {
@@ -87,9 +74,7 @@ LUCID_AVX512BF16 __attribute__((always_inline)) inline void Fp8Step(__m512 (&acc
 template <int MR, int NR>
 LUCID_AVX512BF16 void TileFp8Dp(const void* const* xh, const void* const* xl, const void* const* wv,
                                 const float* sc, int64_t k0, int64_t k1, float* out) {
-  __m512i t[4];
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) t[i] = _mm512_load_si512(g_e4m3_bf16 + 32 * i);
+  const E4m3Table t = LoadE4m3Table();
   const XRows<MR> x = LoadXRows<MR>(xh, xl);
   __m512 tot[MR][NR];
   Zero<MR, NR>(tot);
@@ -190,18 +175,6 @@ LUCID_AVX512BF16 void TileNvfp4Dp(const void* const* xh, const void* const* xl,
   for (int i = 0; i < MR * NR; ++i) out[i] *= s2;
 }
 
-// bf16 bits of every e4m3 magnitude code (value exact; 0x7F is NaN).
-void FillE4m3Bf16() {
-  for (int c = 0; c < 128; ++c) {
-    const int e = c >> 3, m = c & 7;
-    float v = e == 0 ? static_cast<float>(m) / 512.0f : static_cast<float>(8 + m) / 1024.0f;
-    for (int i = 0; i < e; ++i) v *= 2.0f;
-    uint32_t bits;
-    __builtin_memcpy(&bits, &v, 4);
-    g_e4m3_bf16[c] = c == 0x7F ? 0x7FC0 : static_cast<uint16_t>(bits >> 16);
-  }
-}
-
 // One token against NR NVFP4 rows, same contract as TileNvfp4Dp<1, NR>, with the group scales
 // applied after the dot products instead of folded into a per-row table: the codes map to the
 // constant e2m1 table in bf16, two vdpbf16ps give each lane's pair sum for its group (lanes 0-7:
@@ -260,7 +233,6 @@ LUCID_AVX512BF16 void TileNvfp4Dp1(const void* const* xh, const void* const* xl,
 }  // namespace
 
 void AddFusedPackedTiles(KernelTable& t) {
-  FillE4m3Bf16();
   t.fp8_tiles[0] = {&TileFp8Dp<1, 8>, 8};
   t.fp8_tiles[1] = {&TileFp8Dp<1, 4>, 4};
   t.fp8_tiles[2] = {&TileFp8Dp<2, 4>, 4};
