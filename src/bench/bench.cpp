@@ -25,6 +25,7 @@ double Now() {
 // One timed step: wall time and the per-category tallies of that step.
 struct Step {
   double seconds = 0;
+  double paired_gbs = 0;  // read bandwidth probed right after the step (0: not probed)
   std::array<OpTally, static_cast<int>(OpCategory::kCount)> cat{};
   OpTally total;
 };
@@ -71,9 +72,11 @@ void FillKv(KvPool& pool, SequenceKv& seq, int64_t len, uint32_t seed) {
 
 double Ms(double s) { return s * 1e3; }
 
-// Decodes `steps` timed steps (after one warm-up) of B sequences whose KV holds ctx tokens.
+// Decodes `steps` timed steps (after one warm-up) of B sequences whose KV holds ctx tokens. With
+// a probe, each timed step is followed by one bandwidth pass (Step::paired_gbs).
 StatusOr<std::vector<Step>> DecodeSteps(Model& m, const ProfilingOps& prof, int64_t B, int64_t ctx,
-                                        int64_t steps, KvDtype kv_dtype) {
+                                        int64_t steps, KvDtype kv_dtype,
+                                        BandwidthProbe* probe = nullptr) {
   const int64_t V = m.config().vocab_size, total = ctx + steps + 1;
   const int64_t per_seq = (total + kPage - 1) / kPage;
   KvPool pool(m.kv_spec(), per_seq * B, kPage, kv_dtype);
@@ -92,13 +95,34 @@ StatusOr<std::vector<Step>> DecodeSteps(Model& m, const ProfilingOps& prof, int6
     const double t0 = Now();
     LUCID_RETURN_IF_ERROR(m.Forward(ch, pool, &logits));
     const double dt = Now() - t0;
-    if (i > 0) out.push_back(Capture(prof, dt));
     for (int64_t b = 0; b < B; ++b) tok[b] = ArgMax(logits.data<const float>() + b * V, V);
+    if (i == 0) continue;
+    out.push_back(Capture(prof, dt));
+    if (probe) out.back().paired_gbs = probe->Measure(1);
   }
   return out;
 }
 
 const OpTally& Cat(const Step& s, OpCategory c) { return s.cat[static_cast<int>(c)]; }
+
+// Per step, achieved GB/s over the bandwidth probed right after it: the median ratio, and the
+// median and range of those probes. On a machine whose bandwidth drifts (a shared VM's moves by
+// 2x within minutes) this compares each step with its own moment.
+struct Paired {
+  double ratio = 0, median_gbs = 0, min_gbs = 0, max_gbs = 0;
+};
+Paired PairedRatio(const std::vector<Step>& steps) {
+  std::vector<double> r, g;
+  for (const Step& s : steps)
+    if (s.paired_gbs > 0) {
+      r.push_back(s.total.bytes / s.seconds / 1e9 / s.paired_gbs);
+      g.push_back(s.paired_gbs);
+    }
+  if (r.empty()) return {};
+  std::sort(r.begin(), r.end());
+  std::sort(g.begin(), g.end());
+  return {r[r.size() / 2], g[g.size() / 2], g.front(), g.back()};
+}
 
 // The step's roofline: for each op kind the larger of its bytes at the probed bandwidth and its
 // FLOPs at the probed FMA peak, summed (kinds run one after another). Experts count
@@ -161,7 +185,8 @@ Status Prefill(Model& m, const ProfilingOps& prof, const BenchOptions& o, const 
 }
 
 Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
-                     const MachineInfo& run_probe, std::FILE* log, nlohmann::json* out) {
+                     const MachineInfo& run_probe, BandwidthProbe* probe, std::FILE* log,
+                     nlohmann::json* out) {
   const ModelConfig& c = m.config();
   int64_t moe_layers = 0;
   for (bool b : c.layer_is_moe) moe_layers += b;
@@ -175,7 +200,8 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
     const MachineInfo now = ProbeMachine(uint64_t{512} << 20, 3);
     mi.read_gbs = std::max(run_probe.read_gbs, now.read_gbs);
     LUCID_ASSIGN_OR_RETURN(std::vector<Step> steps,
-                           DecodeSteps(m, prof, B, o.prompt_len, o.gen_len, o.kv_dtype));
+                           DecodeSteps(m, prof, B, o.prompt_len, o.gen_len, o.kv_dtype, probe));
+    const Paired paired = PairedRatio(steps);
     const Step s = MedianStep(steps);
     const OpTally& ex = Cat(s, OpCategory::kExperts);
     if (per_expert == 0 && ex.units > 0) per_expert = ex.bytes / ex.units;
@@ -199,6 +225,10 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
                  "                               roofline %7.2f ms (per op kind: max of bytes at "
                  "the probed bandwidth, FLOPs at the probed peak) -> step = %.1fx roofline\n",
                  Ms(roofline), s.seconds / roofline);
+    std::fprintf(log,
+                 "                               paired: %3.0f%% of the bandwidth probed right "
+                 "after each step (median over steps; those probes %.1f GB/s, %.1f-%.1f)\n",
+                 100 * paired.ratio, paired.median_gbs, paired.min_gbs, paired.max_gbs);
     out->push_back({{"batch", B},
                     {"context", o.prompt_len},
                     {"step_ms", Ms(s.seconds)},
@@ -209,6 +239,8 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
                     {"pct_bandwidth", 100 * gbs / mi.read_gbs},
                     {"bandwidth_probed_now_gbs", now.read_gbs},
                     {"bandwidth_used_gbs", mi.read_gbs},
+                    {"pct_bandwidth_paired", 100 * paired.ratio},
+                    {"paired_probe_gbs", paired.median_gbs},
                     {"gflops", gf},
                     {"pct_peak", 100 * gf / mi.fma_gflops},
                     {"experts_touched", ex.units},
@@ -320,7 +352,8 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
     j["prefill"] = p;
   }
   nlohmann::json d;
-  LUCID_RETURN_IF_ERROR(DecodeBatches(*model, prof, o, mi, log, &d));
+  BandwidthProbe paired_probe(uint64_t{256} << 20);  // one pass after every timed decode step
+  LUCID_RETURN_IF_ERROR(DecodeBatches(*model, prof, o, mi, &paired_probe, log, &d));
   j["decode"] = d;
   if (!o.contexts.empty()) {
     nlohmann::json cs;

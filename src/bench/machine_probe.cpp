@@ -112,36 +112,53 @@ std::string MachineInfo::Line() const {
   return buf;
 }
 
+BandwidthProbe::BandwidthProbe(uint64_t bytes)
+    : n_(static_cast<int64_t>(bytes / sizeof(float)) / 1024 * 1024) {
+  buf_ = static_cast<float*>(std::aligned_alloc(64, n_ * sizeof(float)));
+  LUCID_CHECK(buf_ != nullptr, "BandwidthProbe: cannot allocate the probe buffer");
+  float* p = buf_;
+  // First touch by the threads that will read (pages land where they are read).
+  ParallelFor(n_, 1 << 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) p[i] = 1e-6f * float(i & 1023);
+  });
+}
+
+BandwidthProbe::~BandwidthProbe() { std::free(buf_); }
+
+double BandwidthProbe::Measure(int passes) {
+  const CpuIsa isa = DetectCpuIsa();
+  auto read = [&](const float* q, int64_t len) {
+    if (isa >= CpuIsa::kAvx512) return ReadSum512(q, len);
+    if (isa >= CpuIsa::kAvx2) return ReadSum256(q, len);
+    return ReadSumScalar(q, len);
+  };
+  last_.clear();
+  volatile float sink = 0;
+  for (int r = 0; r < passes + 1; ++r) {
+    std::vector<float> part(NumThreads(), 0.0f);
+    const double t0 = Now();
+    ParallelFor(n_ / 1024, 1, [&](int64_t b, int64_t e) {
+      part[omp_get_thread_num()] += read(buf_ + b * 1024, (e - b) * 1024);
+    });
+    const double dt = Now() - t0;
+    for (float v : part) sink = sink + v;
+    if (r > 0) last_.push_back(double(n_) * sizeof(float) / dt / 1e9);  // first pass warms up
+  }
+  return Median(last_);
+}
+
 MachineInfo ProbeMachine(uint64_t bytes, int repeats) {
   MachineInfo m;
   m.cpu = CpuModel();
   const CpuIsa isa = DetectCpuIsa();
   m.isa = CpuIsaName(isa);
   m.threads = NumThreads();
-  const int64_t n = static_cast<int64_t>(bytes / sizeof(float)) / 1024 * 1024;
-  std::unique_ptr<float, decltype(&std::free)> buf(
-      static_cast<float*>(std::aligned_alloc(64, n * sizeof(float))), &std::free);
-  float* p = buf.get();
-  // First touch by the threads that will read (pages land where they are read).
-  ParallelFor(n, 1 << 16, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) p[i] = 1e-6f * float(i & 1023);
-  });
-  auto read = [&](const float* q, int64_t len) {
-    if (isa >= CpuIsa::kAvx512) return ReadSum512(q, len);
-    if (isa >= CpuIsa::kAvx2) return ReadSum256(q, len);
-    return ReadSumScalar(q, len);
-  };
-  std::vector<double> bw, fl;
+  std::vector<double> fl;
   volatile float sink = 0;
-  for (int r = 0; r < repeats + 1; ++r) {
-    std::vector<float> part(m.threads, 0.0f);
-    const double t0 = Now();
-    ParallelFor(n / 1024, 1, [&](int64_t b, int64_t e) {
-      part[omp_get_thread_num()] += read(p + b * 1024, (e - b) * 1024);
-    });
-    const double dt = Now() - t0;
-    for (float v : part) sink = sink + v;
-    if (r > 0) bw.push_back(double(n) * sizeof(float) / dt / 1e9);  // first pass warms up
+  {
+    BandwidthProbe probe(bytes);
+    m.read_gbs = probe.Measure(repeats);
+    m.read_gbs_best = *std::max_element(probe.last_passes().begin(), probe.last_passes().end());
   }
   for (int r = 0; r < repeats; ++r) {
     const int64_t iters = 20'000'000;
@@ -165,8 +182,6 @@ MachineInfo ProbeMachine(uint64_t bytes, int repeats) {
     }
     fl.push_back(total / dt / 1e9);
   }
-  m.read_gbs = Median(bw);
-  m.read_gbs_best = *std::max_element(bw.begin(), bw.end());
   m.fma_gflops = Median(fl);
   m.fma_gflops_best = *std::max_element(fl.begin(), fl.end());
   return m;

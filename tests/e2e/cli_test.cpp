@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -116,6 +117,59 @@ TEST(CliTest, GenerateAndBenchTakeTheCpuKernelSet) {
   Result help = RunLucid("bench --help");
   EXPECT_NE(help.out.find("Deprecated alias of --cpu-kernels reference"), std::string::npos)
       << help.out;
+}
+
+// `lucid bench --json` on the tiny GLM-5 fixture (8 experts, top-2, 2 MoE layers, index_topk 8):
+// the figures it prints are consistent with each other and with the model's shape: a step's bytes
+// are the sum of its op kinds', tokens per second follow from the step time, the uniform expert
+// model is the closed form, one token touches exactly top-k experts per MoE layer, every step has
+// a paired bandwidth probe, and at context 64 DSA attention reads index_topk rows per layer where
+// dense attention reads all of them (8x the bytes and a little more).
+TEST(CliTest, BenchFiguresAreConsistent) {
+  const std::string cmd = "OMP_NUM_THREADS=2 " + std::string(LUCID_BINARY) +
+                          " bench --model-path " + Src("tests/fixtures/models/tiny_glm_moe_dsa") +
+                          " --batch 1,4 --prompt-len 16 --gen-len 3 --repeats 1 --context 64 "
+                          "--json 2>/dev/null";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  ASSERT_EQ(pclose(p), 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out);
+  EXPECT_GT(j["machine"]["read_gbs"].get<double>(), 0.0);
+  EXPECT_GT(j["machine"]["fma_gflops"].get<double>(), 0.0);
+  ASSERT_EQ(j["decode"].size(), 2u);
+  const double E = 8, K = 2, moe_layers = 2;
+  for (const auto& d : j["decode"]) {
+    const double B = d["batch"].get<double>();
+    SCOPED_TRACE("batch " + std::to_string(B));
+    double sum = 0;
+    for (const auto& [name, c] : d["breakdown"].items()) sum += c["bytes"].get<double>();
+    EXPECT_NEAR(d["bytes_per_step"].get<double>(), sum, 1e-6 * sum);
+    EXPECT_NEAR(d["tok_s"].get<double>(), B * 1e3 / d["step_ms"].get<double>(),
+                1e-6 * d["tok_s"].get<double>());
+    EXPECT_NEAR(d["experts_expected_uniform"].get<double>(),
+                moe_layers * E * (1 - std::pow(1 - K / E, B)), 1e-9);
+    const double touched = d["experts_touched"].get<double>();
+    EXPECT_GE(touched, moe_layers * K);
+    EXPECT_LE(touched, moe_layers * std::min(E, B * K));
+    if (B == 1) {
+      EXPECT_EQ(touched, moe_layers * K);
+    }
+    EXPECT_GT(d["paired_probe_gbs"].get<double>(), 0.0);
+    EXPECT_GT(d["pct_bandwidth_paired"].get<double>(), 0.0);
+  }
+  double dsa_attn = 0, dense_attn = 0;
+  for (const auto& c : j["context_sweep"]) {
+    ASSERT_EQ(c["context"].get<int>(), 64);
+    (c["mode"] == "dsa" ? dsa_attn : dense_attn) = c["breakdown"]["attention"]["bytes"];
+  }
+  // Dense reads every cached row (64, and one more per decoded step: the median step of 3 sees
+  // 64-67), DSA the 8 selected.
+  ASSERT_GT(dsa_attn, 0.0);
+  EXPECT_GE(dense_attn / dsa_attn, 64.0 / 8);
+  EXPECT_LE(dense_attn / dsa_attn, 68.0 / 8);
 }
 
 TEST(CliTest, MissingModelDirectoryIsAClearError) {
