@@ -194,8 +194,10 @@ LUCID_AVX512BF16 __attribute__((always_inline)) inline void Nvfp4Step1(
     const __m128i b = kMasked ? _mm_maskz_loadu_epi8(m, wp) : _mm_loadu_si128((const __m128i*)wp);
     const __m512i bytes =
         _mm512_maskz_permutexvar_epi8(0x5555555555555555ULL, c.dup, _mm512_castsi128_si512(b));
-    const __m512i idx = _mm512_and_si512(_mm512_srlv_epi16(bytes, c.shift), c.low);
-    const __m512bh w = (__m512bh)_mm512_permutexvar_epi16(idx, e2m1);
+    // No mask: vpermw reads the low 5 index bits, and an even word's bit 4 (the byte's other
+    // nibble) only picks the table's second copy of the same 16 values.
+    const __m512bh w =
+        (__m512bh)_mm512_permutexvar_epi16(_mm512_srlv_epi16(bytes, c.shift), e2m1);
     __m512 t = _mm512_dpbf16_ps(_mm512_setzero_ps(), h, w);
     t = _mm512_dpbf16_ps(t, l, w);
     const __m128 g2 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(gs[j] + k / 16)));
