@@ -225,10 +225,17 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
                  "                               roofline %7.2f ms (per op kind: max of bytes at "
                  "the probed bandwidth, FLOPs at the probed peak) -> step = %.1fx roofline\n",
                  Ms(roofline), s.seconds / roofline);
+    // The bytes model and the roofline again at the paired probes' bandwidth (the same moment).
+    MachineInfo mp = mi;
+    if (paired.median_gbs > 0) mp.read_gbs = paired.median_gbs;
+    const double roofline_p = RooflineSeconds(s, mp, expected * per_expert);
+    const double model_p = model_bytes / (mp.read_gbs * 1e9);
     std::fprintf(log,
                  "                               paired: %3.0f%% of the bandwidth probed right "
-                 "after each step (median over steps; those probes %.1f GB/s, %.1f-%.1f)\n",
-                 100 * paired.ratio, paired.median_gbs, paired.min_gbs, paired.max_gbs);
+                 "after each step (median over steps; those probes %.1f GB/s, %.1f-%.1f); at "
+                 "that bandwidth model %.2f ms, roofline %.2f ms -> step = %.1fx roofline\n",
+                 100 * paired.ratio, paired.median_gbs, paired.min_gbs, paired.max_gbs, Ms(model_p),
+                 Ms(roofline_p), s.seconds / roofline_p);
     out->push_back({{"batch", B},
                     {"context", o.prompt_len},
                     {"step_ms", Ms(s.seconds)},
@@ -241,6 +248,8 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
                     {"bandwidth_used_gbs", mi.read_gbs},
                     {"pct_bandwidth_paired", 100 * paired.ratio},
                     {"paired_probe_gbs", paired.median_gbs},
+                    {"model_step_ms_paired", Ms(model_p)},
+                    {"roofline_step_ms_paired", Ms(roofline_p)},
                     {"gflops", gf},
                     {"pct_peak", 100 * gf / mi.fma_gflops},
                     {"experts_touched", ex.units},
