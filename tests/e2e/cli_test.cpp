@@ -9,30 +9,17 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "e2e_util.h"
 #include "formats/npy.h"
 #include "formats/safetensors.h"
 
 namespace lucid {
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr
-};
+using e2e::Result;
+using e2e::Src;
 
-Result RunLucid(const std::string& args) {
-  Result r;
-  const std::string cmd = std::string(LUCID_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string Src(const std::string& rel) { return std::string(LUCID_SOURCE_DIR) + "/" + rel; }
+Result RunLucid(const std::string& args) { return e2e::Shell(e2e::Lucid() + " " + args); }
 
 std::string Join(const Tensor& ids) {
   std::string s;
@@ -126,16 +113,13 @@ TEST(CliTest, GenerateAndBenchTakeTheCpuKernelSet) {
 // a paired bandwidth probe, and at context 64 DSA attention reads index_topk rows per layer where
 // dense attention reads all of them (8x the bytes and a little more).
 TEST(CliTest, BenchFiguresAreConsistent) {
-  const std::string cmd = "OMP_NUM_THREADS=2 " + std::string(LUCID_BINARY) +
-                          " bench --model-path " + Src("tests/fixtures/models/tiny_glm_moe_dsa") +
-                          " --batch 1,4 --prompt-len 16 --gen-len 3 --repeats 1 --context 64 "
-                          "--json 2>/dev/null";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  ASSERT_EQ(pclose(p), 0) << out;
+  const Result r = e2e::Shell("OMP_NUM_THREADS=2 " + e2e::Lucid() + " bench --model-path " +
+                                  Src("tests/fixtures/models/tiny_glm_moe_dsa") +
+                                  " --batch 1,4 --prompt-len 16 --gen-len 3 --repeats 1 "
+                                  "--context 64 --json 2>/dev/null",
+                              /*merge_stderr=*/false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string& out = r.out;
   const nlohmann::json j = nlohmann::json::parse(out);
   EXPECT_GT(j["machine"]["read_gbs"].get<double>(), 0.0);
   EXPECT_GT(j["machine"]["fma_gflops"].get<double>(), 0.0);

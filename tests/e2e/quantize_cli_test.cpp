@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "e2e_util.h"
 #include "formats/safetensors.h"
 
 namespace lucid {
@@ -17,24 +18,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out;
-};
-
-Result Shell(const std::string& cmd) {
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string Src(const std::string& rel) { return std::string(LUCID_SOURCE_DIR) + "/" + rel; }
-std::string Lucid() { return LUCID_BINARY; }
+using e2e::Lucid;
+using e2e::Result;
+using e2e::Shell;
+using e2e::Src;
 
 class QuantizeCliTest : public ::testing::Test {
  protected:
