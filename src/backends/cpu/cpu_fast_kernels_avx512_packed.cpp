@@ -126,6 +126,20 @@ LUCID_AVX512BF16 inline Nvfp4Consts MakeNvfp4Consts() {
           _mm512_load_si512(half)};
 }
 
+// The 32 codes of row w from column k (16 bytes) as 32 words, code i in word i's low 4 bits (the
+// even words also carry the byte's other nibble in bits 4-7): vpermb copies byte i / 2 into word
+// i, vpsrlvw shifts the odd words right by 4.
+template <bool kMasked>
+LUCID_AVX512BF16 __attribute__((always_inline)) inline __m512i Nvfp4Nibbles(const void* w,
+                                                                            int64_t k, __mmask16 m,
+                                                                            const Nvfp4Consts& c) {
+  const uint8_t* wp = static_cast<const uint8_t*>(w) + k / 2;
+  const __m128i b = kMasked ? _mm_maskz_loadu_epi8(m, wp) : _mm_loadu_si128((const __m128i*)wp);
+  const __m512i bytes =
+      _mm512_maskz_permutexvar_epi8(0x5555555555555555ULL, c.dup, _mm512_castsi128_si512(b));
+  return _mm512_srlv_epi16(bytes, c.shift);
+}
+
 template <int MR, int NR, bool kMasked>
 LUCID_AVX512BF16 __attribute__((always_inline)) inline void Nvfp4Step(
     __m512 (&acc)[MR][NR], const XRows<MR>& x, const void* const* wv, const float* const* gs,
@@ -133,13 +147,8 @@ LUCID_AVX512BF16 __attribute__((always_inline)) inline void Nvfp4Step(
   __m512bh w[NR];
 #pragma GCC unroll 8
   for (int j = 0; j < NR; ++j) {
-    const uint8_t* wp = static_cast<const uint8_t*>(wv[j]) + k / 2;
-    const __m128i b = kMasked ? _mm_maskz_loadu_epi8(m, wp) : _mm_loadu_si128((const __m128i*)wp);
-    const __m512i bytes =
-        _mm512_maskz_permutexvar_epi8(0x5555555555555555ULL, c.dup, _mm512_castsi128_si512(b));
-    // (bytes >> shift) & 0xF | half
-    const __m512i idx =
-        _mm512_ternarylogic_epi32(_mm512_srlv_epi16(bytes, c.shift), c.low, c.half, 0xEA);
+    const __m512i nib = Nvfp4Nibbles<kMasked>(wv[j], k, m, c);
+    const __m512i idx = _mm512_ternarylogic_epi32(nib, c.low, c.half, 0xEA);  // & 0xF | half
     const float* g = gs[j] + k / 16;
     const __m512bh tbl = _mm512_cvtne2ps_pbh(_mm512_mul_ps(c.lut, _mm512_set1_ps(g[1])),
                                              _mm512_mul_ps(c.lut, _mm512_set1_ps(g[0])));
@@ -190,14 +199,10 @@ LUCID_AVX512BF16 __attribute__((always_inline)) inline void Nvfp4Step1(
   const __m512bh l = (__m512bh)_mm512_loadu_si512(xl + k);
 #pragma GCC unroll 8
   for (int j = 0; j < NR; ++j) {
-    const uint8_t* wp = static_cast<const uint8_t*>(wv[j]) + k / 2;
-    const __m128i b = kMasked ? _mm_maskz_loadu_epi8(m, wp) : _mm_loadu_si128((const __m128i*)wp);
-    const __m512i bytes =
-        _mm512_maskz_permutexvar_epi8(0x5555555555555555ULL, c.dup, _mm512_castsi128_si512(b));
     // No mask: vpermw reads the low 5 index bits, and an even word's bit 4 (the byte's other
     // nibble) only picks the table's second copy of the same 16 values.
     const __m512bh w =
-        (__m512bh)_mm512_permutexvar_epi16(_mm512_srlv_epi16(bytes, c.shift), e2m1);
+        (__m512bh)_mm512_permutexvar_epi16(Nvfp4Nibbles<kMasked>(wv[j], k, m, c), e2m1);
     __m512 t = _mm512_dpbf16_ps(_mm512_setzero_ps(), h, w);
     t = _mm512_dpbf16_ps(t, l, w);
     const __m128 g2 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(gs[j] + k / 16)));
