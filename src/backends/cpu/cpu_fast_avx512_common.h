@@ -80,6 +80,38 @@ LUCID_AVX512 inline __m512 LoadBf16Masked(const uint16_t* p, __mmask16 m) {
       _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
+// In-register 16 x 16 transpose: r[i] lane j -> r[j] lane i (unpack, shuffle, two rounds of
+// 128-bit lane shuffles).
+LUCID_AVX512 inline void Transpose16x16(__m512 (&r)[16]) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4g + c], 128-bit lane L: rows 4g..4g+3 of column 4L + c.
+  __m512 u[16];
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    const int b = 4 * g;
+    u[b + 0] = _mm512_shuffle_ps(t[b + 0], t[b + 2], 0x44);
+    u[b + 1] = _mm512_shuffle_ps(t[b + 0], t[b + 2], 0xEE);
+    u[b + 2] = _mm512_shuffle_ps(t[b + 1], t[b + 3], 0x44);
+    u[b + 3] = _mm512_shuffle_ps(t[b + 1], t[b + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512 a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+    const __m512 b = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+    const __m512 e = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512 d = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+    r[c] = _mm512_shuffle_f32x4(a, e, 0x88);
+    r[c + 8] = _mm512_shuffle_f32x4(a, e, 0xDD);
+    r[c + 4] = _mm512_shuffle_f32x4(b, d, 0x88);
+    r[c + 12] = _mm512_shuffle_f32x4(b, d, 0xDD);
+  }
+}
+
 // Software prefetch for streaming tiles. A tile's NR weight rows are equally spaced (row stride
 // S = wv[1] - wv[0]; 0 for a clamped one-row tail, where the prefetch is redundant but harmless),
 // and the driver walks row groups in memory order, so the next group's row j starts NR * S past

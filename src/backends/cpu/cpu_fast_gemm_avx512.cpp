@@ -87,37 +87,6 @@ LUCID_AVX512 void Tile(const float* xp, const float* wp, int64_t kc, float* c, i
   }
 }
 
-// In-register transpose: r[i] lane j -> r[j] lane i.
-LUCID_AVX512 inline void Transpose16(__m512 (&r)[16]) {
-  __m512 t[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // u[4g + c], 128-bit lane L: rows 4g..4g+3 of column 4L + c.
-  __m512 u[16];
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g) {
-    const int b = 4 * g;
-    u[b + 0] = _mm512_shuffle_ps(t[b + 0], t[b + 2], 0x44);
-    u[b + 1] = _mm512_shuffle_ps(t[b + 0], t[b + 2], 0xEE);
-    u[b + 2] = _mm512_shuffle_ps(t[b + 1], t[b + 3], 0x44);
-    u[b + 3] = _mm512_shuffle_ps(t[b + 1], t[b + 3], 0xEE);
-  }
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    const __m512 a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
-    const __m512 b = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
-    const __m512 e = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
-    const __m512 d = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-    r[c] = _mm512_shuffle_f32x4(a, e, 0x88);
-    r[c + 8] = _mm512_shuffle_f32x4(a, e, 0xDD);
-    r[c + 4] = _mm512_shuffle_f32x4(b, d, 0x88);
-    r[c + 12] = _mm512_shuffle_f32x4(b, d, 0xDD);
-  }
-}
-
 // Weight sources for PackW: Load(j, k, m, blk) is 16 values of row j at columns k.. (lanes outside
 // m zero or anything finite: PackW stores only the columns below kc); blk = Block(k), computed
 // once per 16 columns. Rows are never null (missing rows point at zeros). Whole chunks use plain
@@ -192,7 +161,7 @@ LUCID_AVX512 void PackW(const Src& src, int64_t kc, float* wp) {
       __m512 r[16];
 #pragma GCC unroll 16
       for (int j = 0; j < 16; ++j) r[j] = src.Load(16 * v + j, k0, m, blk);
-      Transpose16(r);
+      avx512::Transpose16x16(r);
       if (cols == 16) {
 #pragma GCC unroll 16
         for (int c = 0; c < 16; ++c) _mm512_store_ps(wp + (k0 + c) * nr + 16 * v, r[c]);
@@ -229,7 +198,7 @@ LUCID_AVX512 void PackX(const float* x, int64_t ldx, int m, int64_t kc, float* x
       r[i] = i >= m         ? _mm512_setzero_ps()
              : mk == 0xFFFF ? _mm512_loadu_ps(x + i * ldx + k0)
                             : _mm512_maskz_loadu_ps(mk, x + i * ldx + k0);
-    Transpose16(r);
+    avx512::Transpose16x16(r);
     for (int c = 0; c < cols; ++c) _mm512_mask_storeu_ps(xp + (k0 + c) * kMr, out, r[c]);
   }
 }

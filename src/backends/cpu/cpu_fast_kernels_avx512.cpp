@@ -488,46 +488,21 @@ LUCID_AVX512 void IndexerBlock(const float* q, const float* w, int64_t heads, in
 }
 
 // dst[d * 16 + r] = rows[r][d] for r < n (0 for n <= r < 16), d < D: 16 x 16 blocks transposed
-// in registers (unpack ps, unpack pd, two rounds of 128-bit lane shuffles).
+// in registers (Transpose16x16).
 LUCID_AVX512 void Transpose16(const float* const* rows, int64_t n, int64_t D, float* dst) {
   for (int64_t d0 = 0; d0 < D; d0 += 16) {
     const int64_t cols = D - d0 < 16 ? D - d0 : 16;
     const __mmask16 m = TailMask16(cols);
-    __m512 r[16], t[16], u[16];
+    __m512 r[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i)
       r[i] = i >= n       ? _mm512_setzero_ps()
              : cols == 16 ? _mm512_loadu_ps(rows[i] + d0)
                           : _mm512_maskz_loadu_ps(m, rows[i] + d0);
-#pragma GCC unroll 8
-    for (int i = 0; i < 16; i += 2) {
-      t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-      t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-#pragma GCC unroll 4
-    for (int b = 0; b < 16; b += 4) {  // rows b..b+3: u[b + c] holds column 4L + c of lane L
-      const __m512d t0 = _mm512_castps_pd(t[b]), t1 = _mm512_castps_pd(t[b + 1]);
-      const __m512d t2 = _mm512_castps_pd(t[b + 2]), t3 = _mm512_castps_pd(t[b + 3]);
-      u[b] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-      u[b + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-      u[b + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-      u[b + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-    }
-    __m512 col[16];
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      const __m512 v = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
-      const __m512 vp = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
-      const __m512 x = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
-      const __m512 xp = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-      col[c] = _mm512_shuffle_f32x4(v, x, 0x88);
-      col[8 + c] = _mm512_shuffle_f32x4(v, x, 0xDD);
-      col[4 + c] = _mm512_shuffle_f32x4(vp, xp, 0x88);
-      col[12 + c] = _mm512_shuffle_f32x4(vp, xp, 0xDD);
-    }
+    Transpose16x16(r);
 #pragma GCC unroll 16
     for (int c = 0; c < 16; ++c)
-      if (c < cols) _mm512_storeu_ps(dst + (d0 + c) * 16, col[c]);
+      if (c < cols) _mm512_storeu_ps(dst + (d0 + c) * 16, r[c]);
   }
 }
 
