@@ -167,15 +167,16 @@ void PoolFree(float* p) {
 
 // Measured on the dev box (lucid_gemm_bench BM_GemmLinear, 2 threads, 6144 x 2048, GEMM against
 // the dot-product tiles at 16-128 tokens): NVFP4 GEMM is ahead from 32 tokens (341 vs 279
-// GFLOP/s), FP8-block from 32 (330 vs 313; 372 vs 315 at 48); bf16 from 48 (338 vs 307; 266 vs
-// 313 at 32). f32 weights, which the tiles read in place while the GEMM transposes them, from 64.
+// GFLOP/s), FP8-block from 32 (330 vs 313; 372 vs 315 at 48); bf16 (4 x 6 dp tiles) from 80 (at
+// 64 the tiles lead 408 to 372, at 96 the GEMM 416 to 393). f32 weights, which the tiles read in
+// place while the GEMM transposes them, from 64.
 int64_t GemmMinTokens(const KernelTable& kt, WeightFormat f) {
   if (KernelsFor(kt.isa) == nullptr) return 0;
   switch (f) {
     case WeightFormat::kF32:
       return 2 * kGemmMinTokens;
     case WeightFormat::kBF16:
-      return kGemmMinTokens + kGemmMinTokens / 2;
+      return 2 * kGemmMinTokens + kGemmMinTokens / 2;
     case WeightFormat::kFp8Block:
     case WeightFormat::kNvfp4:
       return kGemmMinTokens;

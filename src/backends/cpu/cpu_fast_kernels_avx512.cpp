@@ -514,7 +514,9 @@ KernelTable MakeTable(bool bf16) {
   t.gemm_f32 = {&TileFma<4, 4, false>, 4, 4};
   if (bf16) {
     t.gemv_bf16 = {&TileDpBf16<1, 8>, 1, 8};
-    t.gemm_bf16 = {&TileDpBf16<4, 4>, 4, 4};
+    // 4 tokens x 6 rows: 24 accumulators, 6 weight vectors and the hi/lo pair fill the 32
+    // registers (against 4 x 4: 370 vs 295 GFLOP/s at 16 tokens, 407 vs 322 at 32).
+    t.gemm_bf16 = {&TileDpBf16<4, 6>, 4, 6};
     t.bf16_split = true;
     t.split_bf16 = &SplitBf16;
     AddFusedPackedTiles(t);
