@@ -35,6 +35,14 @@ Weight MakeWeight(WeightFormat f, int64_t n, int64_t k) {
   return w;
 }
 
+// Counters of a Linear benchmark: the weight's stored bytes and 2 T N K FLOPs per call.
+void SetLinearCounters(benchmark::State& st, const Weight& w, int64_t T) {
+  st.counters["weight_GB/s"] =
+      benchmark::Counter(double(w.StoredBytes()) * st.iterations(), benchmark::Counter::kIsRate);
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * T * w.rows * w.cols * st.iterations() / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
 // Args: fast?, bf16?, tokens. A 4096 x 4096 weight (32 MB in bf16: beyond the L3 of the dev box).
 void BM_Linear(benchmark::State& st) {
   const Ops& ops = Pick(st.range(0));
@@ -45,10 +53,7 @@ void BM_Linear(benchmark::State& st) {
   const Weight& w = f == WeightFormat::kBF16 ? w16 : w32;
   Tensor x = Tensor::Empty(DType::kF32, {T, K}), y = Tensor::Empty(DType::kF32, {T, N});
   for (auto _ : st) ops.Linear(x, w, y);
-  st.counters["weight_GB/s"] =
-      benchmark::Counter(double(w.StoredBytes()) * st.iterations(), benchmark::Counter::kIsRate);
-  st.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * T * N * K * st.iterations() / 1e9, benchmark::Counter::kIsRate);
+  SetLinearCounters(st, w, T);
 }
 BENCHMARK(BM_Linear)
     ->ArgsProduct({{0, 1}, {0, 1}, {1}})
@@ -66,10 +71,7 @@ void BM_LinearBig(benchmark::State& st) {
   Tensor x = Tensor::Empty(DType::kF32, {T, K}), y = Tensor::Empty(DType::kF32, {T, N});
   for (int64_t i = 0; i < T * K; ++i) x.data<float>()[i] = 0.001f * static_cast<float>(i % 97);
   for (auto _ : st) kFast.Linear(x, w, y);
-  st.counters["weight_GB/s"] =
-      benchmark::Counter(double(w.StoredBytes()) * st.iterations(), benchmark::Counter::kIsRate);
-  st.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * T * N * K * st.iterations() / 1e9, benchmark::Counter::kIsRate);
+  SetLinearCounters(st, w, T);
 }
 BENCHMARK(BM_LinearBig)
     ->ArgsProduct({{0, 1, 2}, {1, 2, 4, 8, 16, 32}})
