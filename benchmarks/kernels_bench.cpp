@@ -74,7 +74,7 @@ void BM_LinearBig(benchmark::State& st) {
   SetLinearCounters(st, w, T);
 }
 BENCHMARK(BM_LinearBig)
-    ->ArgsProduct({{0, 1, 2}, {1, 2, 4, 8, 16, 32}})
+    ->ArgsProduct({{0, 1, 2}, {1, 2, 3, 4, 5, 6, 8, 16, 32}})
     ->Unit(benchmark::kMillisecond);
 
 // Args: format (0 bf16, 1 fp8-block, 2 nvfp4), tokens. The MLA head ops of one decode step at the

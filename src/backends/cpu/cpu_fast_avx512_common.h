@@ -66,6 +66,34 @@ LUCID_AVX512 inline __m512i E4m3ToBf16(__m256i b, const E4m3Table& t) {
   const __m512i v = _mm512_mask_blend_epi16(m, lo, hi);
   return _mm512_ternarylogic_epi32(v, _mm512_slli_epi16(idx, 8), _mm512_set1_epi16(-0x8000), 0xF8);
 }
+// 64 e4m3 codes to bf16 at once (VBMI): vpermi2b looks the high and the low byte of each
+// magnitude's bf16 bits up in 128-entry byte tables (index bit 7, the sign, is ignored), a
+// vpternlog ors the sign into the high byte, and vpunpck{l,h}bw pair the bytes into words within
+// each 128-bit lane: *lo gets codes 16 L + 0..7 and *hi codes 16 L + 8..15 of lane L = 0..3, in
+// that order (kFp8XOrder in the tiles puts the activations in the same order).
+struct E4m3ByteTables {
+  __m512i hi0, hi1, lo0, lo1;
+};
+constexpr std::array<uint8_t, 128> E4m3Bf16Bytes(bool high) {
+  std::array<uint8_t, 128> t{};
+  for (int c = 0; c < 128; ++c)
+    t[c] = static_cast<uint8_t>(high ? kE4m3Bf16[c] >> 8 : kE4m3Bf16[c] & 0xFF);
+  return t;
+}
+alignas(64) inline constexpr std::array<uint8_t, 128> kE4m3Bf16High = E4m3Bf16Bytes(true);
+alignas(64) inline constexpr std::array<uint8_t, 128> kE4m3Bf16Low = E4m3Bf16Bytes(false);
+LUCID_AVX512 inline E4m3ByteTables LoadE4m3ByteTables() {
+  return {_mm512_load_si512(kE4m3Bf16High.data()), _mm512_load_si512(kE4m3Bf16High.data() + 64),
+          _mm512_load_si512(kE4m3Bf16Low.data()), _mm512_load_si512(kE4m3Bf16Low.data() + 64)};
+}
+LUCID_AVX512BF16 inline void E4m3ToBf16x64(__m512i codes, const E4m3ByteTables& t, __m512i* lo,
+                                           __m512i* hi) {
+  __m512i h = _mm512_permutex2var_epi8(t.hi0, codes, t.hi1);
+  const __m512i l = _mm512_permutex2var_epi8(t.lo0, codes, t.lo1);
+  h = _mm512_ternarylogic_epi32(h, codes, _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);
+  *lo = _mm512_unpacklo_epi8(l, h);
+  *hi = _mm512_unpackhi_epi8(l, h);
+}
 // bf16 bits (16 of them, or the low / high 16 of a register of 32) widened to f32, exactly.
 LUCID_AVX512 inline __m512 Bf16BitsToF32(__m256i h) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));

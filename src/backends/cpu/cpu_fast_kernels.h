@@ -51,9 +51,10 @@ struct KernelTable {
   TileKernel gemv_bf16, gemm_bf16;  // bf16 weights (dp tiles when bf16_split)
   bool bf16_split = false;          // bf16 tiles take hi/lo bf16 activations
   // Fused packed-weight tiles (avx512bf16), codes decoded in registers and each decoded vector
-  // used by every token of the tile. fp8_tiles[m] / nvfp4_tiles[m] take m tokens (m = 1..4; x as
-  // the hi/lo bf16 split) against nr rows; [0] is the one-token tile with the widest row group.
-  // Empty (fn null): decode into the f32 sliver instead. Results land in out[i * nr + j].
+  // used by every token of the tile. fp8_tiles[m] / nvfp4_tiles[m] take m tokens (m = 1..n; x as
+  // the hi/lo bf16 split, n = fp8_tile_tokens / nvfp4_tile_tokens) against nr rows; [0] is the
+  // one-token tile with the widest row group. All empty (fn null): decode into the f32 sliver
+  // instead. Results land in out[i * nr + j].
   // FP8 block (128-column blocks): out = sum over blocks b of sc[j * kFp8TileBlocks + b] *
   // sum_k x_i[k] * e4m3(w_j[k]) for k in [k0, k1), k1 - k0 <= 128 * kFp8TileBlocks.
   struct Fp8Tile {
@@ -63,13 +64,24 @@ struct KernelTable {
   Fp8Tile fp8_tiles[5];
   // NVFP4: out = s2 * sum over k in [k0, k1) of x_i[k] * (e2m1(w_j[k]) * gs[j][k / 16]); w[j]
   // points at the row's first byte, gs[j] at its group scales (f32; 0 for a padding group up to
-  // a multiple of 2), groups_end = the row's group count.
+  // a multiple of 8), groups_end = the row's group count.
   struct Nvfp4Tile {
     Nvfp4TileFn fn = nullptr;
     int nr = 0;
   };
   Nvfp4Tile nvfp4_tiles[5];
-  // Whether the fused tiles take `format` (then PackX makes the hi/lo split for every T).
+  // The column order in which the fused tiles of a format read the hi/lo split: within each block
+  // of `block` columns (64 for FP8, 128 for NVFP4, dividing kFusedPadK), position p holds column
+  // order[p] of the block (the order their in-register decode leaves the weights in).
+  struct XOrder {
+    const uint8_t* order = nullptr;
+    int block = 0;
+  };
+  XOrder fp8_x_order, nvfp4_x_order;
+  // The most tokens per fused tile call (tiles [1..n] are set, all with the same nr).
+  int fp8_tile_tokens = 0, nvfp4_tile_tokens = 0;
+  // Whether the fused tiles take `format` (then PackX makes the hi/lo split for every T, in the
+  // format's XOrder).
   bool Fused(WeightFormat format) const;
   float (*dot)(const float* a, const float* b, int64_t n) = nullptr;
   void (*axpy)(float a, const float* x, float* y, int64_t n) = nullptr;  // y += a x
@@ -136,6 +148,9 @@ struct PackedX {
   int64_t gemm_mr = 0;
 };
 constexpr int64_t kPadK = 64;
+// The padding of an x with a hi/lo split for the fused packed tiles (a multiple of every
+// KernelTable::XOrder block).
+constexpr int64_t kFusedPadK = 128;
 // Packs T rows of x (row stride ldx) of K columns.
 void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_t K,
            WeightFormat format, PackedX* p);

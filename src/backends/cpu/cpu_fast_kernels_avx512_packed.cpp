@@ -1,15 +1,36 @@
 // AVX-512 BF16 fused tiles for packed weights: FP8-block and NVFP4 codes decoded in registers to
-// exact bf16 and multiplied against the hi/lo bf16 split of up to 4 tokens' activations.
+// exact bf16 and multiplied against the hi/lo bf16 split of up to 4 tokens' activations, which
+// PackX lays out in the column order the decode leaves the codes in (kFp8XOrder, kNvfp4XOrder).
 #include <algorithm>
+#include <array>
 
 #include "backends/cpu/cpu_fast_avx512_common.h"
 
 namespace lucid::fast::avx512 {
 namespace {
 
-// FP8-block weights against the hi/lo bf16 split of the activations, fused: e4m3 codes become bf16
-// in registers (E4m3ToBf16: every e4m3 value is exact in bf16), two vdpbf16ps per 32 codes, and
-// each 128-column block's sums are multiplied by that block's scale.
+// The activations' column order per block for the tiles below (KernelTable::XOrder): the order in
+// which each tile's in-register decode leaves the codes, so that every vdpbf16ps lane pairs a
+// weight with its own activation.
+// FP8, 64-column blocks (E4m3ToBf16x64): vector v (positions 32 v..) word w = code 16 (w / 8) +
+// 8 v + w % 8.
+constexpr std::array<uint8_t, 64> MakeFp8XOrder() {
+  std::array<uint8_t, 64> o{};
+  for (int p = 0; p < 64; ++p)
+    o[p] = static_cast<uint8_t>(16 * (p % 32 / 8) + 8 * (p / 32) + p % 8);
+  return o;
+}
+// NVFP4, 128-column blocks (Nvfp4Step): vector m (positions 32 m..) word w = code 8 (w / 2) +
+// 4 (w % 2) + m.
+constexpr std::array<uint8_t, 128> MakeNvfp4XOrder() {
+  std::array<uint8_t, 128> o{};
+  for (int p = 0; p < 128; ++p)
+    o[p] = static_cast<uint8_t>(8 * (p % 32 / 2) + 4 * (p % 2) + p / 32);
+  return o;
+}
+constexpr std::array<uint8_t, 64> kFp8XOrder = MakeFp8XOrder();
+constexpr std::array<uint8_t, 128> kNvfp4XOrder = MakeNvfp4XOrder();
+
 // MR tokens' hi/lo rows, one k step of a fused tile: each weight vector is decoded once and used
 // by every token.
 template <int MR>
@@ -51,21 +72,27 @@ LUCID_AVX512BF16 __attribute__((always_inline)) inline void Zero(__m512 (&acc)[M
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
 }
 
+// FP8-block weights against the hi/lo bf16 split, fused: 64 e4m3 codes per step become two vectors
+// of 32 exact bf16 (E4m3ToBf16x64), four vdpbf16ps per token, and each 128-column block's sums are
+// multiplied by that block's scale. The activations come in the order kFp8XOrder.
 template <int MR, int NR, bool kMasked>
 LUCID_AVX512BF16 __attribute__((always_inline)) inline void Fp8Step(__m512 (&acc)[MR][NR],
                                                                     const XRows<MR>& x,
                                                                     const void* const* wv,
-                                                                    int64_t k, __mmask32 m,
-                                                                    const E4m3Table& t) {
-  __m512bh w[NR];
+                                                                    int64_t k, __mmask64 m,
+                                                                    const E4m3ByteTables& t) {
+  __m512bh a[NR], b[NR];
 #pragma GCC unroll 8
   for (int j = 0; j < NR; ++j) {
     const uint8_t* wp = static_cast<const uint8_t*>(wv[j]) + k;
-    const __m256i b =
-        kMasked ? _mm256_maskz_loadu_epi8(m, wp) : _mm256_loadu_si256((const __m256i*)wp);
-    w[j] = (__m512bh)E4m3ToBf16(b, t);
+    const __m512i c = kMasked ? _mm512_maskz_loadu_epi8(m, wp) : _mm512_loadu_si512(wp);
+    __m512i lo, hi;
+    E4m3ToBf16x64(c, t, &lo, &hi);
+    a[j] = (__m512bh)lo;
+    b[j] = (__m512bh)hi;
   }
-  DpRows<MR, NR>(acc, x, k, w);
+  DpRows<MR, NR>(acc, x, k, a);
+  DpRows<MR, NR>(acc, x, k + 32, b);
 }
 
 // MR tokens (hi rows xh[i], lo rows xl[i]) against NR FP8 rows over [k0, k1) (k0 and every block
@@ -74,7 +101,7 @@ LUCID_AVX512BF16 __attribute__((always_inline)) inline void Fp8Step(__m512 (&acc
 template <int MR, int NR>
 LUCID_AVX512BF16 void TileFp8Dp(const void* const* xh, const void* const* xl, const void* const* wv,
                                 const float* sc, int64_t k0, int64_t k1, float* out) {
-  const E4m3Table t = LoadE4m3Table();
+  const E4m3ByteTables t = LoadE4m3ByteTables();
   const XRows<MR> x = LoadXRows<MR>(xh, xl);
   __m512 tot[MR][NR];
   Zero<MR, NR>(tot);
@@ -86,8 +113,8 @@ LUCID_AVX512BF16 void TileFp8Dp(const void* const* xh, const void* const* xl, co
     PrefetchRows<NR>(nx, b0);
     PrefetchRows<NR>(nx, b0 + 64);
     int64_t k = b0;
-    for (; k + 32 <= b1; k += 32) Fp8Step<MR, NR, false>(acc, x, wv, k, 0xFFFFFFFFu, t);
-    if (k < b1) Fp8Step<MR, NR, true>(acc, x, wv, k, (1u << (b1 - k)) - 1, t);
+    for (; k + 64 <= b1; k += 64) Fp8Step<MR, NR, false>(acc, x, wv, k, ~0ULL, t);
+    if (k < b1) Fp8Step<MR, NR, true>(acc, x, wv, k, (1ULL << (b1 - k)) - 1, t);
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
       const __m512 s = _mm512_set1_ps(sc[j * kFp8TileBlocks + blk]);
@@ -98,68 +125,69 @@ LUCID_AVX512BF16 void TileFp8Dp(const void* const* xh, const void* const* xl, co
   Reduce<MR, NR>(tot, out);
 }
 
-// NVFP4 rows against the hi/lo bf16 split, fused: per 32 columns (two 16-column groups) a 32-entry
-// bf16 table holds e2m1(code) * group scale for both groups (every such product is exact in
-// bf16), vpermw looks each nibble up (index = nibble + 16 for the second group), two vdpbf16ps
-// per token. The nibbles become word indices in three instructions: vpermb copies byte i into
-// words 2i and 2i+1, vpsrlvw shifts the odd words right by 4, vpternlog keeps the low nibble and
-// ors in the group bit. The tensor scale s2 multiplies the finished sums.
+// NVFP4 rows against the hi/lo bf16 split, fused, 128 codes (64 bytes, 8 groups) per step. The
+// bytes are read as 32 words, word j holding codes 4j..4j+3 in its four nibbles; vpermw on the
+// word shifted right by 0, 4, 8 and 12 looks up code 4j + m (m = 0..3) in the constant e2m1 table
+// in bf16 (vpermw reads 5 index bits: the table holds the 16 values twice, so the next nibble's
+// low bit in bit 4 does not matter). That gives four vectors v_m of 32 exact bf16; lane l of
+// vdpbf16ps(x, v_m) sums codes 8l + m and 8l + 4 + m, both of group l / 2, so the eight
+// vdpbf16ps of a token (hi and lo for each m) leave each lane within one group, and one FMA
+// multiplies by the lanes' group scales (a vpermps of the 8 scales). The activations come in the
+// order kNvfp4XOrder; the tensor scale s2 multiplies the finished sums.
 struct Nvfp4Consts {
-  __m512 lut;     // e2m1 values of the 16 codes
-  __m512i dup;    // vpermb indices: byte 2w <- byte w / 2
-  __m512i shift;  // 0 for even words, 4 for odd
-  __m512i low;    // 0x000F per word
-  __m512i half;   // 16 for words 16..31 (the second group)
+  __m512i e2m1;  // bf16 of the 16 e2m1 values, twice
+  __m512i dup;   // vpermps indices: lane l <- scale l / 2
 };
 LUCID_AVX512BF16 inline Nvfp4Consts MakeNvfp4Consts() {
-  alignas(64) uint8_t dup[64];
-  alignas(64) uint16_t shift[32], half[32];
-  for (int w = 0; w < 32; ++w) {
-    dup[2 * w] = static_cast<uint8_t>(w / 2);
-    dup[2 * w + 1] = 0;
-    shift[w] = static_cast<uint16_t>(w % 2 ? 4 : 0);
-    half[w] = static_cast<uint16_t>(w >= 16 ? 16 : 0);
-  }
-  return {_mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f,
-                         -2.0f, -3.0f, -4.0f, -6.0f),
-          _mm512_load_si512(dup), _mm512_load_si512(shift), _mm512_set1_epi16(0xF),
-          _mm512_load_si512(half)};
-}
-
-// The 32 codes of row w from column k (16 bytes) as 32 words, code i in word i's low 4 bits (the
-// even words also carry the byte's other nibble in bits 4-7): vpermb copies byte i / 2 into word
-// i, vpsrlvw shifts the odd words right by 4.
-template <bool kMasked>
-LUCID_AVX512BF16 __attribute__((always_inline)) inline __m512i Nvfp4Nibbles(const void* w,
-                                                                            int64_t k, __mmask16 m,
-                                                                            const Nvfp4Consts& c) {
-  const uint8_t* wp = static_cast<const uint8_t*>(w) + k / 2;
-  const __m128i b = kMasked ? _mm_maskz_loadu_epi8(m, wp) : _mm_loadu_si128((const __m128i*)wp);
-  const __m512i bytes =
-      _mm512_maskz_permutexvar_epi8(0x5555555555555555ULL, c.dup, _mm512_castsi128_si512(b));
-  return _mm512_srlv_epi16(bytes, c.shift);
+  const __m512 lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f,
+                                    -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+  return {(__m512i)_mm512_cvtne2ps_pbh(lut, lut),
+          _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)};
 }
 
 template <int MR, int NR, bool kMasked>
 LUCID_AVX512BF16 __attribute__((always_inline)) inline void Nvfp4Step(
     __m512 (&acc)[MR][NR], const XRows<MR>& x, const void* const* wv, const float* const* gs,
-    int64_t k, __mmask16 m, const Nvfp4Consts& c) {
-  __m512bh w[NR];
+    int64_t k, __mmask64 m, const Nvfp4Consts& c) {
 #pragma GCC unroll 8
   for (int j = 0; j < NR; ++j) {
-    const __m512i nib = Nvfp4Nibbles<kMasked>(wv[j], k, m, c);
-    const __m512i idx = _mm512_ternarylogic_epi32(nib, c.low, c.half, 0xEA);  // & 0xF | half
-    const float* g = gs[j] + k / 16;
-    const __m512bh tbl = _mm512_cvtne2ps_pbh(_mm512_mul_ps(c.lut, _mm512_set1_ps(g[1])),
-                                             _mm512_mul_ps(c.lut, _mm512_set1_ps(g[0])));
-    w[j] = (__m512bh)_mm512_permutexvar_epi16(idx, (__m512i)tbl);
+    const uint8_t* wp = static_cast<const uint8_t*>(wv[j]) + k / 2;
+    const __m512i b = kMasked ? _mm512_maskz_loadu_epi8(m, wp) : _mm512_loadu_si512(wp);
+    const __m512bh v0 = (__m512bh)_mm512_permutexvar_epi16(b, c.e2m1);
+    const __m512bh v1 = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(b, 4), c.e2m1);
+    const __m512bh v2 = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(b, 8), c.e2m1);
+    const __m512bh v3 = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(b, 12), c.e2m1);
+    const __m512 s =
+        _mm512_permutexvar_ps(c.dup, _mm512_castps256_ps512(_mm256_loadu_ps(gs[j] + k / 16)));
+    // The tokens' sums interleaved (MR independent chains of eight vdpbf16ps), then one FMA each.
+    const __m512bh v[4] = {v0, v1, v2, v3};
+    // The row pointers pass through an empty asm so that the compiler reloads the activations
+    // for every row (from L1, as memory operands) rather than keep all 8 MR vectors in registers,
+    // which spilled the accumulators (187 against 300 GFLOP/s at 4 tokens).
+    __m512 t[MR];
+    const uint16_t *h[MR], *l[MR];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) {
+      t[i] = _mm512_setzero_ps();
+      h[i] = x.h[i] + k;
+      l[i] = x.l[i] + k;
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q)
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) {
+        t[i] = _mm512_dpbf16_ps(t[i], (__m512bh)_mm512_loadu_si512(h[i] + 32 * q), v[q]);
+        t[i] = _mm512_dpbf16_ps(t[i], (__m512bh)_mm512_loadu_si512(l[i] + 32 * q), v[q]);
+      }
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_fmadd_ps(t[i], s, acc[i][j]);
   }
-  DpRows<MR, NR>(acc, x, k, w);
 }
 
-// MR tokens against NR NVFP4 rows over columns [k0, k1) (k0 a multiple of 32; wv[j] points at the
+// MR tokens against NR NVFP4 rows over columns [k0, k1) (k0 a multiple of 128; wv[j] points at the
 // row's byte of column 0, gs[j] at its group scales in f32 from group 0, both readable for every
-// group below k1, with a zero scale for a padding group); out[i * NR + j] = s2 * sum.
+// group below k1 rounded up to 8 groups, with a zero scale for a padding group); out[i * NR + j] =
+// s2 * sum.
 template <int MR, int NR>
 LUCID_AVX512BF16 void TileNvfp4Dp(const void* const* xh, const void* const* xl,
                                   const void* const* wv, const float* const* gs, float s2,
@@ -170,71 +198,18 @@ LUCID_AVX512BF16 void TileNvfp4Dp(const void* const* xh, const void* const* xl,
   Zero<MR, NR>(acc);
   const NextRows nx = NextRowGroup<NR>(wv);
   int64_t k = k0;
-  for (; k + 32 <= k1; k += 32) {
-    if (k % 128 == 0) PrefetchRows<NR>(nx, k / 2);
-    Nvfp4Step<MR, NR, false>(acc, x, wv, gs, k, 0xFFFF, c);
+  for (; k + 128 <= k1; k += 128) {
+    PrefetchRows<NR>(nx, k / 2);
+    Nvfp4Step<MR, NR, false>(acc, x, wv, gs, k, ~0ULL, c);
   }
   if (k < k1) {
     // Bytes left in the row: whole groups only (the row holds groups_end groups).
     const int64_t bytes = (groups_end - k / 16) * 8;
-    Nvfp4Step<MR, NR, true>(acc, x, wv, gs, k, bytes >= 16 ? 0xFFFF : (1u << bytes) - 1, c);
+    Nvfp4Step<MR, NR, true>(acc, x, wv, gs, k, bytes >= 64 ? ~0ULL : (1ULL << bytes) - 1, c);
   }
   Reduce<MR, NR>(acc, out);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int i = 0; i < MR * NR; ++i) out[i] *= s2;
-}
-
-// One token against NR NVFP4 rows, same contract as TileNvfp4Dp<1, NR>, with the group scales
-// applied after the dot products instead of folded into a per-row table: the codes map to the
-// constant e2m1 table in bf16, two vdpbf16ps give each lane's pair sum for its group (lanes 0-7:
-// the first 16 columns, 8-15: the next 16), and one FMA multiplies by the lanes' group scales (a
-// vpermps of the two scales). One token has no other token to share a per-row table with, so this
-// saves the table's two multiplies and conversion per 32 columns.
-template <int NR, bool kMasked>
-LUCID_AVX512BF16 __attribute__((always_inline)) inline void Nvfp4Step1(
-    __m512 (&acc)[NR], const uint16_t* xh, const uint16_t* xl, const void* const* wv,
-    const float* const* gs, int64_t k, __mmask16 m, const Nvfp4Consts& c, __m512i e2m1,
-    __m512i pair) {
-  const __m512bh h = (__m512bh)_mm512_loadu_si512(xh + k);
-  const __m512bh l = (__m512bh)_mm512_loadu_si512(xl + k);
-#pragma GCC unroll 8
-  for (int j = 0; j < NR; ++j) {
-    // No mask: vpermw reads the low 5 index bits, and an even word's bit 4 (the byte's other
-    // nibble) only picks the table's second copy of the same 16 values.
-    const __m512bh w =
-        (__m512bh)_mm512_permutexvar_epi16(Nvfp4Nibbles<kMasked>(wv[j], k, m, c), e2m1);
-    __m512 t = _mm512_dpbf16_ps(_mm512_setzero_ps(), h, w);
-    t = _mm512_dpbf16_ps(t, l, w);
-    const __m128 g2 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(gs[j] + k / 16)));
-    acc[j] = _mm512_fmadd_ps(t, _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(g2)), acc[j]);
-  }
-}
-
-template <int NR>
-LUCID_AVX512BF16 void TileNvfp4Dp1(const void* const* xh, const void* const* xl,
-                                   const void* const* wv, const float* const* gs, float s2,
-                                   int64_t k0, int64_t k1, int64_t groups_end, float* out) {
-  const Nvfp4Consts c = MakeNvfp4Consts();
-  const __m512i e2m1 = (__m512i)_mm512_cvtne2ps_pbh(c.lut, c.lut);  // entries 0-15 and 16-31
-  const __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-  const uint16_t* h = static_cast<const uint16_t*>(xh[0]);
-  const uint16_t* l = static_cast<const uint16_t*>(xl[0]);
-  __m512 acc[NR];
-#pragma GCC unroll 8
-  for (int j = 0; j < NR; ++j) acc[j] = _mm512_setzero_ps();
-  const NextRows nx = NextRowGroup<NR>(wv);
-  int64_t k = k0;
-  for (; k + 32 <= k1; k += 32) {
-    if (k % 128 == 0) PrefetchRows<NR>(nx, k / 2);
-    Nvfp4Step1<NR, false>(acc, h, l, wv, gs, k, 0xFFFF, c, e2m1, pair);
-  }
-  if (k < k1) {
-    const int64_t bytes = (groups_end - k / 16) * 8;
-    Nvfp4Step1<NR, true>(acc, h, l, wv, gs, k, bytes >= 16 ? 0xFFFF : (1u << bytes) - 1, c, e2m1,
-                         pair);
-  }
-#pragma GCC unroll 8
-  for (int j = 0; j < NR; ++j) out[j] = _mm512_reduce_add_ps(acc[j]) * s2;
 }
 
 }  // namespace
@@ -245,14 +220,17 @@ void AddFusedPackedTiles(KernelTable& t) {
   t.fp8_tiles[2] = {&TileFp8Dp<2, 4>, 4};
   t.fp8_tiles[3] = {&TileFp8Dp<3, 4>, 4};
   t.fp8_tiles[4] = {&TileFp8Dp<4, 4>, 4};
-  t.nvfp4_tiles[0] = {&TileNvfp4Dp1<8>, 8};
-  // NVFP4: 5 rows per token tile (20 accumulators, 5 weight vectors, the hi/lo pair and 5
-  // constants: 32 registers; 299 vs 279 GFLOP/s at 8 tokens against 4 rows). FP8 stays at 4
-  // rows: its per-block totals double the accumulators, and 5 rows measured no faster.
-  t.nvfp4_tiles[1] = {&TileNvfp4Dp<1, 5>, 5};
-  t.nvfp4_tiles[2] = {&TileNvfp4Dp<2, 5>, 5};
-  t.nvfp4_tiles[3] = {&TileNvfp4Dp<3, 5>, 5};
-  t.nvfp4_tiles[4] = {&TileNvfp4Dp<4, 5>, 5};
+  t.fp8_x_order = {kFp8XOrder.data(), 64};
+  t.fp8_tile_tokens = 4;
+  t.nvfp4_tiles[0] = {&TileNvfp4Dp<1, 8>, 8};
+  // NVFP4: 2 tokens x 4 rows. Each token's eight vdpbf16ps per row need the token's 8 activation
+  // vectors, and with 3 or 4 tokens the compiler kept them all in registers and spilled the
+  // accumulators: at 4 tokens, 2 x 4 runs 300 GFLOP/s, 4 x 4 187 and 3 x 4 253 (5 or 6 rows: no
+  // faster).
+  t.nvfp4_tiles[1] = {&TileNvfp4Dp<1, 4>, 4};
+  t.nvfp4_tiles[2] = {&TileNvfp4Dp<2, 4>, 4};
+  t.nvfp4_tile_tokens = 2;
+  t.nvfp4_x_order = {kNvfp4XOrder.data(), 128};
 }
 
 }  // namespace lucid::fast::avx512

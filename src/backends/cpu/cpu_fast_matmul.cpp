@@ -256,17 +256,31 @@ void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_
            WeightFormat format, PackedX* p) {
   p->T = T;
   p->K = K;
-  p->Kpad = (K + kPadK - 1) / kPadK * kPadK;
+  const bool fused = kt.Fused(format);
+  const int64_t pad = fused ? kFusedPadK : kPadK;
+  p->Kpad = (K + pad - 1) / pad * pad;
   // Many tokens go to GemmRows (callers pass all T rows, or at least kGemmMinTokens of them, to
   // each MatmulRows call): it wants only its panels.
   if (const int64_t g = GemmMinTokens(kt, format); g > 0 && T >= g) return GemmPackX(kt, x, ldx, p);
   p->f32.assign(T * p->Kpad, 0.0f);
   for (int64_t t = 0; t < T; ++t) std::memcpy(&p->f32[t * p->Kpad], x + t * ldx, K * sizeof(float));
-  const bool fp8_fused = kt.Fused(format);
-  if ((kt.bf16_split && format == WeightFormat::kBF16) || fp8_fused) {
+  if ((kt.bf16_split && format == WeightFormat::kBF16) || fused) {
     p->hi.resize(T * p->Kpad);
     p->lo.resize(T * p->Kpad);
     kt.split_bf16(p->f32.data(), p->hi.data(), p->lo.data(), T * p->Kpad);
+  }
+  if (fused) {  // the fused tiles' column order, block by block
+    const KernelTable::XOrder& o =
+        format == WeightFormat::kFp8Block ? kt.fp8_x_order : kt.nvfp4_x_order;
+    uint16_t tmp[2][kFusedPadK];
+    for (int64_t b = 0; b < T * p->Kpad; b += o.block) {
+      std::memcpy(tmp[0], &p->hi[b], o.block * 2);
+      std::memcpy(tmp[1], &p->lo[b], o.block * 2);
+      for (int q = 0; q < o.block; ++q) {
+        p->hi[b + q] = tmp[0][o.order[q]];
+        p->lo[b + q] = tmp[1][o.order[q]];
+      }
+    }
   }
 }
 
@@ -291,7 +305,7 @@ void MatmulFp8Fused(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t
                     const Weight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   const int64_t K = w.cols, Kc = 128 * kFp8TileBlocks;
   const bool one = t1 - t0 == 1;
-  const int NR = one ? kt.fp8_tiles[0].nr : kt.fp8_tiles[4].nr;
+  const int NR = one ? kt.fp8_tiles[0].nr : kt.fp8_tiles[kt.fp8_tile_tokens].nr;
   const uint8_t* base = w.data.data<const uint8_t>() + w.row_begin * K;
   float sc[16 * kFp8TileBlocks], out[64];
   const void *wp[16], *xh[4], *xl[4];
@@ -313,8 +327,8 @@ void MatmulFp8Fused(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t
           sc[j * kFp8TileBlocks + b] = ue8m0 ? Ue8m0ToF32(w.scale.data<const uint8_t>()[s0 + b])
                                              : w.scale.data<const float>()[s0 + b];
       }
-      for (int64_t t = t0; t < t1; t += 4) {
-        const int64_t mm = std::min<int64_t>(4, t1 - t);
+      for (int64_t t = t0; t < t1; t += kt.fp8_tile_tokens) {
+        const int64_t mm = std::min<int64_t>(kt.fp8_tile_tokens, t1 - t);
         for (int64_t i = 0; i < mm; ++i) {
           xh[i] = &x.hi[(t + i) * x.Kpad + k0];
           xl[i] = &x.lo[(t + i) * x.Kpad + k0];
@@ -330,8 +344,8 @@ void MatmulNvfp4Fused(const KernelTable& kt, const PackedX& x, int64_t t0, int64
                       const Weight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   const int64_t K = w.cols, groups = (K + 15) / 16;
   const bool one = t1 - t0 == 1;
-  const int NR = one ? kt.nvfp4_tiles[0].nr : kt.nvfp4_tiles[4].nr;
-  const int64_t gpad = (groups + 1) / 2 * 2;
+  const int NR = one ? kt.nvfp4_tiles[0].nr : kt.nvfp4_tiles[kt.nvfp4_tile_tokens].nr;
+  const int64_t gpad = (groups + 7) / 8 * 8;
   const float s2 = *w.scale2.data<const float>();
   thread_local std::vector<float> gsb;
   gsb.assign(NR * gpad, 0.0f);
@@ -354,8 +368,8 @@ void MatmulNvfp4Fused(const KernelTable& kt, const PackedX& x, int64_t t0, int64
                    e = (w.row_begin + std::min<int64_t>(n1, n + 2 * NR)) * ld_scale;
            a < e; a += 64)
         __builtin_prefetch(scales + a);
-    for (int64_t t = t0; t < t1; t += 4) {
-      const int64_t mm = std::min<int64_t>(4, t1 - t);
+    for (int64_t t = t0; t < t1; t += kt.nvfp4_tile_tokens) {
+      const int64_t mm = std::min<int64_t>(kt.nvfp4_tile_tokens, t1 - t);
       for (int64_t i = 0; i < mm; ++i) {
         xh[i] = &x.hi[(t + i) * x.Kpad];
         xl[i] = &x.lo[(t + i) * x.Kpad];
