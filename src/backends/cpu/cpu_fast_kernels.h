@@ -42,6 +42,10 @@ using Nvfp4TileFn = void (*)(const void* const* xh, const void* const* xl, const
                              const float* const* gs, float s2, int64_t k0, int64_t k1,
                              int64_t groups_end, float* out);
 
+using RowsAxpyPackedFn = void (*)(const uint8_t* w, int64_t ldw, int64_t rows, const float* sc,
+                                  int64_t lds, float s2, const float* x, int64_t ldx, int64_t T,
+                                  int64_t C, float* y, int64_t ldy);
+
 struct KernelTable {
   CpuIsa isa = CpuIsa::kScalar;
   // Columns the vector tiles cover: K (masked tails) or K rounded down to the vector width (the
@@ -125,6 +129,11 @@ struct KernelTable {
   // The same with f32 w (rows decoded beforehand).
   void (*rows_axpy_f32)(const float* w, int64_t ldw, int64_t rows, const float* x, int64_t ldx,
                         int64_t T, int64_t C, float* y, int64_t ldy) = nullptr;
+  // The same with packed rows decoded in registers (avx512bf16; null elsewhere). w points at row
+  // 0's byte of column 0, ldw bytes apart. FP8 block (128-column blocks): sc[r * lds + c / 128] is
+  // row r's block scale, s2 unused. NVFP4: sc[r * lds + g] is row r's group scale g in f32, zero
+  // for padding groups up to a multiple of 8; s2 the tensor scale.
+  RowsAxpyPackedFn rows_axpy_fp8 = nullptr, rows_axpy_nvfp4 = nullptr;
 };
 
 const KernelTable& Kernels(CpuIsa isa);

@@ -212,6 +212,157 @@ LUCID_AVX512BF16 void TileNvfp4Dp(const void* const* xh, const void* const* xl,
   for (int i = 0; i < MR * NR; ++i) out[i] *= s2;
 }
 
+// The W_uk absorption over packed rows (KernelTable::rows_axpy_fp8 / rows_axpy_nvfp4), decoded
+// in registers: per 128-column chunk, 8 f32 accumulators per token, and per row the chunk's codes
+// decoded to 8 vectors of exact f32 weights (bf16 widened by vpunpck{l,h}wd with zero) in the
+// decoder's lane order, each with one of two multipliers (the block or group scales) folded into
+// the token's x value. The sums are put back in column order through the decoder's order table.
+// FP8: the chunk is one scale block; E4m3ToBf16x64 on each 64-code half.
+struct Fp8Rows {
+  const uint8_t* w;
+  int64_t ldw;
+  const float* sc;
+  int64_t lds;
+  E4m3ByteTables t;
+  // Vector v lane 4 L + i holds column 64 (v / 4) + 16 L + 8 (v / 2 % 2) + 4 (v % 2) + i.
+  static constexpr std::array<uint8_t, 128> Order() {
+    std::array<uint8_t, 128> o{};
+    for (int v = 0; v < 8; ++v)
+      for (int l = 0; l < 16; ++l)
+        o[16 * v + l] = static_cast<uint8_t>(64 * (v / 4) + 16 * (l / 4) + 8 * (v / 2 % 2) +
+                                             4 * (v % 2) + l % 4);
+    return o;
+  }
+  LUCID_AVX512BF16 __attribute__((always_inline)) void Row(int64_t r, int64_t c0, int64_t C,
+                                                           __m512 (&wv)[8], __m512 (&m)[2]) const {
+    const __m512i z = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; ++p) {
+      const int64_t c = c0 + 64 * p, left = C - c;
+      const uint8_t* src = w + r * ldw + c;
+      const __m512i codes = left >= 64 ? _mm512_loadu_si512(src)
+                            : left > 0 ? _mm512_maskz_loadu_epi8((1ULL << left) - 1, src)
+                                       : z;
+      __m512i lo, hi;
+      E4m3ToBf16x64(codes, t, &lo, &hi);
+      wv[4 * p + 0] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, lo));
+      wv[4 * p + 1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, lo));
+      wv[4 * p + 2] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, hi));
+      wv[4 * p + 3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, hi));
+    }
+    m[0] = m[1] = _mm512_set1_ps(sc[r * lds + c0 / 128]);
+  }
+};
+// NVFP4: the 64 bytes of 8 groups read as words (as in Nvfp4Step); vpermw on the word shifted by
+// 4 m gives code 4 j + m of word j, widened into vectors 2 m (words 0-3 of each 128-bit lane:
+// group 2 L) and 2 m + 1 (words 4-7: group 2 L + 1).
+struct Nvfp4Rows {
+  const uint8_t* w;
+  int64_t ldw;
+  const float* gs;
+  int64_t lds;
+  float s2;
+  Nvfp4Consts c;
+  __m512i lo_idx, hi_idx;  // vpermps: lane 4 L + i <- group 2 L (lo) or 2 L + 1 (hi)
+  // Vector v lane 4 L + i holds column 32 L + 16 (v % 2) + 4 i + v / 2.
+  static constexpr std::array<uint8_t, 128> Order() {
+    std::array<uint8_t, 128> o{};
+    for (int v = 0; v < 8; ++v)
+      for (int l = 0; l < 16; ++l)
+        o[16 * v + l] = static_cast<uint8_t>(32 * (l / 4) + 16 * (v % 2) + 4 * (l % 4) + v / 2);
+    return o;
+  }
+  LUCID_AVX512BF16 __attribute__((always_inline)) void Row(int64_t r, int64_t c0, int64_t C,
+                                                           __m512 (&wv)[8], __m512 (&m)[2]) const {
+    const __m512i z = _mm512_setzero_si512();
+    const int64_t bytes = ((C + 15) / 16 - c0 / 16) * 8;  // whole groups left in the row
+    const uint8_t* src = w + r * ldw + c0 / 2;
+    const __m512i b =
+        bytes >= 64 ? _mm512_loadu_si512(src) : _mm512_maskz_loadu_epi8((1ULL << bytes) - 1, src);
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      const __m512i v =
+          _mm512_permutexvar_epi16(_mm512_srlv_epi16(b, _mm512_set1_epi16(4 * q)), c.e2m1);
+      wv[2 * q] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, v));
+      wv[2 * q + 1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, v));
+    }
+    const __m512 g = _mm512_castps256_ps512(
+        _mm256_mul_ps(_mm256_loadu_ps(gs + r * lds + c0 / 16), _mm256_set1_ps(s2)));
+    m[0] = _mm512_permutexvar_ps(lo_idx, g);
+    m[1] = _mm512_permutexvar_ps(hi_idx, g);
+  }
+};
+
+template <int T, class Rows>
+LUCID_AVX512BF16 void RowsAxpyPackedT(const Rows& d, const uint8_t* order, int64_t rows,
+                                      const float* x, int64_t ldx, int64_t C, float* y,
+                                      int64_t ldy) {
+  alignas(64) float sums[128];
+  for (int64_t c0 = 0; c0 < C; c0 += 128) {
+    __m512 acc[T][8];
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t)
+#pragma GCC unroll 8
+      for (int v = 0; v < 8; ++v) acc[t][v] = _mm512_setzero_ps();
+    for (int64_t r = 0; r < rows; ++r) {
+      // The first chunk's pass asks for whole rows a few rows ahead (the later chunks' passes
+      // then find them in L2): a pass reads one cache line per row, too sparse for the hardware
+      // prefetchers (the loads waited on memory 70% of the time).
+      if (c0 == 0)
+        for (int64_t b = 0; b < d.ldw; b += 64)
+          _mm_prefetch(d.w + (r + 6) * d.ldw + b, _MM_HINT_T1);
+      __m512 wv[8], m[2];
+      d.Row(r, c0, C, wv, m);
+#pragma GCC unroll 2
+      for (int t = 0; t < T; ++t) {
+        const __m512 xv = _mm512_set1_ps(x[t * ldx + r]);
+        const __m512 xm[2] = {_mm512_mul_ps(xv, m[0]), _mm512_mul_ps(xv, m[1])};
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; ++v) acc[t][v] = _mm512_fmadd_ps(wv[v], xm[v % 2], acc[t][v]);
+      }
+    }
+    const int64_t n = C - c0 < 128 ? C - c0 : 128;
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 8
+      for (int v = 0; v < 8; ++v) _mm512_store_ps(sums + 16 * v, acc[t][v]);
+      float* dst = y + t * ldy + c0;
+      for (int p = 0; p < 128; ++p)
+        if (order[p] < n) dst[order[p]] = sums[p];
+    }
+  }
+}
+
+template <class Rows>
+LUCID_AVX512BF16 void RowsAxpyPacked(const Rows& d, int64_t rows, const float* x, int64_t ldx,
+                                     int64_t T, int64_t C, float* y, int64_t ldy) {
+  static constexpr std::array<uint8_t, 128> kOrder = Rows::Order();
+  int64_t t = 0;
+  for (; t + 2 <= T; t += 2)
+    RowsAxpyPackedT<2>(d, kOrder.data(), rows, x + t * ldx, ldx, C, y + t * ldy, ldy);
+  if (t < T) RowsAxpyPackedT<1>(d, kOrder.data(), rows, x + t * ldx, ldx, C, y + t * ldy, ldy);
+}
+
+LUCID_AVX512BF16 void RowsAxpyFp8(const uint8_t* w, int64_t ldw, int64_t rows, const float* sc,
+                                  int64_t lds, float, const float* x, int64_t ldx, int64_t T,
+                                  int64_t C, float* y, int64_t ldy) {
+  RowsAxpyPacked(Fp8Rows{w, ldw, sc, lds, LoadE4m3ByteTables()}, rows, x, ldx, T, C, y, ldy);
+}
+
+LUCID_AVX512BF16 void RowsAxpyNvfp4(const uint8_t* w, int64_t ldw, int64_t rows, const float* gs,
+                                    int64_t lds, float s2, const float* x, int64_t ldx, int64_t T,
+                                    int64_t C, float* y, int64_t ldy) {
+  const Nvfp4Rows d{w,
+                    ldw,
+                    gs,
+                    lds,
+                    s2,
+                    MakeNvfp4Consts(),
+                    _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6),
+                    _mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7)};
+  RowsAxpyPacked(d, rows, x, ldx, T, C, y, ldy);
+}
+
 }  // namespace
 
 void AddFusedPackedTiles(KernelTable& t) {
@@ -231,6 +382,8 @@ void AddFusedPackedTiles(KernelTable& t) {
   t.nvfp4_tiles[2] = {&TileNvfp4Dp<2, 4>, 4};
   t.nvfp4_tile_tokens = 2;
   t.nvfp4_x_order = {kNvfp4XOrder.data(), 128};
+  t.rows_axpy_fp8 = &RowsAxpyFp8;
+  t.rows_axpy_nvfp4 = &RowsAxpyNvfp4;
 }
 
 }  // namespace lucid::fast::avx512

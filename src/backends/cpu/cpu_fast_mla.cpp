@@ -5,7 +5,9 @@
 // kernel keeps the chunk's sums in registers for two tokens at a time and widens the weights in
 // registers. Other formats: an item decodes its W_uk rows' chunk (DequantSpan: the item's span,
 // never a whole matrix) once, then rows_axpy_f32 sums it for two tokens at a time in registers
-// (one token: each decoded row is added into the output chunk as it comes).
+// (one token: each decoded row is added into the output chunk as it comes). FP8-block and NVFP4
+// W_uk with up to two tokens (decode steps) skip the f32 rows: rows_axpy_fp8 / rows_axpy_nvfp4
+// decode each row's codes in registers straight into the sums.
 // Project: each head's latent rows are packed once (PackX with the [T, heads * latent] stride),
 // then items are (head, chunk of W_uv rows) run by the matmul driver, which reads each weight
 // element once for all T tokens and writes straight into out[:, h * v_dim + j].
@@ -13,9 +15,55 @@
 #include <vector>
 
 #include "backends/cpu/cpu_fast_kernels.h"
+#include "core/dtype.h"
 #include "core/parallel.h"
 
 namespace lucid {
+namespace {
+
+// Up to this many tokens, packed W_uk rows are decoded in registers once per pair of tokens
+// (rows_axpy_fp8 / rows_axpy_nvfp4); more tokens decode them once into f32 rows instead.
+constexpr int64_t kFusedAbsorbTokens = 2;
+
+// q_latent rows of one head through the fused packed kernels: y_t = x_t W for the `rows` rows of
+// the view uk (all its columns). Returns false, writing nothing, where there is no such kernel.
+bool FusedAbsorb(const fast::KernelTable& kt, const Weight& uk, int64_t rows, const float* x,
+                 int64_t ldx, int64_t T, float* y, int64_t ldy) {
+  const int64_t C = uk.cols;
+  thread_local std::vector<float> sc;
+  if (uk.format == WeightFormat::kFp8Block && kt.rows_axpy_fp8 && uk.block_cols == 128) {
+    const int64_t blocks = (C + 127) / 128, ld_scale = uk.scale.size(1);
+    const bool ue8m0 = uk.scale.dtype() == DType::kUE8M0;
+    sc.resize(rows * blocks);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t s0 = (uk.row_begin + r) / uk.block_rows * ld_scale;
+      for (int64_t b = 0; b < blocks; ++b)
+        sc[r * blocks + b] = ue8m0 ? Ue8m0ToF32(uk.scale.data<const uint8_t>()[s0 + b])
+                                   : uk.scale.data<const float>()[s0 + b];
+    }
+    kt.rows_axpy_fp8(uk.data.data<const uint8_t>() + uk.row_begin * C, C, rows, sc.data(), blocks,
+                     1.0f, x, ldx, T, C, y, ldy);
+    return true;
+  }
+  if (uk.format == WeightFormat::kNvfp4 && kt.rows_axpy_nvfp4 && uk.block_cols == 16) {
+    const int64_t groups = (C + 15) / 16, gpad = (groups + 7) / 8 * 8;
+    const int64_t ld_scale = uk.scale.size(1), ldw = uk.data.size(1);
+    const uint8_t* s0 = uk.scale.data<const uint8_t>() + uk.row_begin * ld_scale;
+    if (ld_scale == gpad) {  // no padding groups: the rows' scales in one call
+      sc.resize(rows * gpad);
+      kt.widen_e4m3(s0, sc.data(), rows * gpad);
+    } else {
+      sc.assign(rows * gpad, 0.0f);
+      for (int64_t r = 0; r < rows; ++r) kt.widen_e4m3(s0 + r * ld_scale, &sc[r * gpad], groups);
+    }
+    kt.rows_axpy_nvfp4(uk.data.data<const uint8_t>() + uk.row_begin * ldw, ldw, rows, sc.data(),
+                       gpad, *uk.scale2.data<const float>(), x, ldx, T, C, y, ldy);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride, int64_t nope_dim,
                                 int64_t v_dim, const Weight& kv_b, Tensor& q_latent) const {
@@ -45,6 +93,9 @@ void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride
                           heads * R);
         continue;
       }
+      if (T <= kFusedAbsorbTokens && FusedAbsorb(kt, uk, nope_dim, qs + h * q_stride,
+                                                 heads * q_stride, T, ys + h * R, heads * R))
+        continue;
       if (kt.rows_axpy_f32 && (T > 1 || packed)) {         // decode the rows once, sum in registers
         const int64_t ld = (c1 - c0 + 15) / 16 * 16 + 16;  // NVFP4 writes whole groups
         rows.resize(nope_dim * ld);
