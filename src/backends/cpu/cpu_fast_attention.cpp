@@ -4,8 +4,10 @@
 // tokens; with fewer query rows than threads, smaller ranges so every thread has work); a row split
 // into several items has its partial (max, sum, unnormalized output) per head merged afterwards,
 // flash-decoding style.
-// Inside an item: scores for all heads against blocks of 16 key rows (register tiles of heads x
-// rows over the 576-float [ckv | k_pe] row), an exact softmax per head over the item, then the
+// Inside an item: scores for all heads against blocks of 16 key rows (scores16: per group of 16
+// heads, q transposed once per item so each k step is one vector of the heads' q times each row's
+// value broadcast from memory; else register tiles of heads x rows over the 576-float
+// [ckv | k_pe] row), an exact softmax per head over the item, then the
 // latent output accumulated over the same blocks (rows hot in L1, eight vector accumulators).
 // Each selected row is read from memory once per query row, for all heads.
 #include <algorithm>
@@ -136,7 +138,8 @@ void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
   const int64_t slot = 2 * H + H * R;
   std::vector<float> part(partials * slot);
   ParallelFor(static_cast<int64_t>(items.size()), 1, [&](int64_t ib, int64_t ie) {
-    std::vector<float> q(H * Kp), s, o(H * R);
+    const int64_t groups = (H + 15) / 16;
+    std::vector<float> q(H * Kp), s, o(H * R), qt(kt.scores16 ? groups * K * 16 : 0);
     std::vector<float> dec(a.kv.kind == KvRowKind::kF32 ? 0 : kRowBlock * a.kv.row_floats);
     const float* rows[kRowBlock];
     for (int64_t it = ib; it < ie; ++it) {
@@ -148,13 +151,27 @@ void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
         std::memcpy(&q[h * Kp + R], a.q_rope + (t * H + h) * P, P * sizeof(float));
         std::fill(q.begin() + h * Kp + K, q.begin() + (h + 1) * Kp, 0.0f);
       }
+      if (kt.scores16) {  // q transposed per group of 16 heads: qt[g][k][16]
+        const float* qh[16];
+        for (int64_t g = 0; g < groups; ++g) {
+          const int64_t n = std::min<int64_t>(16, H - 16 * g);
+          for (int64_t i = 0; i < n; ++i) qh[i] = &q[(16 * g + i) * Kp];
+          kt.transpose16(qh, n, K, &qt[g * K * 16]);
+        }
+      }
       s.resize(H * len);
       for (int64_t j = 0; j < len; j += kRowBlock) {
         const int64_t nb = std::min(kRowBlock, len - j);
         PrefetchSelected(a.kv, sel, j + kRowBlock, std::min(len, j + 2 * kRowBlock));
         for (int64_t r = 0; r < nb; ++r)
           rows[r] = KvRow(kt, a.kv, sel[j + r], &dec[r * a.kv.row_floats]);
-        ScoreBlock(kt, q.data(), Kp, H, rows, nb, K, s.data() + j, len);
+        if (kt.scores16) {
+          for (int64_t g = 0; g < groups; ++g)
+            kt.scores16(&qt[g * K * 16], K, rows, nb, std::min<int64_t>(16, H - 16 * g),
+                        s.data() + 16 * g * len + j, len);
+        } else {
+          ScoreBlock(kt, q.data(), Kp, H, rows, nb, K, s.data() + j, len);
+        }
       }
       std::vector<float> m(H), l(H);
       for (int64_t h = 0; h < H; ++h) {

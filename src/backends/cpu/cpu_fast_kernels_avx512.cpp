@@ -509,6 +509,43 @@ LUCID_AVX512 void Transpose16(const float* const* rows, int64_t n, int64_t D, fl
   }
 }
 
+// Scores of up to 16 heads against N rows: acc[i] lane h = sum_k qT[16 k + h] * rows[i][k]. One
+// vector of the heads' q per k and each row's value broadcast from memory into its FMA.
+template <int N>
+LUCID_AVX512 __attribute__((always_inline)) inline void ScoreRows(const float* qT, int64_t K,
+                                                                  const float* const* rows,
+                                                                  __m512* acc) {
+  const float* r[N];
+#pragma GCC unroll 8
+  for (int i = 0; i < N; ++i) {
+    r[i] = rows[i];
+    acc[i] = _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    const __m512 q = _mm512_loadu_ps(qT + 16 * k);
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(r[i][k]), q, acc[i]);
+  }
+}
+
+// s[h * ld + j] = sum_k qT[16 k + h] * rows[j][k] for h < H <= 16, j < nb <= 16: two passes of 8
+// rows, then the 16 x 16 block transposed in registers.
+LUCID_AVX512 void Scores16(const float* qT, int64_t K, const float* const* rows, int64_t nb,
+                           int64_t H, float* s, int64_t ld) {
+  const float* rr[16];
+  for (int i = 0; i < 16; ++i) rr[i] = rows[i < nb ? i : nb - 1];
+  __m512 acc[16];
+  ScoreRows<8>(qT, K, rr, acc);
+  if (nb > 8) {
+    ScoreRows<8>(qT, K, rr + 8, acc + 8);
+  } else {
+    for (int i = 8; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  }
+  Transpose16x16(acc);
+  const __mmask16 m = TailMask16(nb);
+  for (int64_t h = 0; h < H; ++h) _mm512_mask_storeu_ps(s + h * ld, m, acc[h]);
+}
+
 KernelTable MakeTable(bool bf16) {
   KernelTable t;
   t.isa = bf16 ? CpuIsa::kAvx512Bf16 : CpuIsa::kAvx512;
@@ -535,6 +572,7 @@ KernelTable MakeTable(bool bf16) {
   t.swiglu = &SwiGlu;
   t.indexer_block = &IndexerBlock;
   t.transpose16 = &Transpose16;
+  t.scores16 = &Scores16;
   t.rows_axpy_bf16 = &RowsAxpyBf16;
   t.rows_axpy_f32 = &RowsAxpyF32;
   t.exp_sum = &ExpSum;

@@ -146,6 +146,8 @@ TEST_P(FastOpsTest, MlaAttentionMatchesReference) {
   CheckAttention(ops_, 5, 2, 37, 11, 90, 64, 2);     // several rows (row 1 selects nothing)
   CheckAttention(ops_, 1, 5, 512, 64, 700, 513, 3);  // the real latent and rope sizes
   CheckAttention(ops_, 9, 4, 512, 64, 100, 100, 4);
+  CheckAttention(ops_, 1, 16, 64, 8, 100, 100, 7);   // one whole group of 16 heads (scores16)
+  CheckAttention(ops_, 3, 20, 37, 11, 200, 150, 8);  // 16 heads, then a group of 4
   for (KvRowKind kind : {KvRowKind::kBF16, KvRowKind::kFp8}) {  // KV stored as bf16 / fp8 rows
     CheckAttention(ops_, 1, 3, 300, 11, 300, 300, 5, kind);     // partial last scale block
     CheckAttention(ops_, 1, 5, 512, 64, 700, 513, 6, kind);     // FlashMLA's 656-byte rows
