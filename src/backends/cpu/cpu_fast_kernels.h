@@ -80,6 +80,8 @@ struct KernelTable {
   struct XOrder {
     const uint8_t* order = nullptr;
     int block = 0;
+    // Applies the order in place to n values (n a multiple of block).
+    void (*permute)(uint16_t* x, int64_t n) = nullptr;
   };
   XOrder fp8_x_order, nvfp4_x_order;
   // The most tokens per fused tile call (tiles [1..n] are set, all with the same nr).

@@ -31,6 +31,37 @@ constexpr std::array<uint8_t, 128> MakeNvfp4XOrder() {
 constexpr std::array<uint8_t, 64> kFp8XOrder = MakeFp8XOrder();
 constexpr std::array<uint8_t, 128> kNvfp4XOrder = MakeNvfp4XOrder();
 
+// The same orders applied in place to n bf16 values (n a multiple of the block), by vpermi2w:
+// each FP8 output vector draws from the block's two source vectors; NVFP4 output vector m is
+// every fourth value from m, its first 16 from source vectors 0-1 and the rest from 2-3.
+LUCID_AVX512BF16 void PermuteFp8X(uint16_t* x, int64_t n) {
+  alignas(64) uint16_t idx[2][32];
+  for (int p = 0; p < 64; ++p) idx[p / 32][p % 32] = kFp8XOrder[p];
+  const __m512i i0 = _mm512_load_si512(idx[0]), i1 = _mm512_load_si512(idx[1]);
+  for (int64_t b = 0; b < n; b += 64) {
+    const __m512i a = _mm512_loadu_si512(x + b), c = _mm512_loadu_si512(x + b + 32);
+    _mm512_storeu_si512(x + b, _mm512_permutex2var_epi16(a, i0, c));
+    _mm512_storeu_si512(x + b + 32, _mm512_permutex2var_epi16(a, i1, c));
+  }
+}
+LUCID_AVX512BF16 void PermuteNvfp4X(uint16_t* x, int64_t n) {
+  alignas(64) uint16_t idx[4][32];
+  for (int m = 0; m < 4; ++m)
+    for (int w = 0; w < 32; ++w) idx[m][w] = static_cast<uint16_t>(kNvfp4XOrder[32 * m + w] % 64);
+  __m512i is[4];
+  for (int m = 0; m < 4; ++m) is[m] = _mm512_load_si512(idx[m]);
+  for (int64_t b = 0; b < n; b += 128) {
+    __m512i v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm512_loadu_si512(x + b + 32 * i);
+    for (int m = 0; m < 4; ++m) {
+      const __m512i lo = _mm512_permutex2var_epi16(v[0], is[m], v[1]);
+      const __m512i hi = _mm512_permutex2var_epi16(v[2], is[m], v[3]);
+      _mm512_storeu_si512(x + b + 32 * m,
+                          _mm512_inserti64x4(lo, _mm512_extracti64x4_epi64(hi, 1), 1));
+    }
+  }
+}
+
 // MR tokens' hi/lo rows, one k step of a fused tile: each weight vector is decoded once and used
 // by every token.
 template <int MR>
@@ -371,7 +402,7 @@ void AddFusedPackedTiles(KernelTable& t) {
   t.fp8_tiles[2] = {&TileFp8Dp<2, 4>, 4};
   t.fp8_tiles[3] = {&TileFp8Dp<3, 4>, 4};
   t.fp8_tiles[4] = {&TileFp8Dp<4, 4>, 4};
-  t.fp8_x_order = {kFp8XOrder.data(), 64};
+  t.fp8_x_order = {kFp8XOrder.data(), 64, &PermuteFp8X};
   t.fp8_tile_tokens = 4;
   t.nvfp4_tiles[0] = {&TileNvfp4Dp<1, 8>, 8};
   // NVFP4: 2 tokens x 4 rows. Each token's eight vdpbf16ps per row need the token's 8 activation
@@ -381,7 +412,7 @@ void AddFusedPackedTiles(KernelTable& t) {
   t.nvfp4_tiles[1] = {&TileNvfp4Dp<1, 4>, 4};
   t.nvfp4_tiles[2] = {&TileNvfp4Dp<2, 4>, 4};
   t.nvfp4_tile_tokens = 2;
-  t.nvfp4_x_order = {kNvfp4XOrder.data(), 128};
+  t.nvfp4_x_order = {kNvfp4XOrder.data(), 128, &PermuteNvfp4X};
   t.rows_axpy_fp8 = &RowsAxpyFp8;
   t.rows_axpy_nvfp4 = &RowsAxpyNvfp4;
 }

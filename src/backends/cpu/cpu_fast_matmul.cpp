@@ -269,18 +269,11 @@ void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_
     p->lo.resize(T * p->Kpad);
     kt.split_bf16(p->f32.data(), p->hi.data(), p->lo.data(), T * p->Kpad);
   }
-  if (fused) {  // the fused tiles' column order, block by block
+  if (fused) {  // the fused tiles' column order
     const KernelTable::XOrder& o =
         format == WeightFormat::kFp8Block ? kt.fp8_x_order : kt.nvfp4_x_order;
-    uint16_t tmp[2][kFusedPadK];
-    for (int64_t b = 0; b < T * p->Kpad; b += o.block) {
-      std::memcpy(tmp[0], &p->hi[b], o.block * 2);
-      std::memcpy(tmp[1], &p->lo[b], o.block * 2);
-      for (int q = 0; q < o.block; ++q) {
-        p->hi[b + q] = tmp[0][o.order[q]];
-        p->lo[b + q] = tmp[1][o.order[q]];
-      }
-    }
+    o.permute(p->hi.data(), T * p->Kpad);
+    o.permute(p->lo.data(), T * p->Kpad);
   }
 }
 

@@ -101,6 +101,26 @@ TEST_P(FastQuantTest, WidenE4m3IsExact) {
   }
 }
 
+// The fused tiles' column orders: each a permutation of its block, and the vector permute puts
+// value order[p] of every block at position p.
+TEST_P(FastQuantTest, FusedXOrderPermutesEveryBlock) {
+  const fast::KernelTable& kt = fast::Kernels(ops_.isa());
+  for (const fast::KernelTable::XOrder* o : {&kt.fp8_x_order, &kt.nvfp4_x_order}) {
+    if (!o->permute) continue;  // no fused tiles at this level
+    ASSERT_EQ(fast::kFusedPadK % o->block, 0);
+    std::vector<int> seen(o->block, 0);
+    for (int p = 0; p < o->block; ++p) ++seen.at(o->order[p]);
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), o->block) << "not a permutation";
+    const int64_t n = 3 * o->block;
+    std::vector<uint16_t> x(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<uint16_t>(i * 37 + 5);
+    std::vector<uint16_t> y = x;
+    o->permute(y.data(), n);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(y[i], x[i / o->block * o->block + o->order[i % o->block]]) << "block " << o->block;
+  }
+}
+
 // The activations' hi/lo bf16 split (the fused tiles' input) equals the scalar definition on
 // normal values, infinities and NaN (to NaN), over vector bodies and masked tails; hi + lo carries
 // x to about 2^-16 relative.
