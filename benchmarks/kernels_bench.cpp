@@ -106,7 +106,7 @@ void BM_MlaHeadOps(benchmark::State& st) {
   }
   st.counters["weight_GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_MlaHeadOps)->ArgsProduct({{0, 1, 2}, {1, 8}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MlaHeadOps)->ArgsProduct({{0, 1, 2}, {1, 8, 32}})->Unit(benchmark::kMicrosecond);
 
 // Args: fast?, selected tokens. One decode query, 16 heads, the real 512 + 64 latent row.
 void BM_MlaDecode(benchmark::State& st) {

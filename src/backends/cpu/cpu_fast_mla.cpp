@@ -6,8 +6,10 @@
 // registers. Other formats: an item decodes its W_uk rows' chunk (DequantSpan: the item's span,
 // never a whole matrix) once, then rows_axpy_f32 sums it for two tokens at a time in registers
 // (one token: each decoded row is added into the output chunk as it comes). FP8-block and NVFP4
-// W_uk with up to two tokens (decode steps) skip the f32 rows: rows_axpy_fp8 / rows_axpy_nvfp4
-// decode each row's codes in registers straight into the sums.
+// W_uk skip the f32 rows where rows_axpy_fp8 / rows_axpy_nvfp4 exist: they decode each row's
+// codes in registers straight into the sums, once per pair of tokens (BM_MlaHeadOps, FP8 / NVFP4:
+// 1 token 205 / 150 -> 125 / 93 us, 8 tokens 390 / 370 -> 293 / 300, 32 tokens 1173 / 1053 ->
+// 883 / 901, 512 tokens 16.1 / 14.4 -> 13.2 / 14.4-14.9 ms).
 // Project: each head's latent rows are packed once (PackX with the [T, heads * latent] stride),
 // then items are (head, chunk of W_uv rows) run by the matmul driver, which reads each weight
 // element once for all T tokens and writes straight into out[:, h * v_dim + j].
@@ -20,10 +22,6 @@
 
 namespace lucid {
 namespace {
-
-// Up to this many tokens, packed W_uk rows are decoded in registers once per pair of tokens
-// (rows_axpy_fp8 / rows_axpy_nvfp4); more tokens decode them once into f32 rows instead.
-constexpr int64_t kFusedAbsorbTokens = 2;
 
 // q_latent rows of one head through the fused packed kernels: y_t = x_t W for the `rows` rows of
 // the view uk (all its columns). Returns false, writing nothing, where there is no such kernel.
@@ -93,8 +91,8 @@ void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride
                           heads * R);
         continue;
       }
-      if (T <= kFusedAbsorbTokens && FusedAbsorb(kt, uk, nope_dim, qs + h * q_stride,
-                                                 heads * q_stride, T, ys + h * R, heads * R))
+      if (FusedAbsorb(kt, uk, nope_dim, qs + h * q_stride, heads * q_stride, T, ys + h * R,
+                      heads * R))
         continue;
       if (kt.rows_axpy_f32 && (T > 1 || packed)) {         // decode the rows once, sum in registers
         const int64_t ld = (c1 - c0 + 15) / 16 * 16 + 16;  // NVFP4 writes whole groups
