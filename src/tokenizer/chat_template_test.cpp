@@ -87,5 +87,32 @@ TEST(ChatTemplate, RunawayTemplatesAreBounded) {
   EXPECT_FALSE(rec->Render(json::object()).ok());
 }
 
+// Jinja's integers are Python's, unbounded; lucid's are 64-bit. A result out of range is a clear
+// render error (it was undefined behaviour, found by template_fuzz), and in-range arithmetic near
+// the limits still follows Python (floor division and modulo signs).
+TEST(ChatTemplate, IntegerOverflowIsARenderError) {
+  for (const char* src :
+       {"{{ 66 * 9223372036854775807 }}", "{{ 9223372036854775807 + 1 }}",
+        "{{ -9223372036854775807 - 2 }}", "{{ 3 ** 63 }}", "{{ (-9223372036854775807 - 1) // -1 }}",
+        "{{ -(-9223372036854775807 - 1) }}", "{{ [9223372036854775807, 1] | sum }}",
+        "{{ 'ab' * 9223372036854775807 }}"}) {
+    auto tpl = ChatTemplate::Parse(src);
+    ASSERT_TRUE(tpl.ok()) << src;
+    auto out = tpl->Render(json::object());
+    ASSERT_FALSE(out.ok()) << src << " rendered " << *out;
+    EXPECT_TRUE(out.status().message().find("overflow") != std::string::npos ||
+                out.status().message().find("too large") != std::string::npos)
+        << src << ": " << out.status().message();
+  }
+  // Python: -7 // 2 == -4, -7 % 2 == 1, 7 % -2 == -1, (-2**63) % -1 == 0; 2**63 - 1 and -2**63 fit.
+  auto ok = ChatTemplate::Parse(
+      "{{ -7 // 2 }} {{ -7 % 2 }} {{ 7 % -2 }} {{ (-9223372036854775807 - 1) % -1 }} "
+      "{{ 4611686018427387903 * 2 + 1 + -4611686018427387904 * 2 }}");
+  ASSERT_TRUE(ok.ok());
+  auto out = ok->Render(json::object());
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(*out, "-4 1 -1 0 -1");
+}
+
 }  // namespace
 }  // namespace lucid::tok

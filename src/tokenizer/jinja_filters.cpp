@@ -226,7 +226,7 @@ Value Interpreter::ApplyFilter(const std::string& name, const Value& v, CallArgs
       const Value y = attr && attr->is_string() ? AttrPath(*this, x, attr->str()) : x;
       if (!y.is_number() || !total.is_number()) Fail("sum of non-numbers");
       total = total.is_float() || y.is_float() ? Value(total.AsFloat() + y.AsFloat())
-                                               : Value(total.AsInt() + y.AsInt());
+                                               : Value(CheckedIntOp("+", total.AsInt(), y.AsInt()));
     }
     return total;
   }

@@ -30,7 +30,9 @@ std::vector<std::string> Chars(const std::string& s) {
   return out;
 }
 
+// b != 0. INT64_MIN // -1 does not fit: an overflow error, as is every out-of-range result.
 int64_t FloorDiv(int64_t a, int64_t b) {
+  if (b == -1) return CheckedIntOp("-", 0, a);
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
@@ -397,7 +399,7 @@ Value Interpreter::Eval(const Expr& e, const std::shared_ptr<Scope>& scope) {
       if (e.name == "not") return Value(!v.Truthy());
       if (!v.is_number()) Fail("bad operand type for unary " + e.name);
       if (e.name == "+") return v.is_float() ? v : Value(v.AsInt());
-      return v.is_float() ? Value(-v.AsFloat()) : Value(-v.AsInt());
+      return v.is_float() ? Value(-v.AsFloat()) : Value(CheckedIntOp("-", 0, v.AsInt()));
     }
     case Expr::Kind::kBinary:
       return EvalBinary(e, scope);
@@ -446,7 +448,9 @@ Value Interpreter::EvalBinary(const Expr& e, const std::shared_ptr<Scope>& scope
   }
   if (op == "*" && (a.is_string() || a.is_array()) && (b.is_int() || b.is_bool())) {
     const int64_t n = b.AsInt();
-    if (n * std::max<int64_t>(1, a.Length()) > (1 << 24)) Fail("repetition too large");
+    int64_t total = 0;
+    if (__builtin_mul_overflow(n, std::max<int64_t>(1, a.Length()), &total) || total > (1 << 24))
+      Fail("repetition too large");
     if (a.is_string()) {
       std::string r;
       for (int64_t k = 0; k < n; ++k) r += a.str();
@@ -461,9 +465,10 @@ Value Interpreter::EvalBinary(const Expr& e, const std::shared_ptr<Scope>& scope
   }
   const bool ints = !a.is_float() && !b.is_float();
   const double x = a.AsFloat(), y = b.AsFloat();
-  if (op == "+") return ints ? Value(a.AsInt() + b.AsInt()) : Value(x + y);
-  if (op == "-") return ints ? Value(a.AsInt() - b.AsInt()) : Value(x - y);
-  if (op == "*") return ints ? Value(a.AsInt() * b.AsInt()) : Value(x * y);
+  if (op == "+" || op == "-" || op == "*") {
+    if (ints) return Value(CheckedIntOp(op, a.AsInt(), b.AsInt()));
+    return Value(op == "+" ? x + y : op == "-" ? x - y : x * y);
+  }
   if (op == "/") {
     if (y == 0) Fail("division by zero");
     return Value(x / y);
@@ -471,8 +476,12 @@ Value Interpreter::EvalBinary(const Expr& e, const std::shared_ptr<Scope>& scope
   if (op == "//" || op == "%") {
     if (y == 0) Fail("integer division or modulo by zero");
     if (ints) {
-      const int64_t q = FloorDiv(a.AsInt(), b.AsInt());
-      return op == "//" ? Value(q) : Value(a.AsInt() - q * b.AsInt());
+      const int64_t n = a.AsInt(), d = b.AsInt();
+      if (op == "%") {  // Python's sign rule, without the overflow of n - q * d
+        const int64_t r = d == -1 ? 0 : n % d;  // INT64_MIN % -1 would trap
+        return Value(r != 0 && (r < 0) != (d < 0) ? r + d : r);
+      }
+      return Value(FloorDiv(n, d));
     }
     const double q = std::floor(x / y);
     return op == "//" ? Value(q) : Value(x - q * y);
@@ -480,7 +489,7 @@ Value Interpreter::EvalBinary(const Expr& e, const std::shared_ptr<Scope>& scope
   if (op == "**") {
     if (ints && b.AsInt() >= 0 && b.AsInt() < 64) {
       int64_t r = 1;
-      for (int64_t k = 0; k < b.AsInt(); ++k) r *= a.AsInt();
+      for (int64_t k = 0; k < b.AsInt(); ++k) r = CheckedIntOp("*", r, a.AsInt());
       return Value(r);
     }
     return Value(std::pow(x, y));

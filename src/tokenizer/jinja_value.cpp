@@ -16,6 +16,15 @@ using tok::DecodeUtf8;
 
 void Fail(const std::string& message) { throw JinjaError{message, 0}; }
 
+int64_t CheckedIntOp(const std::string& op, int64_t a, int64_t b) {
+  int64_t r = 0;
+  const bool overflow = op == "+"   ? __builtin_add_overflow(a, b, &r)
+                        : op == "-" ? __builtin_sub_overflow(a, b, &r)
+                                    : __builtin_mul_overflow(a, b, &r);
+  if (overflow) Fail("integer overflow in " + op + " (integers are 64-bit)");
+  return r;
+}
+
 const Value* Object::Find(const std::string& key) const {
   for (const auto& [k, v] : items) {
     if (k == key) return &v;

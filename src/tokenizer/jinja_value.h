@@ -42,6 +42,10 @@ struct JinjaError {
   int line = 0;
 };
 [[noreturn]] void Fail(const std::string& message);
+// Integer arithmetic with an overflow check: Python's (and so Jinja's) integers are unbounded,
+// lucid's are 64-bit, so a result out of range is a render error naming the operator (never
+// undefined behaviour). op is one of "+", "-", "*".
+int64_t CheckedIntOp(const std::string& op, int64_t a, int64_t b);
 
 class Value {
  public:
