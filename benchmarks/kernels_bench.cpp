@@ -135,7 +135,7 @@ void BM_MlaDecode(benchmark::State& st) {
   st.counters["kv_GB/s"] =
       benchmark::Counter(double(n) * (R + P) * 4 * st.iterations(), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_MlaDecode)->ArgsProduct({{0, 1}, {2048, 32768}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MlaDecode)->ArgsProduct({{0, 1}, {512, 2048, 32768}})->Unit(benchmark::kMillisecond);
 
 // Batched decode as lucid bench runs it: 32 sequences, each query attending to its own 512 rows
 // (37.7 MB of f32 KV for the batch: more than the last-level cache, so rows come from DRAM).
