@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "models/deepseek_v3_weights.h"
 #include "models/registry.h"
@@ -26,8 +27,8 @@ void CopyGroup(const Tensor& x, int64_t stride, int64_t g, int64_t offset, int64
                Tensor& out) {
   const int64_t N = x.size(0), row = x.size(1);
   for (int64_t t = 0; t < N; ++t)
-    std::memcpy(out.data<float>() + t * width, x.data<const float>() + t * row + g * stride + offset,
-                width * sizeof(float));
+    std::memcpy(out.data<float>() + t * width,
+                x.data<const float>() + t * row + g * stride + offset, width * sizeof(float));
 }
 
 void AddInPlace(Tensor& x, const Tensor& y) {
@@ -46,6 +47,53 @@ struct StepLayout {
   };
   std::vector<Span> spans;
 };
+
+// Several sequences' attention as one MlaAttention problem: their page tables concatenated (a
+// layer's pages of every sequence live in one pool buffer, so the combined table addresses them
+// all) and each query row's selected tokens shifted by the rows of the tables before its
+// sequence's. A backend then spreads the whole batch over its threads in one parallel region
+// instead of one per sequence. Each query row still attends only to its own sequence's rows.
+struct BatchedSelection {
+  std::vector<int32_t> page_table;
+  std::vector<int32_t> counts;  // [N]
+  std::vector<int32_t> rows;    // [N, stride]
+};
+
+// Fills *out and returns true when there are several spans, in step order, whose views differ
+// only in their page tables; false (out untouched) otherwise. selected[i] holds span i's counts,
+// then its rows (stride `stride`), as SelectTokens leaves them.
+bool CombineSpans(const StepLayout& s, const std::vector<PagedRows>& views,
+                  const std::vector<std::vector<int32_t>>& selected, int64_t stride,
+                  BatchedSelection* out) {
+  if (s.spans.size() < 2) return false;
+  int64_t next = 0, pages = 0;
+  for (size_t i = 0; i < s.spans.size(); ++i) {
+    const PagedRows& v = views[i];
+    if (s.spans[i].begin != next || v.base != views[0].base || v.bytes != views[0].bytes ||
+        v.page_size != views[0].page_size || v.kind != views[0].kind)
+      return false;
+    next += s.spans[i].count;
+    pages += static_cast<int64_t>(v.page_table.size());
+  }
+  if (pages * views[0].page_size > std::numeric_limits<int32_t>::max()) return false;
+  out->page_table.clear();
+  out->counts.assign(next, 0);
+  out->rows.assign(next * stride, 0);
+  for (size_t i = 0; i < s.spans.size(); ++i) {
+    const auto& sp = s.spans[i];
+    const int32_t offset = static_cast<int32_t>(out->page_table.size() * views[i].page_size);
+    out->page_table.insert(out->page_table.end(), views[i].page_table.begin(),
+                           views[i].page_table.end());
+    for (int64_t t = 0; t < sp.count; ++t) {
+      const int32_t n = selected[i][t];
+      out->counts[sp.begin + t] = n;
+      const int32_t* src = selected[i].data() + sp.count + t * stride;
+      int32_t* dst = out->rows.data() + (sp.begin + t) * stride;
+      for (int32_t j = 0; j < n; ++j) dst[j] = src[j] + offset;
+    }
+  }
+  return true;
+}
 
 class DeepseekV3Model final : public Model {
  public:
@@ -77,9 +125,8 @@ class DeepseekV3Model final : public Model {
   StatusOr<StepLayout> Layout(std::span<const SequenceChunk> batch, const KvPool& pool) const;
   Tensor Attention(int64_t l, const Tensor& h, const StepLayout& s, KvPool& pool,
                    std::vector<std::vector<int32_t>>& selected, int64_t* sel_stride);
-  void SelectTokens(int64_t l, const Tensor& h, const Tensor& cq, const StepLayout& s,
-                    KvPool& pool, std::vector<std::vector<int32_t>>& selected,
-                    int64_t* sel_stride);
+  void SelectTokens(int64_t l, const Tensor& h, const Tensor& cq, const StepLayout& s, KvPool& pool,
+                    std::vector<std::vector<int32_t>>& selected, int64_t* sel_stride);
   Tensor Mlp(const MlpWeights& m, const Tensor& x);
   Tensor Moe(const MoeWeights& m, const Tensor& x);
   // Numerics checking: records `op` of `layer` for each span whose rows of t ([N, ...]) are not
@@ -211,22 +258,38 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
                   q.data<float>() + t * H * dq + hd * dq + dn, dr * 4);
   SelectTokens(l, h, cq, s, pool, selected, sel_stride);
   Tensor out_lat = F32(N, H * R);
-  for (size_t i = 0; i < s.spans.size(); ++i) {
-    const auto& sp = s.spans[i];
-    MlaAttentionArgs args;
-    args.q_latent = q_lat.data<float>() + sp.begin * H * R;
-    args.q_rope = q_rope.data<float>() + sp.begin * H * dr;
-    args.tokens = sp.count;
-    args.heads = H;
-    args.latent_dim = R;
-    args.rope_dim = dr;
-    args.scale = scale_;
-    args.kv = pool.MlaRows(l, *sp.seq);
-    args.selected = selected[i].data() + sp.count;  // counts first, then rows
-    args.selected_stride = *sel_stride;
-    args.selected_count = selected[i].data();
-    args.out_latent = out_lat.data<float>() + sp.begin * H * R;
+  MlaAttentionArgs args;
+  args.heads = H;
+  args.latent_dim = R;
+  args.rope_dim = dr;
+  args.scale = scale_;
+  args.selected_stride = *sel_stride;
+  std::vector<PagedRows> views;
+  for (const auto& sp : s.spans) views.push_back(pool.MlaRows(l, *sp.seq));
+  BatchedSelection all;
+  if (CombineSpans(s, views, selected, *sel_stride, &all)) {
+    // One call for the whole batch (see CombineSpans).
+    args.q_latent = q_lat.data<float>();
+    args.q_rope = q_rope.data<float>();
+    args.tokens = N;
+    args.kv = views[0];
+    args.kv.page_table = all.page_table;
+    args.selected = all.rows.data();
+    args.selected_count = all.counts.data();
+    args.out_latent = out_lat.data<float>();
     ops_.MlaAttention(args);
+  } else {
+    for (size_t i = 0; i < s.spans.size(); ++i) {
+      const auto& sp = s.spans[i];
+      args.q_latent = q_lat.data<float>() + sp.begin * H * R;
+      args.q_rope = q_rope.data<float>() + sp.begin * H * dr;
+      args.tokens = sp.count;
+      args.kv = views[i];
+      args.selected = selected[i].data() + sp.count;  // counts first, then rows
+      args.selected_count = selected[i].data();
+      args.out_latent = out_lat.data<float>() + sp.begin * H * R;
+      ops_.MlaAttention(args);
+    }
   }
   Check(out_lat, l, "mla_attention", s);
   // Up-project the latent output per head with W_uv, then o_proj.
@@ -246,7 +309,7 @@ void DeepseekV3Model::SelectTokens(int64_t l, const Tensor& h, const Tensor& cq,
                                    std::vector<std::vector<int32_t>>& selected,
                                    int64_t* sel_stride) {
   const IndexerWeights& x = w_.layers[l].indexer;
-  if (c_.has_indexer && !x.present) return;    // shared layer: reuse the last full layer's choice
+  if (c_.has_indexer && !x.present) return;  // shared layer: reuse the last full layer's choice
   if (!indexer_live_ && !selected.empty()) return;  // dense: every causal token, computed once
   int64_t max_ctx = 0;
   for (const auto& sp : s.spans) max_ctx = std::max(max_ctx, sp.start_pos + sp.count);
@@ -340,9 +403,10 @@ StatusOr<std::unique_ptr<Model>> CreateDeepseekV3Family(const ModelConfig& confi
                                                         const Checkpoint& ckpt, const Ops& ops,
                                                         const ModelLoadOptions& options) {
   LUCID_ASSIGN_OR_RETURN(DeepseekV3Weights w, LoadDeepseekV3Weights(config, ckpt));
-  const int64_t topk = options.index_topk_override > 0 ? options.index_topk_override
-                                                       : config.index_topk;
-  return std::unique_ptr<Model>(new DeepseekV3Model(config, std::move(w), ops, topk, options.force_dense_attention));
+  const int64_t topk =
+      options.index_topk_override > 0 ? options.index_topk_override : config.index_topk;
+  return std::unique_ptr<Model>(
+      new DeepseekV3Model(config, std::move(w), ops, topk, options.force_dense_attention));
 }
 
 }  // namespace lucid
