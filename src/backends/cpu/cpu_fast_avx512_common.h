@@ -163,16 +163,6 @@ inline void PrefetchRows(const NextRows& nx, int64_t byte) {
   for (int j = 0; j < NR; ++j) _mm_prefetch(nx.base + j * nx.stride + byte, _MM_HINT_T1);
 }
 
-// One-token tiles: ask for each of the tile's own rows `byte` bytes on (T0). A one-token tile
-// streams its rows at the memory's pace, and asking 1 KB ahead in the rows being read beat asking
-// for the next row group (BM_LinearBig bf16 1 token, alternating binaries, medians of 6: 56 vs 35
-// GB/s); tiles of several tokens read each row group more slowly and keep PrefetchRows.
-template <int NR>
-inline void PrefetchAhead(const void* const* wv, int64_t byte) {
-#pragma GCC unroll 8
-  for (int j = 0; j < NR; ++j) _mm_prefetch(static_cast<const char*>(wv[j]) + byte, _MM_HINT_T0);
-}
-
 template <int MR, int NR>
 LUCID_AVX512 __attribute__((always_inline)) inline void Reduce(__m512 (&acc)[MR][NR], float* out) {
 #pragma GCC unroll 8

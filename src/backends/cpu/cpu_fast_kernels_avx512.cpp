@@ -92,10 +92,7 @@ LUCID_AVX512BF16 void TileDpBf16(const void* const* xh, const void* const* xl,
   const NextRows nx = NextRowGroup<NR>(wv);
   int64_t k = k0;
   for (; k < full; k += 32) {
-    if constexpr (MR == 1)
-      PrefetchAhead<NR>(wv, 2 * k + 1024);
-    else
-      PrefetchRows<NR>(nx, 2 * k);
+    PrefetchRows<NR>(nx, 2 * k);
     DpStep<MR, NR, false>(acc, xh, xl, wv, k, 0xFFFFFFFFu);
   }
   if (k < k1) {
