@@ -108,6 +108,28 @@ void BM_MlaHeadOps(benchmark::State& st) {
 }
 BENCHMARK(BM_MlaHeadOps)->ArgsProduct({{0, 1, 2}, {1, 8, 32}})->Unit(benchmark::kMicrosecond);
 
+// MLA attention of `tokens` query rows of `heads` heads (ql: [.., R], qr: [.., P], out like ql)
+// over the f32 latent rows of kv ([rows, R + P], one row per page of `table`); query t attends to
+// the counts[t] rows listed from sel + t * stride.
+MlaAttentionArgs DecodeArgs(Tensor& ql, Tensor& qr, Tensor& out, int64_t tokens, int64_t heads,
+                            Tensor& kv, const std::vector<int32_t>& table, const int32_t* sel,
+                            int64_t stride, const int32_t* counts) {
+  const int64_t R = ql.size(-1), P = qr.size(-1);
+  MlaAttentionArgs a;
+  a.q_latent = ql.data<float>();
+  a.q_rope = qr.data<float>();
+  a.tokens = tokens;
+  a.heads = heads;
+  a.latent_dim = R;
+  a.rope_dim = P;
+  a.kv = {kv.data<float>(), table, 1, R + P, R + P};
+  a.selected = sel;
+  a.selected_stride = stride;
+  a.selected_count = counts;
+  a.out_latent = out.data<float>();
+  return a;
+}
+
 // Args: fast?, selected tokens. One decode query, 16 heads, the real 512 + 64 latent row.
 void BM_MlaDecode(benchmark::State& st) {
   const Ops& ops = Pick(st.range(0));
@@ -119,18 +141,7 @@ void BM_MlaDecode(benchmark::State& st) {
   for (int64_t i = 0; i < n; ++i)
     table[i] = static_cast<int32_t>(i), sel[i] = static_cast<int32_t>(i);
   int32_t count = static_cast<int32_t>(n);
-  MlaAttentionArgs a;
-  a.q_latent = ql.data<float>();
-  a.q_rope = qr.data<float>();
-  a.tokens = 1;
-  a.heads = H;
-  a.latent_dim = R;
-  a.rope_dim = P;
-  a.kv = {kv.data<float>(), table, 1, R + P, R + P};
-  a.selected = sel.data();
-  a.selected_stride = n;
-  a.selected_count = &count;
-  a.out_latent = out.data<float>();
+  const MlaAttentionArgs a = DecodeArgs(ql, qr, out, 1, H, kv, table, sel.data(), n, &count);
   for (auto _ : st) ops.MlaAttention(a);
   st.counters["kv_GB/s"] =
       benchmark::Counter(double(n) * (R + P) * 4 * st.iterations(), benchmark::Counter::kIsRate);
@@ -151,18 +162,7 @@ void BM_MlaBatchDecode(benchmark::State& st) {
   std::vector<int32_t> table(B * n), sel(B * n), count(B, static_cast<int32_t>(n));
   for (int64_t i = 0; i < B * n; ++i)
     table[i] = static_cast<int32_t>(i), sel[i] = static_cast<int32_t>(i);
-  MlaAttentionArgs a;
-  a.q_latent = ql.data<float>();
-  a.q_rope = qr.data<float>();
-  a.tokens = B;
-  a.heads = H;
-  a.latent_dim = R;
-  a.rope_dim = P;
-  a.kv = {kv.data<float>(), table, 1, R + P, R + P};
-  a.selected = sel.data();
-  a.selected_stride = n;
-  a.selected_count = count.data();
-  a.out_latent = out.data<float>();
+  const MlaAttentionArgs a = DecodeArgs(ql, qr, out, B, H, kv, table, sel.data(), n, count.data());
   for (auto _ : st) Pick(st.range(0)).MlaAttention(a);
   st.counters["GFLOP/s"] = benchmark::Counter(
       double(B * n * H) * 2.0 * (R + P + R) * st.iterations() / 1e9, benchmark::Counter::kIsRate);
