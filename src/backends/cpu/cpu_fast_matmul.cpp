@@ -349,8 +349,9 @@ void MatmulNvfp4Fused(const KernelTable& kt, const PackedX& x, int64_t t0, int64
   const int64_t ld_scale = w.scale.size(1);
   for (int64_t n = n0; n < n1; n += NR) {
     const int64_t nn = std::min<int64_t>(NR, n1 - n);
-    // A whole group of rows whose scale rows have no padding widens in one call.
-    const bool one_call = nn == NR && ld_scale == gpad;
+    // A whole group of rows whose scale rows hold exactly gpad groups (no padding groups, whose
+    // stored bytes need not be zero) widens in one call.
+    const bool one_call = nn == NR && ld_scale == groups && groups == gpad;
     if (one_call) kt.widen_e4m3(scales + (w.row_begin + n) * ld_scale, gsb.data(), NR * gpad);
     for (int j = 0; j < NR; ++j) {
       const int64_t row = w.row_begin + n + std::min<int64_t>(j, nn - 1);

@@ -47,7 +47,7 @@ bool FusedAbsorb(const fast::KernelTable& kt, const Weight& uk, int64_t rows, co
     const int64_t groups = (C + 15) / 16, gpad = (groups + 7) / 8 * 8;
     const int64_t ld_scale = uk.scale.size(1), ldw = uk.data.size(1);
     const uint8_t* s0 = uk.scale.data<const uint8_t>() + uk.row_begin * ld_scale;
-    if (ld_scale == gpad) {  // no padding groups: the rows' scales in one call
+    if (ld_scale == groups && groups == gpad) {  // no padding groups: the scales in one call
       sc.resize(rows * gpad);
       kt.widen_e4m3(s0, sc.data(), rows * gpad);
     } else {
