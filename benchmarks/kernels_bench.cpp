@@ -3,10 +3,13 @@
 // KV read, FLOP/s.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <random>
+#include <vector>
 
 #include "backends/cpu/cpu_fast_ops.h"
 #include "backends/cpu/quant_test_util.h"
+#include "bench/machine_probe.h"
 #include "core/dtype.h"
 
 namespace lucid {
@@ -60,18 +63,49 @@ BENCHMARK(BM_Linear)
     ->ArgsProduct({{1}, {0, 1}, {8, 32, 512}})
     ->Unit(benchmark::kMillisecond);
 
+// The reference for the weight_GB/s counters: `lucid bench`'s read-bandwidth probe over 512 MB
+// with every thread (median of the iterations' passes). This machine's bandwidth moves between
+// runs, so compare a kernel with the probe run beside it in the same invocation.
+void BM_ReadBandwidth(benchmark::State& st) {
+  static BandwidthProbe probe;
+  std::vector<double> gbs;
+  for (auto _ : st) gbs.push_back(probe.Measure(1));
+  std::sort(gbs.begin(), gbs.end());
+  st.counters["read_GB/s"] = gbs.empty() ? 0.0 : gbs[gbs.size() / 2];
+}
+BENCHMARK(BM_ReadBandwidth)->Iterations(5)->Unit(benchmark::kMillisecond);
+
+// Copies of w (own storage for the payload and scales) spanning at least `bytes` together, so
+// that a benchmark cycling through them reads each from memory: the L3 of the dev box is 32 MB,
+// and one 16384 x 2048 NVFP4 weight (19 MB) or FP8 one (34 MB) would stay (partly) cached.
+std::vector<Weight> CopiesSpanning(const Weight& w, double bytes) {
+  std::vector<Weight> copies{w};
+  while (static_cast<double>(copies.size() * w.StoredBytes()) < bytes) {
+    Weight c = w;
+    c.data = w.data.Clone();
+    if (w.scale.valid()) c.scale = w.scale.Clone();
+    copies.push_back(c);
+  }
+  return copies;
+}
+
 // Args: format (0 bf16, 1 fp8-block, 2 nvfp4), tokens. The real models' row length (hidden 2048:
-// one 4 KB page per bf16 row) and 16384 rows: 64 MB in bf16, twice the dev box's L3.
+// one 4 KB page per bf16 row) and 16384 rows (64 MB in bf16), each iteration on the next of
+// copies that span 128 MB, four times the dev box's L3.
 void BM_LinearBig(benchmark::State& st) {
   const int64_t N = 16384, K = 2048, T = st.range(1);
-  static const Weight wb = MakeWeight(WeightFormat::kBF16, N, K);
-  static const Weight w8 = testing_util::RandomFp8(N, K, 7, /*ue8m0=*/true);
-  static const Weight w4 = testing_util::RandomNvfp4(N, K, 7);
-  const Weight& w = st.range(0) == 0 ? wb : st.range(0) == 1 ? w8 : w4;
+  constexpr double kSpan = 128.0 * (1 << 20);
+  static const std::vector<Weight> wb =
+      CopiesSpanning(MakeWeight(WeightFormat::kBF16, N, K), kSpan);
+  static const std::vector<Weight> w8 =
+      CopiesSpanning(testing_util::RandomFp8(N, K, 7, /*ue8m0=*/true), kSpan);
+  static const std::vector<Weight> w4 = CopiesSpanning(testing_util::RandomNvfp4(N, K, 7), kSpan);
+  const std::vector<Weight>& ws = st.range(0) == 0 ? wb : st.range(0) == 1 ? w8 : w4;
   Tensor x = Tensor::Empty(DType::kF32, {T, K}), y = Tensor::Empty(DType::kF32, {T, N});
   for (int64_t i = 0; i < T * K; ++i) x.data<float>()[i] = 0.001f * static_cast<float>(i % 97);
-  for (auto _ : st) kFast.Linear(x, w, y);
-  SetLinearCounters(st, w, T);
+  size_t next = 0;
+  for (auto _ : st) kFast.Linear(x, ws[next++ % ws.size()], y);
+  SetLinearCounters(st, ws[0], T);
 }
 BENCHMARK(BM_LinearBig)
     ->ArgsProduct({{0, 1, 2}, {1, 2, 3, 4, 5, 6, 8, 16, 32}})
