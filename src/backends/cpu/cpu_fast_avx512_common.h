@@ -157,10 +157,11 @@ inline NextRows NextRowGroup(const void* const* wv) {
   const int64_t s = NR > 1 ? static_cast<const char*>(wv[1]) - r0 : 0;
   return {r0 + NR * s, s};
 }
-template <int NR>
+// kHint: the cache level to fill (the packed tiles ask for L1, see TileFp8Dp / TileNvfp4Dp).
+template <int NR, _mm_hint kHint = _MM_HINT_T1>
 inline void PrefetchRows(const NextRows& nx, int64_t byte) {
 #pragma GCC unroll 8
-  for (int j = 0; j < NR; ++j) _mm_prefetch(nx.base + j * nx.stride + byte, _MM_HINT_T1);
+  for (int j = 0; j < NR; ++j) _mm_prefetch(nx.base + j * nx.stride + byte, kHint);
 }
 
 template <int MR, int NR>

