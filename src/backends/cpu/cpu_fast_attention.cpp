@@ -8,7 +8,8 @@
 // heads, q transposed once per item so each k step is one vector of the heads' q times each row's
 // value broadcast from memory; else register tiles of heads x rows over the 576-float
 // [ckv | k_pe] row), an exact softmax per head over the item, then the
-// latent output accumulated over the same blocks (rows hot in L1, eight vector accumulators).
+// latent output accumulated over the same blocks (weighted_rows_heads: 64 columns of the block's
+// rows at a time, hot in L1 for all heads, 4 heads x 4 vectors of accumulators).
 // Each selected row is read from memory once per query row, for all heads.
 #include <algorithm>
 #include <cmath>
@@ -187,12 +188,12 @@ void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
         const int64_t nb = std::min(kRowBlock, len - j);
         for (int64_t r = 0; r < nb; ++r)
           rows[r] = KvRow(kt, a.kv, sel[j + r], &dec[r * a.kv.row_floats]);
-        int64_t h = 0;
-        if (kt.weighted_rows2)
-          for (; h + 2 <= H; h += 2)
-            kt.weighted_rows2(rows, s.data() + h * len + j, s.data() + (h + 1) * len + j, nb,
-                              &o[h * R], &o[(h + 1) * R], R);
-        for (; h < H; ++h) kt.weighted_rows(rows, s.data() + h * len + j, nb, &o[h * R], R);
+        if (kt.weighted_rows_heads) {
+          kt.weighted_rows_heads(rows, s.data() + j, len, H, nb, o.data(), R, R);
+        } else {
+          for (int64_t h = 0; h < H; ++h)
+            kt.weighted_rows(rows, s.data() + h * len + j, nb, &o[h * R], R);
+        }
       }
       if (w.partial < 0) {
         for (int64_t h = 0; h < H; ++h) {

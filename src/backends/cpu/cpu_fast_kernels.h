@@ -115,9 +115,10 @@ struct KernelTable {
   // out[0..R) += sum over j < nb of p[j] * rows[j][0..R).
   void (*weighted_rows)(const float* const* rows, const float* p, int64_t nb, float* out,
                         int64_t R) = nullptr;
-  // weighted_rows for two weight vectors and outputs over the same rows (nb <= 16); may be null.
-  void (*weighted_rows2)(const float* const* rows, const float* p0, const float* p1, int64_t nb,
-                         float* out0, float* out1, int64_t R) = nullptr;
+  // weighted_rows for H heads over the same rows (nb <= 16): out[h * ldo + c] += sum over j < nb
+  // of p[h * ldp + j] * rows[j][c] for h < H, c < R. May be null (then weighted_rows per head).
+  void (*weighted_rows_heads)(const float* const* rows, const float* p, int64_t ldp, int64_t H,
+                              int64_t nb, float* out, int64_t ldo, int64_t R) = nullptr;
   // Indexer: for a block of nk <= 16 keys given transposed as kt[d][16] (d < head_dim), adds
   // sum_j w[j] * relu(q[j] . k) to out[0..nk) over heads j < heads (q: [heads, head_dim]).
   void (*indexer_block)(const float* q, const float* w, int64_t heads, int64_t head_dim,
