@@ -85,8 +85,8 @@ struct Paged {
   std::vector<int32_t> table;
   PagedRows rows;
   Paged(int64_t tokens, int64_t row_floats, uint32_t seed, KvRowKind kind = KvRowKind::kF32,
-        int64_t fp8_values = 0, int64_t fp8_block = 0) {
-    const int64_t page = 5, pages = (tokens + page - 1) / page;
+        int64_t fp8_values = 0, int64_t fp8_block = 0, int64_t page = 5) {
+    const int64_t pages = (tokens + page - 1) / page;
     store = Random({pages * page, row_floats}, seed);
     for (int64_t p = 0; p < pages; ++p) table.push_back(static_cast<int32_t>(pages - 1 - p));
     rows.base = store.data<float>();
@@ -156,31 +156,34 @@ TEST_P(FastOpsTest, MlaAttentionMatchesReference) {
 }
 
 TEST_P(FastOpsTest, IndexerScoresMatchReference) {
-  for (KvRowKind kind : {KvRowKind::kF32, KvRowKind::kBF16, KvRowKind::kFp8})
-    for (int64_t T : {1, 4})
-      for (int64_t heads : {5, 13}) {  // the avx512 kernel groups 8, 4, then single heads
-        const int64_t D = 33, ctx = 157;
-        Paged keys(ctx, D, 9, kind, D, D);  // fp8 keys: one scale per key
-        Tensor q = Random({T, heads, D}, 10), w = Random({T, heads}, 11);
-        std::vector<int64_t> causal(T);
-        for (int64_t t = 0; t < T; ++t) causal[t] = ctx - 3 * (T - 1 - t);
-        Tensor s = Tensor::Empty(DType::kF32, {T, ctx}), r = s.Clone();
-        IndexerArgs a;
-        a.q = q.data<float>();
-        a.w = w.data<float>();
-        a.tokens = T;
-        a.heads = heads;
-        a.head_dim = D;
-        a.keys = keys.rows;
-        a.causal_len = causal.data();
-        a.scores = s.data<float>();
-        a.score_stride = ctx;
-        ops_.IndexerScores(a);
-        a.scores = r.data<float>();
-        kRef.IndexerScores(a);
-        EXPECT_LE(RelErr(s, r), 1e-5) << "T=" << T << " heads=" << heads
-                                      << " kind=" << int(kind);  // past causal_len: 0 in both
-      }
+  // Pages of 5 keys: the kernel's blocks of 16 keys cross pages; of 32: each block lies in one
+  // page, the last page partly filled; the page table is reversed in both.
+  for (int64_t page : {5, 32})
+    for (KvRowKind kind : {KvRowKind::kF32, KvRowKind::kBF16, KvRowKind::kFp8})
+      for (int64_t T : {1, 4})
+        for (int64_t heads : {5, 13}) {  // the avx512 kernel groups 8, 4, then single heads
+          const int64_t D = 33, ctx = 157;
+          Paged keys(ctx, D, 9, kind, D, D, page);  // fp8 keys: one scale per key
+          Tensor q = Random({T, heads, D}, 10), w = Random({T, heads}, 11);
+          std::vector<int64_t> causal(T);
+          for (int64_t t = 0; t < T; ++t) causal[t] = ctx - 3 * (T - 1 - t);
+          Tensor s = Tensor::Empty(DType::kF32, {T, ctx}), r = s.Clone();
+          IndexerArgs a;
+          a.q = q.data<float>();
+          a.w = w.data<float>();
+          a.tokens = T;
+          a.heads = heads;
+          a.head_dim = D;
+          a.keys = keys.rows;
+          a.causal_len = causal.data();
+          a.scores = s.data<float>();
+          a.score_stride = ctx;
+          ops_.IndexerScores(a);
+          a.scores = r.data<float>();
+          kRef.IndexerScores(a);
+          EXPECT_LE(RelErr(s, r), 1e-5) << "T=" << T << " heads=" << heads << " kind=" << int(kind)
+                                        << " page=" << page;  // past causal_len: 0 in both
+        }
 }
 
 TEST_P(FastOpsTest, TopKMatchesReferenceIncludingTies) {
