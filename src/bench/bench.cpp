@@ -236,6 +236,13 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
                  "that bandwidth model %.2f ms, roofline %.2f ms -> step = %.1fx roofline\n",
                  100 * paired.ratio, paired.median_gbs, paired.min_gbs, paired.max_gbs, Ms(model_p),
                  Ms(roofline_p), s.seconds / roofline_p);
+    // Where the FLOPs at the peak alone take longer than the bytes model, no kernel on this
+    // machine can bring the step down to the bytes model: say so beside it.
+    if (roofline_p > 1.02 * model_p)
+      std::fprintf(log,
+                   "                               the roofline is %.2fx the bytes model: at this "
+                   "FMA peak the step cannot reach the bytes model (compute-bound)\n",
+                   roofline_p / model_p);
     out->push_back({{"batch", B},
                     {"context", o.prompt_len},
                     {"step_ms", Ms(s.seconds)},
@@ -250,6 +257,7 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
                     {"paired_probe_gbs", paired.median_gbs},
                     {"model_step_ms_paired", Ms(model_p)},
                     {"roofline_step_ms_paired", Ms(roofline_p)},
+                    {"roofline_over_model_paired", roofline_p / model_p},
                     {"gflops", gf},
                     {"pct_peak", 100 * gf / mi.fma_gflops},
                     {"experts_touched", ex.units},

@@ -110,8 +110,9 @@ TEST(CliTest, GenerateAndBenchTakeTheCpuKernelSet) {
 // the figures it prints are consistent with each other and with the model's shape: a step's bytes
 // are the sum of its op kinds', tokens per second follow from the step time, the uniform expert
 // model is the closed form, one token touches exactly top-k experts per MoE layer, every step has
-// a paired bandwidth probe, and at context 64 DSA attention reads index_topk rows per layer where
-// dense attention reads all of them (8x the bytes and a little more).
+// a paired bandwidth probe, the roofline is never under the bytes model, and at context 64 DSA
+// attention reads index_topk rows per layer where dense attention reads all of them (8x the bytes
+// and a little more).
 TEST(CliTest, BenchFiguresAreConsistent) {
   const Result r = e2e::Shell("OMP_NUM_THREADS=2 " + e2e::Lucid() + " bench --model-path " +
                                   Src("tests/fixtures/models/tiny_glm_moe_dsa") +
@@ -143,6 +144,12 @@ TEST(CliTest, BenchFiguresAreConsistent) {
     }
     EXPECT_GT(d["paired_probe_gbs"].get<double>(), 0.0);
     EXPECT_GT(d["pct_bandwidth_paired"].get<double>(), 0.0);
+    // The roofline takes, per op kind, the larger of bytes and FLOPs time: never below the bytes
+    // model, and their ratio is what the text output quotes when it is compute-bound.
+    const double roof = d["roofline_step_ms_paired"].get<double>();
+    const double model = d["model_step_ms_paired"].get<double>();
+    EXPECT_GE(roof, model * (1 - 1e-9));
+    EXPECT_NEAR(d["roofline_over_model_paired"].get<double>(), roof / model, 1e-9 * roof / model);
   }
   double dsa_attn = 0, dense_attn = 0;
   for (const auto& c : j["context_sweep"]) {
