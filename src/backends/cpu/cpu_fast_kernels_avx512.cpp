@@ -425,7 +425,7 @@ LUCID_AVX512 void WeightedRows(const float* const* rows, const float* p, int64_t
   }
 }
 
-// G heads over one chunk of 16 V columns: each row vector is loaded once (the empty asm keeps
+// G heads over one chunk of 16 x V columns: each row vector is loaded once (the empty asm keeps
 // GCC from folding the load into every head's FMA, which doubled the loads) and feeds G FMAs;
 // G x V accumulators.
 template <int G, int V>
