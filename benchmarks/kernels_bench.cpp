@@ -130,17 +130,29 @@ void BM_MlaHeadOps(benchmark::State& st) {
   Tensor q = Tensor::Empty(DType::kF32, {T, H * nope}), ql = Tensor::Empty(DType::kF32, {T, H * R});
   Tensor out = Tensor::Empty(DType::kF32, {T, H * v});
   for (int64_t i = 0; i < q.numel(); ++i) q.data<float>()[i] = 0.01f * static_cast<float>(i % 89);
+  // Arg 2: both ops (0), the absorption alone (1) or the projection alone (2); the bytes are
+  // the W_uk rows, the W_uv rows or both.
+  const int64_t which = st.range(2);
+  const double share = which == 0   ? 1.0
+                       : which == 1 ? double(nope) / (nope + v)
+                                    : double(v) / (nope + v);
   int64_t l = 0;
   double bytes = 0;
   for (auto _ : st) {
     const Weight& kv = ws[l++ % L];
-    kFast.MlaAbsorbQuery(q, H, nope, nope, v, kv, ql);
-    kFast.MlaProjectOutput(ql, H, nope, v, kv, out);
-    bytes += static_cast<double>(kv.StoredBytes());
+    if (which != 2) kFast.MlaAbsorbQuery(q, H, nope, nope, v, kv, ql);
+    if (which != 1) kFast.MlaProjectOutput(ql, H, nope, v, kv, out);
+    bytes += share * static_cast<double>(kv.StoredBytes());
   }
   st.counters["weight_GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_MlaHeadOps)->ArgsProduct({{0, 1, 2}, {1, 8, 32}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MlaHeadOps)
+    ->ArgsProduct({{0, 1, 2}, {1, 8, 32}, {0}})
+    ->Args({1, 1, 1})
+    ->Args({1, 1, 2})
+    ->Args({2, 1, 1})
+    ->Args({2, 1, 2})
+    ->Unit(benchmark::kMicrosecond);
 
 // MLA attention of `tokens` query rows of `heads` heads (ql: [.., R], qr: [.., P], out like ql)
 // over the f32 latent rows of kv ([rows, R + P], one row per page of `table`); query t attends to

@@ -42,9 +42,16 @@ using Nvfp4TileFn = void (*)(const void* const* xh, const void* const* xl, const
                              const float* const* gs, float s2, int64_t k0, int64_t k1,
                              int64_t groups_end, float* out);
 
+// Memory a kernel pulls into L2 while it computes (the next work item's weights), so that the
+// next call finds it there: up to two byte spans; a null pointer or zero bytes is no span.
+struct WarmSpans {
+  const void* p[2] = {nullptr, nullptr};
+  int64_t bytes[2] = {0, 0};
+};
+
 using RowsAxpyPackedFn = void (*)(const uint8_t* w, int64_t ldw, int64_t rows, const float* sc,
                                   int64_t lds, float s2, const float* x, int64_t ldx, int64_t T,
-                                  int64_t C, float* y, int64_t ldy);
+                                  int64_t C, float* y, int64_t ldy, const WarmSpans& warm);
 
 struct KernelTable {
   CpuIsa isa = CpuIsa::kScalar;
@@ -140,7 +147,8 @@ struct KernelTable {
   // The same with packed rows decoded in registers (avx512bf16; null elsewhere). w points at row
   // 0's byte of column 0, ldw bytes apart. FP8 block (128-column blocks): sc[r * lds + c / 128] is
   // row r's block scale, s2 unused. NVFP4: sc[r * lds + g] is row r's group scale g in f32, zero
-  // for padding groups up to a multiple of 8; s2 the tensor scale.
+  // for padding groups up to a multiple of 8; s2 the tensor scale. `warm` is read into L2 over the
+  // column passes after the first (all passes if there is one), spread evenly over their rows.
   RowsAxpyPackedFn rows_axpy_fp8 = nullptr, rows_axpy_nvfp4 = nullptr;
 };
 

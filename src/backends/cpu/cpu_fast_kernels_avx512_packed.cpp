@@ -328,11 +328,37 @@ struct Nvfp4Rows {
   }
 };
 
+// Walks the cache lines of WarmSpans in order, `per` lines at a time, asking for each in L2.
+class WarmCursor {
+ public:
+  WarmCursor(const WarmSpans& w, int64_t steps) : w_(w) {
+    const int64_t lines = (w.bytes[0] + 63) / 64 + (w.bytes[1] + 63) / 64;
+    per_ = steps > 0 ? (lines + steps - 1) / steps : 0;
+  }
+  void Step() {
+    for (int64_t i = 0; i < per_; ++i) {
+      while (s_ < 2 && (!w_.p[s_] || off_ >= w_.bytes[s_])) ++s_, off_ = 0;
+      if (s_ == 2) return;
+      _mm_prefetch(static_cast<const char*>(w_.p[s_]) + off_, _MM_HINT_T1);
+      off_ += 64;
+    }
+  }
+
+ private:
+  const WarmSpans& w_;
+  int64_t per_ = 0, off_ = 0;
+  int s_ = 0;
+};
+
 template <int T, class Rows>
 LUCID_AVX512BF16 void RowsAxpyPackedT(const Rows& d, const uint8_t* order, int64_t rows,
-                                      const float* x, int64_t ldx, int64_t C, float* y,
-                                      int64_t ldy) {
+                                      const float* x, int64_t ldx, int64_t C, float* y, int64_t ldy,
+                                      const WarmSpans& warm) {
   alignas(64) float sums[128];
+  // The next item's weights stream in while the passes after the first compute from L2 (the
+  // first pass reads this item's rows from memory).
+  const int64_t passes = (C + 127) / 128;
+  WarmCursor next(warm, (passes > 1 ? passes - 1 : 1) * rows);
   for (int64_t c0 = 0; c0 < C; c0 += 128) {
     __m512 acc[T][8];
 #pragma GCC unroll 2
@@ -346,6 +372,7 @@ LUCID_AVX512BF16 void RowsAxpyPackedT(const Rows& d, const uint8_t* order, int64
       if (c0 == 0)
         for (int64_t b = 0; b < d.ldw; b += 64)
           _mm_prefetch(d.w + (r + 6) * d.ldw + b, _MM_HINT_T1);
+      if (c0 > 0 || passes == 1) next.Step();
       __m512 wv[8], m[2];
       d.Row(r, c0, C, wv, m);
 #pragma GCC unroll 2
@@ -370,23 +397,29 @@ LUCID_AVX512BF16 void RowsAxpyPackedT(const Rows& d, const uint8_t* order, int64
 
 template <class Rows>
 LUCID_AVX512BF16 void RowsAxpyPacked(const Rows& d, int64_t rows, const float* x, int64_t ldx,
-                                     int64_t T, int64_t C, float* y, int64_t ldy) {
+                                     int64_t T, int64_t C, float* y, int64_t ldy,
+                                     const WarmSpans& warm) {
   static constexpr std::array<uint8_t, 128> kOrder = Rows::Order();
+  // The warm spans go with the first pair of tokens only (later pairs find them already in L2).
+  const WarmSpans none;
   int64_t t = 0;
   for (; t + 2 <= T; t += 2)
-    RowsAxpyPackedT<2>(d, kOrder.data(), rows, x + t * ldx, ldx, C, y + t * ldy, ldy);
-  if (t < T) RowsAxpyPackedT<1>(d, kOrder.data(), rows, x + t * ldx, ldx, C, y + t * ldy, ldy);
+    RowsAxpyPackedT<2>(d, kOrder.data(), rows, x + t * ldx, ldx, C, y + t * ldy, ldy,
+                       t == 0 ? warm : none);
+  if (t < T)
+    RowsAxpyPackedT<1>(d, kOrder.data(), rows, x + t * ldx, ldx, C, y + t * ldy, ldy,
+                       t == 0 ? warm : none);
 }
 
 LUCID_AVX512BF16 void RowsAxpyFp8(const uint8_t* w, int64_t ldw, int64_t rows, const float* sc,
                                   int64_t lds, float, const float* x, int64_t ldx, int64_t T,
-                                  int64_t C, float* y, int64_t ldy) {
-  RowsAxpyPacked(Fp8Rows{w, ldw, sc, lds, LoadE4m3ByteTables()}, rows, x, ldx, T, C, y, ldy);
+                                  int64_t C, float* y, int64_t ldy, const WarmSpans& warm) {
+  RowsAxpyPacked(Fp8Rows{w, ldw, sc, lds, LoadE4m3ByteTables()}, rows, x, ldx, T, C, y, ldy, warm);
 }
 
 LUCID_AVX512BF16 void RowsAxpyNvfp4(const uint8_t* w, int64_t ldw, int64_t rows, const float* gs,
                                     int64_t lds, float s2, const float* x, int64_t ldx, int64_t T,
-                                    int64_t C, float* y, int64_t ldy) {
+                                    int64_t C, float* y, int64_t ldy, const WarmSpans& warm) {
   const Nvfp4Rows d{w,
                     ldw,
                     gs,
@@ -395,7 +428,7 @@ LUCID_AVX512BF16 void RowsAxpyNvfp4(const uint8_t* w, int64_t ldw, int64_t rows,
                     MakeNvfp4Consts(),
                     _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6),
                     _mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7)};
-  RowsAxpyPacked(d, rows, x, ldx, T, C, y, ldy);
+  RowsAxpyPacked(d, rows, x, ldx, T, C, y, ldy, warm);
 }
 
 }  // namespace

@@ -10,9 +10,10 @@
 // codes in registers straight into the sums, once per pair of tokens (BM_MlaHeadOps, FP8 / NVFP4:
 // 1 token 205 / 150 -> 125 / 93 us, 8 tokens 390 / 370 -> 293 / 300, 32 tokens 1173 / 1053 ->
 // 883 / 901, 512 tokens 16.1 / 14.4 -> 13.2 / 14.4-14.9 ms).
-// Project: each head's latent rows are packed once (PackX with the [T, heads * latent] stride),
-// then items are (head, chunk of W_uv rows) run by the matmul driver, which reads each weight
-// element once for all T tokens and writes straight into out[:, h * v_dim + j].
+// Project: items are (head, chunk of W_uv rows), in one parallel region; a thread packs each
+// head's latent rows it needs (PackX with the [T, heads * latent] stride) and gives the head's
+// run of its items to the matmul driver in one call, which reads each weight element once for
+// all T tokens and writes straight into out[:, h * v_dim + j].
 #include <algorithm>
 #include <vector>
 
@@ -25,8 +26,9 @@ namespace {
 
 // q_latent rows of one head through the fused packed kernels: y_t = x_t W for the `rows` rows of
 // the view uk (all its columns). Returns false, writing nothing, where there is no such kernel.
+// `next` (may be null): the W_uk view of the item this thread runs next, read into L2 meanwhile.
 bool FusedAbsorb(const fast::KernelTable& kt, const Weight& uk, int64_t rows, const float* x,
-                 int64_t ldx, int64_t T, float* y, int64_t ldy) {
+                 int64_t ldx, int64_t T, float* y, int64_t ldy, const Weight* next) {
   const int64_t C = uk.cols;
   thread_local std::vector<float> sc;
   if (uk.format == WeightFormat::kFp8Block && kt.rows_axpy_fp8 && uk.block_cols == 128) {
@@ -39,8 +41,11 @@ bool FusedAbsorb(const fast::KernelTable& kt, const Weight& uk, int64_t rows, co
         sc[r * blocks + b] = ue8m0 ? Ue8m0ToF32(uk.scale.data<const uint8_t>()[s0 + b])
                                    : uk.scale.data<const float>()[s0 + b];
     }
+    fast::WarmSpans warm;
+    if (next)
+      warm.p[0] = next->data.data<const uint8_t>() + next->row_begin * C, warm.bytes[0] = rows * C;
     kt.rows_axpy_fp8(uk.data.data<const uint8_t>() + uk.row_begin * C, C, rows, sc.data(), blocks,
-                     1.0f, x, ldx, T, C, y, ldy);
+                     1.0f, x, ldx, T, C, y, ldy, warm);
     return true;
   }
   if (uk.format == WeightFormat::kNvfp4 && kt.rows_axpy_nvfp4 && uk.block_cols == 16) {
@@ -54,8 +59,15 @@ bool FusedAbsorb(const fast::KernelTable& kt, const Weight& uk, int64_t rows, co
       sc.assign(rows * gpad, 0.0f);
       for (int64_t r = 0; r < rows; ++r) kt.widen_e4m3(s0 + r * ld_scale, &sc[r * gpad], groups);
     }
+    fast::WarmSpans warm;  // the next item's codes, then its scale rows
+    if (next) {
+      warm.p[0] = next->data.data<const uint8_t>() + next->row_begin * ldw,
+      warm.bytes[0] = rows * ldw;
+      warm.p[1] = next->scale.data<const uint8_t>() + next->row_begin * ld_scale;
+      warm.bytes[1] = rows * ld_scale;
+    }
     kt.rows_axpy_nvfp4(uk.data.data<const uint8_t>() + uk.row_begin * ldw, ldw, rows, sc.data(),
-                       gpad, *uk.scale2.data<const float>(), x, ldx, T, C, y, ldy);
+                       gpad, *uk.scale2.data<const float>(), x, ldx, T, C, y, ldy, warm);
     return true;
   }
   return false;
@@ -91,8 +103,9 @@ void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride
                           heads * R);
         continue;
       }
+      const Weight next = kv_b.RowRange(std::min(h + 1, heads - 1) * (nope_dim + v_dim), nope_dim);
       if (FusedAbsorb(kt, uk, nope_dim, qs + h * q_stride, heads * q_stride, T, ys + h * R,
-                      heads * R))
+                      heads * R, item + 1 < e ? &next : nullptr))
         continue;
       if (kt.rows_axpy_f32 && (T > 1 || packed)) {         // decode the rows once, sum in registers
         const int64_t ld = (c1 - c0 + 15) / 16 * 16 + 16;  // NVFP4 writes whole groups
@@ -133,20 +146,22 @@ void CpuFastOps::MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t n
                   kv_b.rows == heads * (nope_dim + v_dim),
               "MlaProjectOutput shape mismatch for " + kv_b.name);
   const fast::KernelTable& kt = fast::Kernels(isa_);
-  std::vector<fast::PackedX> px(heads);
-  ParallelFor(heads, 1, [&](int64_t b, int64_t e) {
-    for (int64_t h = b; h < e; ++h)
-      fast::PackX(kt, latent.data<const float>() + h * R, heads * R, T, R, kv_b.format, &px[h]);
-  });
   constexpr int64_t kRows = 32;  // W_uv rows per work item
   const int64_t chunks = (v_dim + kRows - 1) / kRows;
   float* ys = out.data<float>();
+  // One parallel region: a thread packs the latent rows of each head its items touch (a head
+  // split between two threads is packed by both) and runs each head's run of items as one
+  // MatmulRows call.
   ParallelFor(heads * chunks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t item = b; item < e; ++item) {
-      const int64_t h = item / chunks, n0 = (item % chunks) * kRows;
+    thread_local fast::PackedX px;
+    for (int64_t item = b; item < e;) {
+      const int64_t h = item / chunks, last = std::min(e, (h + 1) * chunks);
+      const int64_t n0 = (item % chunks) * kRows,
+                    n1 = std::min(v_dim, ((last - 1) % chunks + 1) * kRows);
+      fast::PackX(kt, latent.data<const float>() + h * R, heads * R, T, R, kv_b.format, &px);
       const Weight uv = kv_b.RowRange(h * (nope_dim + v_dim) + nope_dim, v_dim);
-      fast::MatmulRows(kt, px[h], 0, T, uv, n0, std::min(v_dim, n0 + kRows), ys + h * v_dim,
-                       heads * v_dim);
+      fast::MatmulRows(kt, px, 0, T, uv, n0, n1, ys + h * v_dim, heads * v_dim);
+      item = last;
     }
   });
 }
