@@ -92,6 +92,12 @@ const float* KvRow(const fast::KernelTable& kt, const PagedRows& kv, int64_t u, 
   return scratch;
 }
 
+// Token u's row as stored in the cache.
+const void* StoredRow(const PagedRows& kv, int64_t u) {
+  return kv.kind == KvRowKind::kF32 ? static_cast<const void*>(kv.Row(u))
+                                    : static_cast<const void*>(kv.RowBytes(u));
+}
+
 // Asks for the stored rows of tokens [u0, u1) into L2 (they are read by the next block; a row of
 // the latent cache is 36 cache lines in f32). Prefetches never fault.
 void PrefetchKvRows(const PagedRows& kv, int64_t u0, int64_t u1) {
@@ -165,13 +171,20 @@ void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
       s.resize(H * len);
       for (int64_t j = 0; j < len; j += kRowBlock) {
         const int64_t nb = std::min(kRowBlock, len - j);
-        PrefetchSelected(a.kv, sel, j + kRowBlock, std::min(len, j + 2 * kRowBlock));
+        // The next block's stored rows: asked for by scores16 as it computes (spread over the
+        // FMAs; warm is null for the item's last block), else here in one burst.
+        const int64_t nx = std::min(kRowBlock, std::max<int64_t>(0, len - j - kRowBlock));
+        const void* next[kRowBlock];
+        for (int64_t r = 0; r < kRowBlock; ++r)
+          next[r] = nx > 0 ? StoredRow(a.kv, sel[j + kRowBlock + std::min(r, nx - 1)]) : nullptr;
+        if (!kt.scores16) PrefetchSelected(a.kv, sel, j + kRowBlock, j + kRowBlock + nx);
         for (int64_t r = 0; r < nb; ++r)
           rows[r] = KvRow(kt, a.kv, sel[j + r], &dec[r * a.kv.row_floats]);
         if (kt.scores16) {
           for (int64_t g = 0; g < groups; ++g)
             kt.scores16(&qt[g * K * 16], K, rows, nb, std::min<int64_t>(16, H - 16 * g),
-                        s.data() + 16 * g * len + j, len);
+                        s.data() + 16 * g * len + j, len, nx > 0 && g == 0 ? next : nullptr,
+                        KvRowBytes(a.kv));
         } else {
           ScoreBlock(kt, q.data(), Kp, H, rows, nb, K, s.data() + j, len);
         }

@@ -134,9 +134,11 @@ struct KernelTable {
   void (*transpose16)(const float* const* rows, int64_t n, int64_t D, float* dst) = nullptr;
   // Attention scores of up to 16 heads against a block of nb <= 16 rows: s[h * ld + j] = sum over
   // k < K of qT[16 k + h] * rows[j][k] for h < H <= 16, j < nb (qT: the heads' q transposed,
-  // [K][16]). May be null.
+  // [K][16]). warm (may be null): 16 pointers, each to warm_bytes the kernel reads into L2
+  // while it computes, one cache line per row at a time (the next block's stored rows). May be
+  // null.
   void (*scores16)(const float* qT, int64_t K, const float* const* rows, int64_t nb, int64_t H,
-                   float* s, int64_t ld) = nullptr;
+                   float* s, int64_t ld, const void* const* warm, int64_t warm_bytes) = nullptr;
   // y[t * ldy + c] = sum over r < rows of x[t * ldx + r] * w[r * ldw + c] for t < T, c < C, with
   // bf16 w (the W_uk absorption); y is overwritten. Null: dequantize rows and axpy instead.
   void (*rows_axpy_bf16)(const uint16_t* w, int64_t ldw, int64_t rows, const float* x, int64_t ldx,

@@ -532,34 +532,48 @@ LUCID_AVX512 void Transpose16(const float* const* rows, int64_t n, int64_t D, fl
 }
 
 // Scores of up to 16 heads against N rows: acc[i] lane h = sum_k qT[16 k + h] * rows[i][k]. One
-// vector of the heads' q per k and each row's value broadcast from memory into its FMA.
+// vector of the heads' q per k and each row's value broadcast from memory into its FMA. Every 16
+// k (a cache line of each row), line k / 16 of each warm row is asked for in L2, if it lies
+// within warm_bytes: spread this way, the next block's rows stream in under the FMAs (asked for
+// all at once before the block, 576 prefetches of f32 rows queue up and stall the thread).
 template <int N>
 LUCID_AVX512 __attribute__((always_inline)) inline void ScoreRows(const float* qT, int64_t K,
                                                                   const float* const* rows,
-                                                                  __m512* acc) {
+                                                                  __m512* acc,
+                                                                  const char* const* warm,
+                                                                  int64_t warm_bytes) {
   const float* r[N];
 #pragma GCC unroll 8
   for (int i = 0; i < N; ++i) {
     r[i] = rows[i];
     acc[i] = _mm512_setzero_ps();
   }
-  for (int64_t k = 0; k < K; ++k) {
-    const __m512 q = _mm512_loadu_ps(qT + 16 * k);
+  int64_t k = 0;
+  for (int64_t line = 0; k < K; ++line) {
+    if (warm && 64 * line < warm_bytes) {
 #pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(r[i][k]), q, acc[i]);
+      for (int i = 0; i < N; ++i) _mm_prefetch(warm[i] + 64 * line, _MM_HINT_T1);
+    }
+    for (const int64_t k1 = std::min(K, k + 16); k < k1; ++k) {
+      const __m512 q = _mm512_loadu_ps(qT + 16 * k);
+#pragma GCC unroll 8
+      for (int i = 0; i < N; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(r[i][k]), q, acc[i]);
+    }
   }
 }
 
 // s[h * ld + j] = sum_k qT[16 k + h] * rows[j][k] for h < H <= 16, j < nb <= 16: two passes of 8
 // rows, then the 16 x 16 block transposed in registers.
 LUCID_AVX512 void Scores16(const float* qT, int64_t K, const float* const* rows, int64_t nb,
-                           int64_t H, float* s, int64_t ld) {
+                           int64_t H, float* s, int64_t ld, const void* const* warm,
+                           int64_t warm_bytes) {
   const float* rr[16];
   for (int i = 0; i < 16; ++i) rr[i] = rows[i < nb ? i : nb - 1];
+  const char* const* wr = reinterpret_cast<const char* const*>(warm);
   __m512 acc[16];
-  ScoreRows<8>(qT, K, rr, acc);
+  ScoreRows<8>(qT, K, rr, acc, wr, warm_bytes);
   if (nb > 8) {
-    ScoreRows<8>(qT, K, rr + 8, acc + 8);
+    ScoreRows<8>(qT, K, rr + 8, acc + 8, wr ? wr + 8 : nullptr, warm_bytes);
   } else {
     for (int i = 8; i < 16; ++i) acc[i] = _mm512_setzero_ps();
   }
