@@ -267,14 +267,22 @@ void CpuFastOps::IndexerScores(const IndexerArgs& a) const {
     const int64_t end = std::min(max_len, re * range);
     for (int64_t u0 = rb * range; u0 < end; u0 += 16) {
       const int64_t nk = std::min<int64_t>(16, max_len - u0);
-      PrefetchKvRows(a.keys, u0 + 16, std::min<int64_t>(u0 + 32, end));
+      // The next block's stored keys, asked for by the first indexer_block call as it computes
+      // (spread over its FMAs, as in MlaAttention).
+      const int64_t nx = std::min<int64_t>(16, std::max<int64_t>(0, end - u0 - 16));
+      const void* next[16];
+      for (int64_t r = 0; r < 16; ++r)
+        next[r] = nx > 0 ? StoredRow(a.keys, u0 + 16 + std::min(r, nx - 1)) : nullptr;
       for (int64_t kk = 0; kk < nk; ++kk)
         rows[kk] = KvRow(kt, a.keys, u0 + kk, &dec[kk * a.keys.row_floats]);
       kt.transpose16(rows, nk, D, kt_buf.data());
+      bool warmed = nx == 0;
       for (int64_t t = 0; t < T; ++t) {
         if (a.causal_len[t] <= u0) continue;
         std::fill(out, out + 16, 0.0f);
-        kt.indexer_block(a.q + t * a.heads * D, a.w + t * a.heads, a.heads, D, kt_buf.data(), out);
+        kt.indexer_block(a.q + t * a.heads * D, a.w + t * a.heads, a.heads, D, kt_buf.data(), out,
+                         warmed ? nullptr : next, KvRowBytes(a.keys));
+        warmed = true;
         const int64_t valid = std::min(nk, a.causal_len[t] - u0);
         std::copy(out, out + valid, a.scores + t * a.score_stride + u0);
       }

@@ -42,6 +42,14 @@ using Nvfp4TileFn = void (*)(const void* const* xh, const void* const* xl, const
                              const float* const* gs, float s2, int64_t k0, int64_t k1,
                              int64_t groups_end, float* out);
 
+// Asks for all of a WarmSpans-like set of 16 rows at once (kernels that do not spread them).
+inline void WarmAll16(const void* const* warm, int64_t bytes) {
+  if (!warm) return;
+  for (int r = 0; r < 16; ++r)
+    for (int64_t b = 0; b < bytes; b += 64)
+      __builtin_prefetch(static_cast<const char*>(warm[r]) + b, 0, 2);
+}
+
 // Memory a kernel pulls into L2 while it computes (the next work item's weights), so that the
 // next call finds it there: up to two byte spans; a null pointer or zero bytes is no span.
 struct WarmSpans {
@@ -128,8 +136,11 @@ struct KernelTable {
                               int64_t nb, float* out, int64_t ldo, int64_t R) = nullptr;
   // Indexer: for a block of nk <= 16 keys given transposed as kt[d][16] (d < head_dim), adds
   // sum_j w[j] * relu(q[j] . k) to out[0..nk) over heads j < heads (q: [heads, head_dim]).
+  // warm (may be null; a hint a kernel may ignore): 16 pointers to warm_bytes each, read into L2
+  // while it computes (the next block's stored keys), as in scores16.
   void (*indexer_block)(const float* q, const float* w, int64_t heads, int64_t head_dim,
-                        const float* kt, float* out) = nullptr;
+                        const float* kt, float* out, const void* const* warm,
+                        int64_t warm_bytes) = nullptr;
   // dst[d * 16 + r] = rows[r][d] for d < D and r < n <= 16; 0 for n <= r < 16.
   void (*transpose16)(const float* const* rows, int64_t n, int64_t D, float* dst) = nullptr;
   // Attention scores of up to 16 heads against a block of nb <= 16 rows: s[h * ld + j] = sum over

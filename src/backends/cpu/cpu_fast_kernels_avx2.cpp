@@ -235,7 +235,9 @@ LUCID_AVX2 void WeightedRows(const float* const* rows, const float* p, int64_t n
 }
 
 LUCID_AVX2 void IndexerBlock(const float* q, const float* w, int64_t heads, int64_t D,
-                             const float* kt, float* out) {
+                             const float* kt, float* out, const void* const* warm,
+                             int64_t warm_bytes) {
+  WarmAll16(warm, warm_bytes);
   for (int half = 0; half < 2; ++half) {
     __m256 total = _mm256_loadu_ps(out + 8 * half);
     int64_t j = 0;

@@ -72,7 +72,8 @@ void ScalarSwiGlu(const float* g, const float* u, float* o, int64_t n) {
   for (int64_t i = 0; i < n; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 void ScalarIndexerBlock(const float* q, const float* w, int64_t heads, int64_t D, const float* kt,
-                        float* out) {
+                        float* out, const void* const* warm, int64_t warm_bytes) {
+  WarmAll16(warm, warm_bytes);
   for (int64_t u = 0; u < 16; ++u) {
     float s = 0.0f;
     for (int64_t j = 0; j < heads; ++j) {
