@@ -111,6 +111,26 @@ BENCHMARK(BM_LinearBig)
     ->ArgsProduct({{0, 1, 2}, {1, 2, 3, 4, 5, 6, 8, 16, 32}})
     ->Unit(benchmark::kMillisecond);
 
+// Args: format (0 bf16, 1 fp8-block, 2 nvfp4), rows. One token against the short matrices of a
+// decode step (512-2048 rows of 2048 columns: 0.6-8 MB in bf16, 0.3-2 MB packed), each call on
+// the next of copies spanning 128 MB: what a short op's start (a parallel region, cold streams)
+// costs next to BM_LinearBig's long one.
+void BM_LinearShort(benchmark::State& st) {
+  const int64_t N = st.range(1), K = 2048;
+  constexpr double kSpan = 128.0 * (1 << 20);
+  const std::vector<Weight> ws =
+      CopiesSpanning(st.range(0) == 0   ? MakeWeight(WeightFormat::kBF16, N, K)
+                     : st.range(0) == 1 ? testing_util::RandomFp8(N, K, 7, /*ue8m0=*/true)
+                                        : testing_util::RandomNvfp4(N, K, 7),
+                     kSpan);
+  Tensor x = Tensor::Empty(DType::kF32, {1, K}), y = Tensor::Empty(DType::kF32, {1, N});
+  for (int64_t i = 0; i < K; ++i) x.data<float>()[i] = 0.001f * static_cast<float>(i % 97);
+  size_t next = 0;
+  for (auto _ : st) kFast.Linear(x, ws[next++ % ws.size()], y);
+  SetLinearCounters(st, ws[0], 1);
+}
+BENCHMARK(BM_LinearShort)->ArgsProduct({{0, 1, 2}, {512, 2048}})->Unit(benchmark::kMicrosecond);
+
 // Args: format (0 bf16, 1 fp8-block, 2 nvfp4), tokens. The MLA head ops of one decode step at the
 // 1g preset's shapes (16 heads, nope 192, v 256, latent 512): W_uk absorption of the query and
 // W_uv projection of the attention output, both over kv_b_proj [16 x 448, 512]; one set of
