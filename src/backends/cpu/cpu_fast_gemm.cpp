@@ -315,13 +315,15 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
       int64_t nb1 = std::min(n1, nb0 + nb);
       if (nk0 >= K) nk0 = 0, nb0 = n1, nb1 = std::min(w.rows, n1 + std::min(nb, n1 - n0));
       const int64_t nk1 = std::min(K, nk0 + kc);
-      const int64_t slice = (nb1 - nb0 + xpanels - 1) / xpanels;
+      // Spread over every tile call of this block (asked for all at once, hundreds of prefetches
+      // queue up and stall the thread).
+      const int64_t calls = xpanels * bp, slice = (nb1 - nb0 + calls - 1) / calls;
       for (int64_t q = 0; q < xpanels; ++q) {
-        const int64_t r = nb0 + q * slice;
-        if (r < nb1) PrefetchRows<2>(w, r, std::min(nb1, r + slice), nk0, nk1);
         const int64_t t = t0 + q * mr;
         const int m = static_cast<int>(std::min(mr, t1 - t));
         for (int64_t p = 0; p < bp; ++p) {
+          const int64_t r = nb0 + (q * bp + p) * slice;
+          if (r < nb1) PrefetchRows<2>(w, r, std::min(nb1, r + slice), nk0, nk1);
           const int64_t n = b0 + p * nr;
           g->tile(xpanel(q), wp + p * nr * kc, kk, y + t * ldy + n, ldy, m,
                   static_cast<int>(std::min(nr, b1 - n)), k0 > 0);
