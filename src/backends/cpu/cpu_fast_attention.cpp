@@ -251,7 +251,7 @@ void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
 
 void CpuFastOps::IndexerScores(const IndexerArgs& a) const {
   const fast::KernelTable& kt = fast::Kernels(isa_);
-  const int64_t D = a.head_dim, T = a.tokens;
+  const int64_t D = a.head_dim, T = a.tokens, H = a.heads;
   int64_t max_len = 0;
   for (int64_t t = 0; t < T; ++t) max_len = std::max(max_len, a.causal_len[t]);
   if (max_len == 0) return;
@@ -259,30 +259,58 @@ void CpuFastOps::IndexerScores(const IndexerArgs& a) const {
   int64_t range = (max_len + 4 * threads - 1) / (4 * threads);
   range = std::clamp<int64_t>((range + 15) / 16 * 16, 64, 2048);
   const int64_t nranges = (max_len + range - 1) / range;
-  // A block of 16 keys is transposed once and scored against every query row that sees it.
+  // With scores16 and indexer_sum16: each query's heads transposed once per group of 16
+  // (qT[t][g][d][16]), then per block of 16 keys the heads' dot products come as in MlaAttention's
+  // scores (heads in the lanes, each key's element broadcast: no transpose of the keys), and the
+  // relu-weighted sum over heads is taken per key. The sums run in the same order as
+  // indexer_block's (over d, then over heads), so the scores are the same bits.
+  const int64_t groups = (H + 15) / 16;
+  std::vector<float> qT;
+  const bool lanes = kt.scores16 && kt.indexer_sum16;
+  if (lanes) {
+    qT.resize(T * groups * D * 16);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t g = 0; g < groups; ++g) {
+        const float* qh[16];
+        const int64_t n = std::min<int64_t>(16, H - 16 * g);
+        for (int64_t i = 0; i < n; ++i) qh[i] = a.q + (t * H + 16 * g + i) * D;
+        kt.transpose16(qh, n, D, &qT[(t * groups + g) * D * 16]);
+      }
+  }
+  // A block of 16 keys is read once and scored against every query row that sees it.
   ParallelFor(nranges, 1, [&](int64_t rb, int64_t re) {
     std::vector<float> kt_buf(D * 16), dec(16 * a.keys.row_floats);
     const float* rows[16];
-    float out[16];
+    float out[16], s[16 * 16];
     const int64_t end = std::min(max_len, re * range);
     for (int64_t u0 = rb * range; u0 < end; u0 += 16) {
       const int64_t nk = std::min<int64_t>(16, max_len - u0);
-      // The next block's stored keys, asked for by the first indexer_block call as it computes
-      // (spread over its FMAs, as in MlaAttention).
+      // The next block's stored keys, asked for by the first kernel call as it computes (spread
+      // over its FMAs, as in MlaAttention).
       const int64_t nx = std::min<int64_t>(16, std::max<int64_t>(0, end - u0 - 16));
       const void* next[16];
       for (int64_t r = 0; r < 16; ++r)
         next[r] = nx > 0 ? StoredRow(a.keys, u0 + 16 + std::min(r, nx - 1)) : nullptr;
       for (int64_t kk = 0; kk < nk; ++kk)
         rows[kk] = KvRow(kt, a.keys, u0 + kk, &dec[kk * a.keys.row_floats]);
-      kt.transpose16(rows, nk, D, kt_buf.data());
+      if (!lanes) kt.transpose16(rows, nk, D, kt_buf.data());
       bool warmed = nx == 0;
       for (int64_t t = 0; t < T; ++t) {
         if (a.causal_len[t] <= u0) continue;
-        std::fill(out, out + 16, 0.0f);
-        kt.indexer_block(a.q + t * a.heads * D, a.w + t * a.heads, a.heads, D, kt_buf.data(), out,
-                         warmed ? nullptr : next, KvRowBytes(a.keys));
+        const void* const* warm = warmed ? nullptr : next;
         warmed = true;
+        std::fill(out, out + 16, 0.0f);
+        if (lanes) {
+          for (int64_t g = 0; g < groups; ++g) {
+            const int64_t n = std::min<int64_t>(16, H - 16 * g);
+            kt.scores16(&qT[(t * groups + g) * D * 16], D, rows, nk, n, s, 16,
+                        g == 0 ? warm : nullptr, KvRowBytes(a.keys));
+            kt.indexer_sum16(s, 16, a.w + t * H + 16 * g, n, out);
+          }
+        } else {
+          kt.indexer_block(a.q + t * H * D, a.w + t * H, H, D, kt_buf.data(), out, warm,
+                           KvRowBytes(a.keys));
+        }
         const int64_t valid = std::min(nk, a.causal_len[t] - u0);
         std::copy(out, out + valid, a.scores + t * a.score_stride + u0);
       }

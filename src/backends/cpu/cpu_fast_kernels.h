@@ -141,6 +141,10 @@ struct KernelTable {
   void (*indexer_block)(const float* q, const float* w, int64_t heads, int64_t head_dim,
                         const float* kt, float* out, const void* const* warm,
                         int64_t warm_bytes) = nullptr;
+  // out[j] += sum over h < heads, in order, of w[h] * max(s[h * ld + j], 0), for j < 16, one FMA
+  // per head (the indexer's sum over heads of scores16's output). May be null.
+  void (*indexer_sum16)(const float* s, int64_t ld, const float* w, int64_t heads,
+                        float* out) = nullptr;
   // dst[d * 16 + r] = rows[r][d] for d < D and r < n <= 16; 0 for n <= r < 16.
   void (*transpose16)(const float* const* rows, int64_t n, int64_t D, float* dst) = nullptr;
   // Attention scores of up to 16 heads against a block of nb <= 16 rows: s[h * ld + j] = sum over

@@ -479,48 +479,15 @@ LUCID_AVX512 void WeightedRowsHeads(const float* const* rows, const float* p, in
   }
 }
 
-// Indexer heads in groups of G against one block of 16 transposed keys: G independent FMA
-// chains (8 keep both FMA pipes busy through the 4-cycle latency), one key load per d shared by
-// the group, the head's query element broadcast from memory. Every 16 d, line d / 16 of each of
-// the 8 warm keys (if given, and within warm_bytes) is asked for in L2, as in ScoreRows.
-template <int G>
-LUCID_AVX512 __attribute__((always_inline)) inline __m512 IndexerHeads(
-    const float* q, const float* w, int64_t D, const float* kt, __m512 total,
-    const char* const* warm = nullptr, int64_t warm_bytes = 0) {
-  __m512 a[G];
-#pragma GCC unroll 8
-  for (int g = 0; g < G; ++g) a[g] = _mm512_setzero_ps();
-  int64_t d = 0;
-  for (int64_t line = 0; d < D; ++line) {
-    if (warm && 64 * line < warm_bytes) {
-#pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) _mm_prefetch(warm[i] + 64 * line, _MM_HINT_T1);
-    }
-    for (const int64_t d1 = std::min(D, d + 16); d < d1; ++d) {
-      const __m512 kv = _mm512_loadu_ps(kt + d * 16);
-#pragma GCC unroll 8
-      for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * D + d]), kv, a[g]);
-    }
-  }
+// The indexer's sum over heads of scores16's output (the AVX-512 indexer scores its keys with
+// scores16, heads in the lanes, so it needs no indexer_block: the scalar one completes the table).
+LUCID_AVX512 void IndexerSum16(const float* s, int64_t ld, const float* w, int64_t heads,
+                               float* out) {
   const __m512 z = _mm512_setzero_ps();
-#pragma GCC unroll 8
-  for (int g = 0; g < G; ++g)
-    total = _mm512_fmadd_ps(_mm512_set1_ps(w[g]), _mm512_max_ps(a[g], z), total);
-  return total;
-}
-
-// The first two groups of 8 heads carry the warm keys 0-7 and 8-15.
-LUCID_AVX512 void IndexerBlock(const float* q, const float* w, int64_t heads, int64_t D,
-                               const float* kt, float* out, const void* const* warm,
-                               int64_t warm_bytes) {
-  const char* const* wk = reinterpret_cast<const char* const*>(warm);
   __m512 total = _mm512_loadu_ps(out);
-  int64_t j = 0;
-  for (; j + 8 <= heads; j += 8)
-    total = IndexerHeads<8>(q + j * D, w + j, D, kt, total, wk && j < 16 ? wk + j : nullptr,
-                            warm_bytes);
-  for (; j + 4 <= heads; j += 4) total = IndexerHeads<4>(q + j * D, w + j, D, kt, total);
-  for (; j < heads; ++j) total = IndexerHeads<1>(q + j * D, w + j, D, kt, total);
+  for (int64_t h = 0; h < heads; ++h)
+    total =
+        _mm512_fmadd_ps(_mm512_set1_ps(w[h]), _mm512_max_ps(_mm512_loadu_ps(s + h * ld), z), total);
   _mm512_storeu_ps(out, total);
 }
 
@@ -618,7 +585,7 @@ KernelTable MakeTable(bool bf16) {
   t.scaled_mul = &ScaledMul;
   t.sum_squares = &SumSquares;
   t.swiglu = &SwiGlu;
-  t.indexer_block = &IndexerBlock;
+  t.indexer_sum16 = &IndexerSum16;
   t.transpose16 = &Transpose16;
   t.scores16 = &Scores16;
   t.rows_axpy_bf16 = &RowsAxpyBf16;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "backends/cpu/quant_test_util.h"
@@ -161,7 +162,7 @@ TEST_P(FastOpsTest, IndexerScoresMatchReference) {
   for (int64_t page : {5, 32})
     for (KvRowKind kind : {KvRowKind::kF32, KvRowKind::kBF16, KvRowKind::kFp8})
       for (int64_t T : {1, 4})
-        for (int64_t heads : {5, 13}) {  // the avx512 kernel groups 8, 4, then single heads
+        for (int64_t heads : {5, 13, 20}) {  // 20: two groups of 16 heads in scores16
           const int64_t D = 33, ctx = 157;
           Paged keys(ctx, D, 9, kind, D, D, page);  // fp8 keys: one scale per key
           Tensor q = Random({T, heads, D}, 10), w = Random({T, heads}, 11);
@@ -183,6 +184,14 @@ TEST_P(FastOpsTest, IndexerScoresMatchReference) {
           kRef.IndexerScores(a);
           EXPECT_LE(RelErr(s, r), 1e-5) << "T=" << T << " heads=" << heads << " kind=" << int(kind)
                                         << " page=" << page;  // past causal_len: 0 in both
+          // The AVX-512 path (scores16, heads in the lanes) sums in the same order as the AVX2
+          // indexer_block over transposed keys: the same bits, so the same top-k.
+          if (GetParam() >= CpuIsa::kAvx2) {
+            a.scores = r.data<float>();
+            CpuFastOps(CpuIsa::kAvx2).IndexerScores(a);
+            EXPECT_EQ(std::memcmp(s.data<float>(), r.data<float>(), s.nbytes()), 0)
+                << "T=" << T << " heads=" << heads << " kind=" << int(kind);
+          }
         }
 }
 
