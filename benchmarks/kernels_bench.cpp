@@ -260,6 +260,22 @@ void BM_Indexer(benchmark::State& st) {
 }
 BENCHMARK(BM_Indexer)->ArgsProduct({{0, 1}, {32768}})->Unit(benchmark::kMillisecond);
 
+// Args: fast?, scores. The DSA top-k of one query: index_topk 2048 of n indexer scores (random,
+// with ties).
+void BM_TopK(benchmark::State& st) {
+  const Ops& ops = Pick(st.range(0));
+  const int64_t n = st.range(1), k = 2048;
+  std::mt19937 rng(3);
+  std::vector<float> s(n);
+  for (auto& v : s) v = static_cast<float>(rng() % 100000) / 7.0f;
+  std::vector<int32_t> out(k);
+  for (auto _ : st) {
+    ops.TopK(s.data(), n, k, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_TopK)->ArgsProduct({{0, 1}, {4096, 32768}})->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 }  // namespace lucid
 

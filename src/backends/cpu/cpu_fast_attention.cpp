@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "backends/cpu/cpu_fast_kernels.h"
@@ -318,29 +319,71 @@ void CpuFastOps::IndexerScores(const IndexerArgs& a) const {
   });
 }
 
+// TopK: a radix select on order-preserving integer keys (larger score, larger key; -0 as +0, NaN
+// below every number). A histogram of the keys' top 11 bits finds the bucket holding the k-th
+// largest; one branch-free pass keeps the (key, index) of every key in that bucket or above, in
+// index order; nth_element on the bucket alone gives the exact threshold; the keys above it and
+// the ties at it in index order are the k chosen, sorted by (score desc, index asc) as 64-bit
+// (inverted key, index) pairs. BM_TopK, n = 32768, k = 2048: 56-58 us, against 617 us for the
+// reference's partial_sort and ~250 us for the nth_element over all n used before.
+namespace {
+inline uint32_t OrderKey(float f) {
+  if (f != f) return 0;
+  if (f == 0.0f) f = 0.0f;
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+}  // namespace
+
 void CpuFastOps::TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const {
   LUCID_CHECK(k <= n, "TopK k > n");
   if (k == 0) return;
-  auto before = [&](int32_t x, int32_t y) {
-    return scores[x] > scores[y] || (scores[x] == scores[y] && x < y);
-  };
-  // The k-th largest value is the threshold: everything above it is in, ties at it are taken in
-  // index order until k are chosen (the reference's tie rule).
-  std::vector<float> v(scores, scores + n);
-  std::nth_element(v.begin(), v.begin() + (k - 1), v.end(), std::greater<float>());
-  const float thr = v[k - 1];
-  int64_t above = 0;
-  for (int64_t i = 0; i < n; ++i) above += scores[i] > thr;
-  int64_t m = 0, ties = k - above;
-  for (int64_t i = 0; i < n && m < k; ++i) {
-    if (scores[i] > thr) {
-      out[m++] = static_cast<int32_t>(i);
-    } else if (scores[i] == thr && ties > 0) {
-      out[m++] = static_cast<int32_t>(i);
-      --ties;
-    }
+  constexpr int kBits = 11, kShift = 32 - kBits;
+  thread_local std::vector<uint32_t> keys, bucket;
+  thread_local std::vector<uint64_t> cand;
+  keys.resize(n);
+  cand.resize(n);
+  // Two histograms (even and odd i) halve the chains of increments to the same counter.
+  std::vector<int32_t> hist(2 << kBits, 0);
+  int64_t i = 0;
+  for (; i + 2 <= n; i += 2) {
+    keys[i] = OrderKey(scores[i]);
+    keys[i + 1] = OrderKey(scores[i + 1]);
+    ++hist[keys[i] >> kShift];
+    ++hist[(1 << kBits) + (keys[i + 1] >> kShift)];
   }
-  std::sort(out, out + k, before);
+  if (i < n) ++hist[(keys[i] = OrderKey(scores[i])) >> kShift];
+  // The bucket b holding the k-th largest key: fewer than k keys lie in the buckets above it.
+  int64_t above = 0;
+  uint32_t b = (1u << kBits) - 1;
+  for (;; --b) {
+    const int64_t h = hist[b] + hist[(1 << kBits) + b];
+    if (above + h >= k) break;
+    above += h;
+  }
+  // Every key in bucket b or above, with its index, in index order (branch-free).
+  int64_t m = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    cand[m] = static_cast<uint64_t>(keys[j]) << 32 | static_cast<uint32_t>(j);
+    m += (keys[j] >> kShift) >= b;
+  }
+  bucket.clear();
+  for (int64_t j = 0; j < m; ++j)
+    if ((cand[j] >> (32 + kShift)) == b) bucket.push_back(static_cast<uint32_t>(cand[j] >> 32));
+  const int64_t r = k - above - 1;  // the threshold is the r-th largest (0-based) in the bucket
+  std::nth_element(bucket.begin(), bucket.begin() + r, bucket.end(), std::greater<uint32_t>());
+  const uint32_t thr = bucket[r];
+  int64_t ties = k - above;
+  for (uint32_t key : bucket) ties -= key > thr;  // ties at thr to take, in index order
+  int64_t c = 0;
+  for (int64_t j = 0; j < m; ++j) {
+    const uint32_t key = static_cast<uint32_t>(cand[j] >> 32);
+    if (key > thr || (key == thr && ties-- > 0))  // (inverted key, index): score desc, index asc
+      cand[c++] = static_cast<uint64_t>(~key) << 32 | (cand[j] & 0xffffffffu);
+  }
+  std::sort(cand.begin(), cand.begin() + k);
+  for (int64_t j = 0; j < k; ++j) out[j] = static_cast<int32_t>(cand[j] & 0xffffffffu);
 }
 
 }  // namespace lucid

@@ -197,10 +197,18 @@ TEST_P(FastOpsTest, IndexerScoresMatchReference) {
 
 TEST_P(FastOpsTest, TopKMatchesReferenceIncludingTies) {
   std::mt19937 rng(5);
-  for (int64_t n : {1, 10, 1000, 5000}) {
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int64_t n : {1, 10, 1000, 5000, 40000}) {
     std::vector<float> s(n);
-    for (auto& v : s) v = static_cast<float>(rng() % 50) / 7.0f;  // many exact ties
-    for (int64_t k : {int64_t{1}, n / 2, n / 3, n / 10, n}) {
+    // Many exact ties; negative scores, and -0.0 next to +0.0 (equal, so tied by index). The
+    // 40000 scores are spread out (few ties), the DSA case: index_topk 2048 of a long context.
+    for (auto& v : s) {
+      const int r = static_cast<int>(rng() % 60);
+      v = n == 40000 ? normal(rng)
+          : r >= 50  ? (r % 2 ? -0.0f : 0.0f)
+                     : static_cast<float>(r - 25) / 7.0f;
+    }
+    for (int64_t k : {int64_t{1}, n / 2, n / 3, n / 10, n, std::min<int64_t>(n, 2048)}) {
       if (k == 0) continue;
       std::vector<int32_t> a(k), b(k);
       ops_.TopK(s.data(), n, k, a.data());
