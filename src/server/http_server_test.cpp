@@ -68,6 +68,8 @@ class HttpServerTest : public ::testing::Test {
   }
   httplib::Client Client() {
     httplib::Client c("127.0.0.1", server_->port());
+    // httplib's default connect timeout is 300 ms, which a loaded 2-core CI box can miss.
+    c.set_connection_timeout(10, 0);
     c.set_read_timeout(10, 0);
     return c;
   }
@@ -123,8 +125,10 @@ TEST_F(HttpServerTest, ModelsServerInfoAndMetrics) {
   EXPECT_EQ(j["data"][0]["id"], "tiny");
   EXPECT_EQ(j["data"][0]["max_model_len"], 64);
   r = Client().Get("/v1/models/tiny");
+  ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   r = Client().Get("/v1/models/other");
+  ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 404);
   r = Client().Get("/server_info");
   ASSERT_TRUE(r);
