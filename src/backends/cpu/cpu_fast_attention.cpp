@@ -99,6 +99,15 @@ const void* StoredRow(const PagedRows& kv, int64_t u) {
                                     : static_cast<const void*>(kv.RowBytes(u));
 }
 
+// The stored rows of the next block, tokens u(0), ..., u(n - 1) (n <= 16, the last repeated up to
+// 16), for a kernel to ask for while it computes; null when there is no next block.
+template <class TokenAt>
+const void* const* NextBlock(const PagedRows& kv, int64_t n, TokenAt u, const void* (&rows)[16]) {
+  if (n <= 0) return nullptr;
+  for (int64_t r = 0; r < 16; ++r) rows[r] = StoredRow(kv, u(std::min<int64_t>(r, n - 1)));
+  return rows;
+}
+
 // Asks for the stored rows of tokens [u0, u1) into L2 (they are read by the next block; a row of
 // the latent cache is 36 cache lines in f32). Prefetches never fault.
 void PrefetchKvRows(const PagedRows& kv, int64_t u0, int64_t u1) {
@@ -175,16 +184,16 @@ void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
         // The next block's stored rows: asked for by scores16 as it computes (spread over the
         // FMAs; warm is null for the item's last block), else here in one burst.
         const int64_t nx = std::min(kRowBlock, std::max<int64_t>(0, len - j - kRowBlock));
-        const void* next[kRowBlock];
-        for (int64_t r = 0; r < kRowBlock; ++r)
-          next[r] = nx > 0 ? StoredRow(a.kv, sel[j + kRowBlock + std::min(r, nx - 1)]) : nullptr;
+        const void* next_rows[16];
+        const void* const* next = NextBlock(
+            a.kv, nx, [&](int64_t r) { return sel[j + kRowBlock + r]; }, next_rows);
         if (!kt.scores16) PrefetchSelected(a.kv, sel, j + kRowBlock, j + kRowBlock + nx);
         for (int64_t r = 0; r < nb; ++r)
           rows[r] = KvRow(kt, a.kv, sel[j + r], &dec[r * a.kv.row_floats]);
         if (kt.scores16) {
           for (int64_t g = 0; g < groups; ++g)
             kt.scores16(&qt[g * K * 16], K, rows, nb, std::min<int64_t>(16, H - 16 * g),
-                        s.data() + 16 * g * len + j, len, nx > 0 && g == 0 ? next : nullptr,
+                        s.data() + 16 * g * len + j, len, g == 0 ? next : nullptr,
                         KvRowBytes(a.kv));
         } else {
           ScoreBlock(kt, q.data(), Kp, H, rows, nb, K, s.data() + j, len);
@@ -289,17 +298,16 @@ void CpuFastOps::IndexerScores(const IndexerArgs& a) const {
       // The next block's stored keys, asked for by the first kernel call as it computes (spread
       // over its FMAs, as in MlaAttention).
       const int64_t nx = std::min<int64_t>(16, std::max<int64_t>(0, end - u0 - 16));
-      const void* next[16];
-      for (int64_t r = 0; r < 16; ++r)
-        next[r] = nx > 0 ? StoredRow(a.keys, u0 + 16 + std::min(r, nx - 1)) : nullptr;
+      const void* next_rows[16];
+      const void* const* next = NextBlock(
+          a.keys, nx, [&](int64_t r) { return u0 + 16 + r; }, next_rows);
       for (int64_t kk = 0; kk < nk; ++kk)
         rows[kk] = KvRow(kt, a.keys, u0 + kk, &dec[kk * a.keys.row_floats]);
       if (!lanes) kt.transpose16(rows, nk, D, kt_buf.data());
-      bool warmed = nx == 0;
       for (int64_t t = 0; t < T; ++t) {
         if (a.causal_len[t] <= u0) continue;
-        const void* const* warm = warmed ? nullptr : next;
-        warmed = true;
+        const void* const* warm = next;  // the first query row's call asks for them
+        next = nullptr;
         std::fill(out, out + 16, 0.0f);
         if (lanes) {
           for (int64_t g = 0; g < groups; ++g) {

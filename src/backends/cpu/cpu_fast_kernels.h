@@ -42,7 +42,8 @@ using Nvfp4TileFn = void (*)(const void* const* xh, const void* const* xl, const
                              const float* const* gs, float s2, int64_t k0, int64_t k1,
                              int64_t groups_end, float* out);
 
-// Asks for all of a WarmSpans-like set of 16 rows at once (kernels that do not spread them).
+// Asks for warm_bytes from each of 16 pointers (a kernel's `warm` rows) into L2 at once: for the
+// kernels that take such a hint but do not spread it over their work.
 inline void WarmAll16(const void* const* warm, int64_t bytes) {
   if (!warm) return;
   for (int r = 0; r < 16; ++r)

@@ -41,9 +41,11 @@ bool FusedAbsorb(const fast::KernelTable& kt, const Weight& uk, int64_t rows, co
         sc[r * blocks + b] = ue8m0 ? Ue8m0ToF32(uk.scale.data<const uint8_t>()[s0 + b])
                                    : uk.scale.data<const float>()[s0 + b];
     }
-    fast::WarmSpans warm;
-    if (next)
-      warm.p[0] = next->data.data<const uint8_t>() + next->row_begin * C, warm.bytes[0] = rows * C;
+    fast::WarmSpans warm;  // the next item's codes (its scales are a few floats)
+    if (next) {
+      warm.p[0] = next->data.data<const uint8_t>() + next->row_begin * C;
+      warm.bytes[0] = rows * C;
+    }
     kt.rows_axpy_fp8(uk.data.data<const uint8_t>() + uk.row_begin * C, C, rows, sc.data(), blocks,
                      1.0f, x, ldx, T, C, y, ldy, warm);
     return true;
@@ -61,7 +63,7 @@ bool FusedAbsorb(const fast::KernelTable& kt, const Weight& uk, int64_t rows, co
     }
     fast::WarmSpans warm;  // the next item's codes, then its scale rows
     if (next) {
-      warm.p[0] = next->data.data<const uint8_t>() + next->row_begin * ldw,
+      warm.p[0] = next->data.data<const uint8_t>() + next->row_begin * ldw;
       warm.bytes[0] = rows * ldw;
       warm.p[1] = next->scale.data<const uint8_t>() + next->row_begin * ld_scale;
       warm.bytes[1] = rows * ld_scale;
@@ -103,9 +105,12 @@ void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride
                           heads * R);
         continue;
       }
-      const Weight next = kv_b.RowRange(std::min(h + 1, heads - 1) * (nope_dim + v_dim), nope_dim);
+      // Packed items are whole heads: the next item is head h + 1.
+      const bool warm_next = packed && item + 1 < e;
+      const Weight next =
+          warm_next ? kv_b.RowRange((h + 1) * (nope_dim + v_dim), nope_dim) : Weight{};
       if (FusedAbsorb(kt, uk, nope_dim, qs + h * q_stride, heads * q_stride, T, ys + h * R,
-                      heads * R, item + 1 < e ? &next : nullptr))
+                      heads * R, warm_next ? &next : nullptr))
         continue;
       if (kt.rows_axpy_f32 && (T > 1 || packed)) {         // decode the rows once, sum in registers
         const int64_t ld = (c1 - c0 + 15) / 16 * 16 + 16;  // NVFP4 writes whole groups
