@@ -159,7 +159,12 @@ void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
   ParallelFor(static_cast<int64_t>(items.size()), 1, [&](int64_t ib, int64_t ie) {
     const int64_t groups = (H + 15) / 16;
     std::vector<float> q(H * Kp), s, o(H * R), qt(kt.scores16 ? groups * K * 16 : 0);
-    std::vector<float> dec(a.kv.kind == KvRowKind::kF32 ? 0 : kRowBlock * a.kv.row_floats);
+    // Stored rows that are not f32 are decoded once, in the scores pass, for the whole item
+    // (<= kMaxItemRows rows, L2-sized), and the value pass reads them from here.
+    thread_local std::vector<float> dec;
+    if (a.kv.kind != KvRowKind::kF32 &&
+        dec.size() < static_cast<size_t>(kMaxItemRows * a.kv.row_floats))
+      dec.resize(kMaxItemRows * a.kv.row_floats);
     const float* rows[kRowBlock];
     for (int64_t it = ib; it < ie; ++it) {
       const AttnItem& w = items[it];
@@ -189,7 +194,7 @@ void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
             a.kv, nx, [&](int64_t r) { return sel[j + kRowBlock + r]; }, next_rows);
         if (!kt.scores16) PrefetchSelected(a.kv, sel, j + kRowBlock, j + kRowBlock + nx);
         for (int64_t r = 0; r < nb; ++r)
-          rows[r] = KvRow(kt, a.kv, sel[j + r], &dec[r * a.kv.row_floats]);
+          rows[r] = KvRow(kt, a.kv, sel[j + r], &dec[(j + r) * a.kv.row_floats]);
         if (kt.scores16) {
           for (int64_t g = 0; g < groups; ++g)
             kt.scores16(&qt[g * K * 16], K, rows, nb, std::min<int64_t>(16, H - 16 * g),
@@ -210,7 +215,8 @@ void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
       for (int64_t j = 0; j < len; j += kRowBlock) {
         const int64_t nb = std::min(kRowBlock, len - j);
         for (int64_t r = 0; r < nb; ++r)
-          rows[r] = KvRow(kt, a.kv, sel[j + r], &dec[r * a.kv.row_floats]);
+          rows[r] =
+              a.kv.kind == KvRowKind::kF32 ? a.kv.Row(sel[j + r]) : &dec[(j + r) * a.kv.row_floats];
         if (kt.weighted_rows_heads) {
           kt.weighted_rows_heads(rows, s.data() + j, len, H, nb, o.data(), R, R);
         } else {
