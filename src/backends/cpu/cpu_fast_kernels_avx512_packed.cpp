@@ -116,10 +116,7 @@ LUCID_AVX512BF16 __attribute__((always_inline)) inline void Fp8Step(__m512 (&acc
 #pragma GCC unroll 8
   for (int j = 0; j < NR; ++j) {
     const uint8_t* wp = static_cast<const uint8_t*>(wv[j]) + k;
-    __m512i c = kMasked ? _mm512_maskz_loadu_epi8(m, wp) : _mm512_loadu_si512(wp);
-    // The codes feed two vpermi2b (which overwrite their index register) and the sign merge:
-    // the empty asm keeps them in a register, copied, where GCC loaded them from memory 3 times.
-    asm("" : "+v"(c));
+    const __m512i c = kMasked ? _mm512_maskz_loadu_epi8(m, wp) : _mm512_loadu_si512(wp);
     __m512i lo, hi;
     E4m3ToBf16x64(c, t, &lo, &hi);
     a[j] = (__m512bh)lo;
