@@ -285,13 +285,15 @@ void CpuFastOps::IndexerScores(const IndexerArgs& a) const {
   const bool lanes = kt.scores16 && kt.indexer_sum16;
   if (lanes) {
     qT.resize(T * groups * D * 16);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t g = 0; g < groups; ++g) {
-        const float* qh[16];
-        const int64_t n = std::min<int64_t>(16, H - 16 * g);
-        for (int64_t i = 0; i < n; ++i) qh[i] = a.q + (t * H + 16 * g + i) * D;
-        kt.transpose16(qh, n, D, &qT[(t * groups + g) * D * 16]);
-      }
+    ParallelFor(T, 16, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t g = 0; g < groups; ++g) {
+          const float* qh[16];
+          const int64_t n = std::min<int64_t>(16, H - 16 * g);
+          for (int64_t i = 0; i < n; ++i) qh[i] = a.q + (t * H + 16 * g + i) * D;
+          kt.transpose16(qh, n, D, &qT[(t * groups + g) * D * 16]);
+        }
+    });
   }
   // A block of 16 keys is read once and scored against every query row that sees it.
   ParallelFor(nranges, 1, [&](int64_t rb, int64_t re) {

@@ -158,7 +158,7 @@ void CpuFastOps::MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t n
   // split between two threads is packed by both) and runs each head's run of items as one
   // MatmulRows call.
   ParallelFor(heads * chunks, 1, [&](int64_t b, int64_t e) {
-    thread_local fast::PackedX px;
+    fast::PackedX px;  // reused for each head of this chunk, freed with it
     for (int64_t item = b; item < e;) {
       const int64_t h = item / chunks, last = std::min(e, (h + 1) * chunks);
       const int64_t n0 = (item % chunks) * kRows,
