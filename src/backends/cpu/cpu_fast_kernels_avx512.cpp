@@ -91,6 +91,12 @@ LUCID_AVX512BF16 void TileDpBf16(const void* const* xh, const void* const* xl,
   const int64_t full = k0 + std::min(k1 - k0, K - k0) / 32 * 32;
   const NextRows nx = NextRowGroup<NR>(wv);
   int64_t k = k0;
+  if (k0 == 0 && k1 >= K && nx.stride == 2 * K) {  // whole rows (see PrefetchSpan)
+    for (; k < full; k += 32) {
+      PrefetchSpan<NR>(nx, 2 * k);
+      DpStep<MR, NR, false>(acc, xh, xl, wv, k, 0xFFFFFFFFu);
+    }
+  }
   for (; k < full; k += 32) {
     PrefetchRows<NR>(nx, 2 * k);
     DpStep<MR, NR, false>(acc, xh, xl, wv, k, 0xFFFFFFFFu);
