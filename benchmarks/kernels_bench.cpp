@@ -131,6 +131,21 @@ void BM_LinearShort(benchmark::State& st) {
 }
 BENCHMARK(BM_LinearShort)->ArgsProduct({{0, 1, 2}, {512, 2048}})->Unit(benchmark::kMicrosecond);
 
+// Args: format (0 bf16, 1 fp8-block, 2 nvfp4). One token against one 2048 x 2048 weight that stays
+// in the L3 (8 MB in bf16, 4 MB FP8, 2 MB NVFP4): the one-token tiles' compute ceiling, which
+// BM_LinearBig reaches only when memory is faster than it.
+void BM_LinearHot(benchmark::State& st) {
+  const int64_t N = 2048, K = 2048;
+  const Weight w = st.range(0) == 0   ? MakeWeight(WeightFormat::kBF16, N, K)
+                   : st.range(0) == 1 ? testing_util::RandomFp8(N, K, 7, /*ue8m0=*/true)
+                                      : testing_util::RandomNvfp4(N, K, 7);
+  Tensor x = Tensor::Empty(DType::kF32, {1, K}), y = Tensor::Empty(DType::kF32, {1, N});
+  for (int64_t i = 0; i < K; ++i) x.data<float>()[i] = 0.001f * static_cast<float>(i % 97);
+  for (auto _ : st) kFast.Linear(x, w, y);
+  SetLinearCounters(st, w, 1);
+}
+BENCHMARK(BM_LinearHot)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
+
 // Args: format (0 bf16, 1 fp8-block, 2 nvfp4), tokens. The MLA head ops of one decode step at the
 // 1g preset's shapes (16 heads, nope 192, v 256, latent 512): W_uk absorption of the query and
 // W_uv projection of the attention output, both over kv_b_proj [16 x 448, 512]; one set of
