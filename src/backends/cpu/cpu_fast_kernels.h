@@ -36,7 +36,7 @@ struct TileKernel {
 // matrices but the widest, so a tile streams each row from start to end.
 constexpr int64_t kFp8TileBlocks = 128;
 using Fp8TileFn = void (*)(const void* const* xh, const void* const* xl, const void* const* w,
-                           const float* sc, int64_t k0, int64_t k1, float* out);
+                           const float* const* sc, int64_t k0, int64_t k1, float* out);
 
 using Nvfp4TileFn = void (*)(const void* const* xh, const void* const* xl, const void* const* w,
                              const float* const* gs, float s2, int64_t k0, int64_t k1,
@@ -75,7 +75,7 @@ struct KernelTable {
   // the hi/lo bf16 split, n = fp8_tile_tokens / nvfp4_tile_tokens) against nr rows; [0] is the
   // one-token tile with the widest row group. All empty (fn null): decode into the f32 sliver
   // instead. Results land in out[i * nr + j].
-  // FP8 block (128-column blocks): out = sum over blocks b of sc[j * kFp8TileBlocks + b] *
+  // FP8 block (128-column blocks): out = sum over blocks b of sc[j][b] *
   // sum_k x_i[k] * e4m3(w_j[k]) for k in [k0, k1), k1 - k0 <= 128 * kFp8TileBlocks.
   struct Fp8Tile {
     Fp8TileFn fn = nullptr;

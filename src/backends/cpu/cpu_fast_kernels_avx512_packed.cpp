@@ -127,11 +127,11 @@ LUCID_AVX512BF16 __attribute__((always_inline)) inline void Fp8Step(__m512 (&acc
 }
 
 // MR tokens (hi rows xh[i], lo rows xl[i]) against NR FP8 rows over [k0, k1) (k0 and every block
-// start a multiple of 128 apart from k0); sc[j * kFp8TileBlocks + b] is row j's scale of block b.
+// start a multiple of 128 apart from k0); sc[j][b] is row j's scale of block b.
 // out[i * NR + j].
 template <int MR, int NR>
 LUCID_AVX512BF16 void TileFp8Dp(const void* const* xh, const void* const* xl, const void* const* wv,
-                                const float* sc, int64_t k0, int64_t k1, float* out) {
+                                const float* const* sc, int64_t k0, int64_t k1, float* out) {
   const E4m3ByteTables t = LoadE4m3ByteTables();
   const XRows<MR> x = LoadXRows<MR>(xh, xl);
   __m512 tot[MR][NR];
@@ -150,7 +150,7 @@ LUCID_AVX512BF16 void TileFp8Dp(const void* const* xh, const void* const* xl, co
     if (k < b1) Fp8Step<MR, NR, true>(acc, x, wv, k, (1ULL << (b1 - k)) - 1, t);
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
-      const __m512 s = _mm512_set1_ps(sc[j * kFp8TileBlocks + blk]);
+      const __m512 s = _mm512_set1_ps(sc[j][blk]);
 #pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) tot[i][j] = _mm512_fmadd_ps(acc[i][j], s, tot[i][j]);
     }
