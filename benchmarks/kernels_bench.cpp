@@ -183,6 +183,8 @@ void BM_MlaHeadOps(benchmark::State& st) {
 }
 BENCHMARK(BM_MlaHeadOps)
     ->ArgsProduct({{0, 1, 2}, {1, 8, 32}, {0}})
+    ->Args({0, 1, 1})
+    ->Args({0, 1, 2})
     ->Args({1, 1, 1})
     ->Args({1, 1, 2})
     ->Args({2, 1, 1})
