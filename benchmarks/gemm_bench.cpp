@@ -84,7 +84,7 @@ void BM_Rows(benchmark::State& st) {
       p.Kpad = (K + fast::kPadK - 1) / fast::kPadK * fast::kPadK;
       fast::GemmPackX(kt, x.data<const float>(), K, &p);
     } else {
-      fast::PackX(kt, x.data<const float>(), K, T, K, w.format, &p);
+      fast::PackX(kt, x.data<const float>(), K, T, K, w.format, FastActivations::kF32, &p);
     }
     if (gemm && !fast::GemmRows(kt, p, 0, T, w, 0, N, y.data(), N)) {
       st.SkipWithError("GemmRows refused");

@@ -333,7 +333,7 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
   if (o.reference_ops)
     backend = std::make_unique<CpuOps>();
   else
-    backend = std::make_unique<CpuFastOps>();
+    backend = std::make_unique<CpuFastOps>(CpuIsa::kAvx512Bf16, o.activations);
   ProfilingOps prof(*backend);
   const double t0 = Now();
   LUCID_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(o.model_path));

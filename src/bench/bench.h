@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_fast_ops.h"
 #include "core/status.h"
 #include "models/kv_cache.h"
 
@@ -31,6 +32,8 @@ struct BenchOptions {
   std::vector<int64_t> contexts;  // context sweep (empty: skipped)
   int repeats = 3;                // prefill repeats
   bool reference_ops = false;     // CpuOps instead of CpuFastOps (`--cpu-kernels reference`)
+  // CpuFastOps' matmul activations (`--cpu-kernels fast-bf16act`: kBf16).
+  FastActivations activations = FastActivations::kF32;
   bool skip_prefill = false;
   KvDtype kv_dtype = KvDtype::kF32;  // how the KV pool stores rows (decode, sweep and prefill)
 };

@@ -47,19 +47,23 @@ StatusOr<std::vector<int64_t>> ParseList(const std::string& flag, const std::str
 }
 
 // --cpu-kernels, or the deprecated --reference-ops (which must not contradict it).
-StatusOr<bool> UseReferenceOps(const BenchFlags& f) {
-  if (f.cpu_kernels.empty()) return f.reference_ops;
+StatusOr<config::CpuKernelSet> KernelSet(const BenchFlags& f) {
+  if (f.cpu_kernels.empty())
+    return f.reference_ops ? config::CpuKernelSet::kReference : config::CpuKernelSet::kFast;
   LUCID_ASSIGN_OR_RETURN(config::CpuKernelSet set, config::ParseCpuKernelSet(f.cpu_kernels));
   if (f.reference_ops && set != config::CpuKernelSet::kReference)
     return InvalidArgument(
         "--reference-ops (deprecated: = --cpu-kernels reference) contradicts "
         "--cpu-kernels " +
         f.cpu_kernels);
-  return set == config::CpuKernelSet::kReference;
+  return set;
 }
 
 Status Run(BenchFlags& f) {
-  LUCID_ASSIGN_OR_RETURN(f.o.reference_ops, UseReferenceOps(f));
+  LUCID_ASSIGN_OR_RETURN(config::CpuKernelSet set, KernelSet(f));
+  f.o.reference_ops = set == config::CpuKernelSet::kReference;
+  f.o.activations = set == config::CpuKernelSet::kFastBf16Activations ? FastActivations::kBf16
+                                                                      : FastActivations::kF32;
   LUCID_ASSIGN_OR_RETURN(f.o.batches, ParseList("--batch", f.batches));
   LUCID_ASSIGN_OR_RETURN(f.o.contexts, ParseList("--context", f.contexts));
   LUCID_ASSIGN_OR_RETURN(f.o.kv_dtype, ParseKvCacheDtype(f.kv_cache_dtype));
@@ -83,7 +87,8 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--context", f->contexts, "Context sweep, e.g. 1k,4k,16k,32k (DSA vs dense)");
   cmd->add_option("--repeats", f->o.repeats, "Prefill repeats (median)")->check(CLI::Range(1, 100));
   cmd->add_option("--cpu-kernels", f->cpu_kernels,
-                  "CPU kernel set: fast (CpuFastOps) or reference (CpuOps) [default: fast]");
+                  "CPU kernel set: fast (CpuFastOps), fast-bf16act (CpuFastOps with bf16 matmul "
+                  "activations) or reference (CpuOps) [default: fast]");
   cmd->add_flag("--reference-ops", f->reference_ops,
                 "Deprecated alias of --cpu-kernels reference (the CpuOps reference kernels)");
   cmd->add_flag("--skip-prefill", f->o.skip_prefill, "Do not measure prefill");

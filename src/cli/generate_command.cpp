@@ -82,8 +82,8 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
                   "KV cache storage: auto (f32 on CPU), f32, bf16, fp8_e4m3 (FlashMLA layout)")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "fp8_e4m3", "fp8"}));
   cmd->add_option("--cpu-kernels", flags->cpu_kernels,
-                  "CPU kernel set: fast (CpuFastOps) or reference (CpuOps, for debugging) "
-                  "[default: fast]");
+                  "CPU kernel set: fast (CpuFastOps), fast-bf16act (CpuFastOps with bf16 matmul "
+                  "activations) or reference (CpuOps, for debugging) [default: fast]");
   cmd->add_option("--dump-logits", flags->dump_logits,
                   "Write the prompt's logits [prompt_len, vocab] as float32 .npy");
   cmd->callback([flags, exit_code] {

@@ -8,19 +8,39 @@
 namespace lucid::config {
 
 const char* CpuKernelSetName(CpuKernelSet set) {
-  return set == CpuKernelSet::kReference ? "reference" : "fast";
+  switch (set) {
+    case CpuKernelSet::kReference:
+      return "reference";
+    case CpuKernelSet::kFastBf16Activations:
+      return "fast-bf16act";
+    case CpuKernelSet::kFast:
+      break;
+  }
+  return "fast";
 }
 
 StatusOr<CpuKernelSet> ParseCpuKernelSet(const std::string& text) {
   const OptionSpec* spec = FindOption("cpu-kernels");
   LUCID_CHECK(spec != nullptr, "the option table has no cpu-kernels");
   LUCID_ASSIGN_OR_RETURN(nlohmann::json v, ParseOptionValue(*spec, text));
-  return v == "reference" ? CpuKernelSet::kReference : CpuKernelSet::kFast;
+  for (CpuKernelSet s :
+       {CpuKernelSet::kFast, CpuKernelSet::kFastBf16Activations, CpuKernelSet::kReference})
+    if (v == CpuKernelSetName(s)) return s;
+  return Internal("--cpu-kernels: the option table allows \"" + text +
+                  "\" but no kernel set has that name");
 }
+
+namespace {
+
+FastActivations ActivationsOf(CpuKernelSet set) {
+  return set == CpuKernelSet::kFastBf16Activations ? FastActivations::kBf16 : FastActivations::kF32;
+}
+
+}  // namespace
 
 std::unique_ptr<CpuOps> MakeCpuOps(CpuKernelSet set) {
   if (set == CpuKernelSet::kReference) return std::make_unique<CpuOps>();
-  return std::make_unique<CpuFastOps>();
+  return std::make_unique<CpuFastOps>(CpuIsa::kAvx512Bf16, ActivationsOf(set));
 }
 
 CpuKernelReport DescribeCpuKernels(CpuKernelSet set, bool this_machine) {
@@ -33,19 +53,26 @@ CpuKernelReport DescribeCpuKernels(CpuKernelSet set, bool this_machine) {
         "batch (slow; for debugging)";
     return r;
   }
+  const bool bf16 = set == CpuKernelSet::kFastBf16Activations;
+  const std::string act =
+      bf16 ? "; matmul activations rounded to bf16 (~1e-3 relative from the f32 results)" : "";
   if (!this_machine) {
-    r.ops = "cpu-fast-<isa>";
+    r.ops = bf16 ? "cpu-fast-<isa>-bf16act" : "cpu-fast-<isa>";
     r.reason =
         "CpuFastOps; the instruction set (avx512bf16, avx512, avx2 or scalar) is chosen at "
-        "start-up on the serving machine";
+        "start-up on the serving machine" +
+        act;
     return r;
   }
-  const CpuFastOps fast;
+  const CpuFastOps fast(CpuIsa::kAvx512Bf16, ActivationsOf(set));
   r.ops = fast.name();
   r.reason = std::string("CpuFastOps at ") + CpuIsaName(fast.isa()) +
              ": the best instruction set this machine supports";
   if (const char* cap = std::getenv("LUCID_CPU_ISA"); cap != nullptr && *cap != '\0')
     r.reason += std::string(" at or below LUCID_CPU_ISA=") + cap;
+  r.reason += act;
+  if (bf16 && fast.isa() != CpuIsa::kAvx512Bf16)
+    r.reason += " (rounded only: without AVX512_BF16 this gains no speed)";
   return r;
 }
 

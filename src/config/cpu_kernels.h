@@ -1,9 +1,12 @@
-// The CPU kernel set (`--cpu-kernels fast|reference`, docs/CONFIG.md): which implementation of the
-// op interface (ops/ops.h) a CPU run uses.
+// The CPU kernel set (`--cpu-kernels fast|fast-bf16act|reference`, docs/CONFIG.md): which
+// implementation of the op interface (ops/ops.h) a CPU run uses.
 //   fast       CpuFastOps (backends/cpu/cpu_fast_ops.h): vectorized and threaded, instruction set
 //              chosen at run time (the best this machine has; LUCID_CPU_ISA caps it). The default.
 //              Tested against the reference; a request's logits may differ in the last bits with
 //              the number of tokens sharing its step (different matmul paths by token count).
+//   fast-bf16act  CpuFastOps with FastActivations::kBf16: the matmuls round their activations to
+//              bf16 (one vdpbf16ps per weight pair at avx512bf16 instead of the hi/lo pair).
+//              Tested against the reference run on bf16-rounded activations.
 //   reference  CpuOps (backends/cpu/cpu_ops.h): the plain oracle. A request's output does not
 //              depend on what else is in the batch. For debugging and comparisons.
 // Every command that runs a model on the CPU (serve, generate, bench) builds its ops here, and the
@@ -19,11 +22,12 @@
 
 namespace lucid::config {
 
-enum class CpuKernelSet { kFast, kReference };
-const char* CpuKernelSetName(CpuKernelSet set);  // "fast", "reference" (the option's values)
+enum class CpuKernelSet { kFast, kFastBf16Activations, kReference };
+// "fast", "fast-bf16act", "reference" (the option's values)
+const char* CpuKernelSetName(CpuKernelSet set);
 
 // Parses a value of --cpu-kernels. InvalidArgument with the option table's one-line message
-// (`--cpu-kernels: unknown value "x" (valid: fast, reference)`) otherwise.
+// (`--cpu-kernels: unknown value "x" (valid: fast, fast-bf16act, reference)`) otherwise.
 StatusOr<CpuKernelSet> ParseCpuKernelSet(const std::string& text);
 
 // The set's ops on this machine (CpuFastOps derives from CpuOps).
@@ -31,7 +35,7 @@ std::unique_ptr<CpuOps> MakeCpuOps(CpuKernelSet set);
 
 // What the resolver reports for the set.
 struct CpuKernelReport {
-  std::string set;     // "fast" | "reference"
+  std::string set;     // "fast" | "fast-bf16act" | "reference"
   std::string ops;     // the name the ops report: "cpu-fast-avx512bf16", "cpu-reference"
   std::string reason;  // one line: what it is and why this instruction set
 };

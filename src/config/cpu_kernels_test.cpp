@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "backends/cpu/cpu_fast_ops.h"
@@ -51,7 +52,7 @@ TEST(CpuKernelsOptionTest, IsAnEnumDefaultingToFast) {
   ASSERT_NE(o, nullptr);
   EXPECT_EQ(o->type, OptionType::kEnum);
   EXPECT_EQ(o->default_text, "fast");
-  EXPECT_EQ(o->allowed, (std::vector<std::string>{"fast", "reference"}));
+  EXPECT_EQ(o->allowed, (std::vector<std::string>{"fast", "fast-bf16act", "reference"}));
   EXPECT_EQ(o->env_name(), "LUCID_CPU_KERNELS");
   EXPECT_EQ(o->group, "Kernels");
   EXPECT_FALSE(o->server_only);
@@ -65,17 +66,21 @@ TEST(CpuKernelsOptionTest, BadValuesGetTheTablesOneLineError) {
   for (const char* bad : {"auto", "Fast", "ref", ""}) {
     auto v = ParseOptionValue(o, bad);
     ASSERT_FALSE(v.ok()) << bad;
-    EXPECT_EQ(v.status().message(),
-              "--cpu-kernels: unknown value \"" + std::string(bad) + "\" (valid: fast, reference)");
+    EXPECT_EQ(v.status().message(), "--cpu-kernels: unknown value \"" + std::string(bad) +
+                                        "\" (valid: fast, fast-bf16act, reference)");
   }
   EXPECT_EQ(ParseCpuKernelSet("bogus").status().message(),
-            "--cpu-kernels: unknown value \"bogus\" (valid: fast, reference)");
+            "--cpu-kernels: unknown value \"bogus\" (valid: fast, fast-bf16act, reference)");
   EXPECT_EQ(*ParseCpuKernelSet("fast"), CpuKernelSet::kFast);
   EXPECT_EQ(*ParseCpuKernelSet("reference"), CpuKernelSet::kReference);
+  EXPECT_EQ(*ParseCpuKernelSet("fast-bf16act"), CpuKernelSet::kFastBf16Activations);
+  for (CpuKernelSet set :
+       {CpuKernelSet::kFast, CpuKernelSet::kFastBf16Activations, CpuKernelSet::kReference})
+    EXPECT_EQ(*ParseCpuKernelSet(CpuKernelSetName(set)), set);
   auto env = ResolveWith({}, {{"LUCID_CPU_KERNELS", "slow"}});
   ASSERT_FALSE(env.ok());
   EXPECT_EQ(env.status().message(),
-            "LUCID_CPU_KERNELS: unknown value \"slow\" (valid: fast, reference)");
+            "LUCID_CPU_KERNELS: unknown value \"slow\" (valid: fast, fast-bf16act, reference)");
 }
 
 TEST(CpuKernelsOptionTest, ProvenanceFromEverySource) {
@@ -133,6 +138,21 @@ TEST(CpuKernelsReportTest, SaysWhichKernelsRunHereAndWhy) {
   EXPECT_NE(ref->ToText().find("cpu-reference     --cpu-kernels reference (user:cli)"),
             std::string::npos)
       << ref->ToText();
+
+  // fast-bf16act: the fast ops with bf16 activations, named so in the plan and by the ops.
+  auto bf16 = ResolveWith({{"cpu-kernels", "fast-bf16act"}});
+  ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
+  j = bf16->ToJson()["cpu_kernels"];
+  const CpuFastOps fast_bf16(CpuIsa::kAvx512Bf16, FastActivations::kBf16);
+  EXPECT_EQ(j["set"], "fast-bf16act");
+  EXPECT_EQ(j["ops"], fast_bf16.name());
+  EXPECT_EQ(j["ops"], std::string(fast.name()) + "-bf16act");
+  EXPECT_NE(j["reason"].get<std::string>().find("rounded to bf16"), std::string::npos) << j.dump();
+  const std::unique_ptr<CpuOps> made = MakeCpuOps(CpuKernelSet::kFastBf16Activations);
+  EXPECT_EQ(made->name(), std::string(fast_bf16.name()));
+  const auto* made_fast = dynamic_cast<const CpuFastOps*>(made.get());
+  ASSERT_NE(made_fast, nullptr);
+  EXPECT_EQ(made_fast->activations(), FastActivations::kBf16);
 }
 
 TEST(CpuKernelsReportTest, DescribedTargetsAndGpusAreHonest) {
@@ -142,6 +162,10 @@ TEST(CpuKernelsReportTest, DescribedTargetsAndGpusAreHonest) {
   ASSERT_TRUE(cpu->data().cpu_kernels.has_value());
   EXPECT_EQ(cpu->data().cpu_kernels->ops, "cpu-fast-<isa>");
   EXPECT_NE(cpu->data().cpu_kernels->reason.find("chosen at start-up"), std::string::npos);
+  auto cpu_bf16 =
+      ResolveWith({{"target", "cpu"}, {"cpu-memory", "8GiB"}, {"cpu-kernels", "fast-bf16act"}});
+  ASSERT_TRUE(cpu_bf16.ok()) << cpu_bf16.status().ToString();
+  EXPECT_EQ(cpu_bf16->data().cpu_kernels->ops, "cpu-fast-<isa>-bf16act");
   // On a GPU the CPU kernels do not run: no report, and an explicit choice is a note.
   const std::map<std::string, std::string> gpus = {
       {"target", "cuda:sm_120"}, {"gpu-memory", "96GiB"}, {"gpu-count", "8"}, {"tp-size", "8"}};

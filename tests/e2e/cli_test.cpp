@@ -91,9 +91,21 @@ TEST(CliTest, GenerateAndBenchTakeTheCpuKernelSet) {
   }
   Result bad = RunLucid(base + " --cpu-kernels slow");
   EXPECT_EQ(bad.code, 2) << bad.out;
-  EXPECT_NE(bad.out.find("--cpu-kernels: unknown value \"slow\" (valid: fast, reference)"),
-            std::string::npos)
+  EXPECT_NE(
+      bad.out.find("--cpu-kernels: unknown value \"slow\" (valid: fast, fast-bf16act, reference)"),
+      std::string::npos)
       << bad.out;
+  // fast-bf16act is a different computation (activations rounded to bf16): generate takes it (its
+  // continuation is not compared: on the tiny random models a router's top-k can flip), and
+  // bench runs the ops it names.
+  Result gen_bf16 = RunLucid(base + " --cpu-kernels fast-bf16act");
+  EXPECT_EQ(gen_bf16.code, 0) << gen_bf16.out;
+  Result bench_bf16 =
+      RunLucid("bench --model-path " + Src("tests/fixtures/models/tiny_deepseek_v3") +
+               " --batch 1 --prompt-len 4 --gen-len 1 --repeats 1 --skip-prefill"
+               " --cpu-kernels fast-bf16act");
+  ASSERT_EQ(bench_bf16.code, 0) << bench_bf16.out;
+  EXPECT_NE(bench_bf16.out.find("-bf16act | kv"), std::string::npos) << bench_bf16.out;
   const std::string bench = "bench --model-path " + Src("tests/fixtures/models/tiny_deepseek_v3");
   Result bb = RunLucid(bench + " --cpu-kernels turbo");
   EXPECT_EQ(bb.code, 2) << bb.out;

@@ -66,7 +66,8 @@ TEST_P(FastGemmTest, LinearMatchesReference) {
     std::vector<Case> all(std::begin(cases), std::end(cases));
     const int64_t g = std::max<int64_t>(
         fast::kGemmMinTokens,
-        fast::GemmMinTokens(fast::Kernels(GetParam()), MakeWeight(f, 1, 16, 1, 0).format));
+        fast::GemmMinTokens(fast::Kernels(GetParam()), MakeWeight(f, 1, 16, 1, 0).format,
+                            FastActivations::kF32));
     all[0].T = g;
     all.push_back({g - 1, 37, 200, 0});
     for (const Case& c : all) {
@@ -93,13 +94,13 @@ TEST_P(FastGemmTest, GemmRowsWritesExactlyItsTile) {
     Weight w = MakeWeight(f, N, K, 21 + static_cast<uint32_t>(f), 3);
     Tensor x = Random({T, K}, 22);
     fast::PackedX px;
-    fast::PackX(kt, x.data<const float>(), K, T, K, w.format, &px);
+    fast::PackX(kt, x.data<const float>(), K, T, K, w.format, FastActivations::kF32, &px);
     const float kSentinel = 12345.0f;
     std::vector<float> y(T * N, kSentinel);
     const bool took = fast::GemmRows(kt, px, t0, t1, w, n0, n1, y.data(), N);
     const bool avx512 = ops_.isa() == CpuIsa::kAvx512 || ops_.isa() == CpuIsa::kAvx512Bf16;
     EXPECT_EQ(took, avx512);
-    EXPECT_EQ(took, fast::GemmMinTokens(kt, w.format) > 0);
+    EXPECT_EQ(took, fast::GemmMinTokens(kt, w.format, FastActivations::kF32) > 0);
     Tensor r = Tensor::Empty(DType::kF32, {T, N});
     kRef.Linear(x, w, r);
     double e = 0, m = 1e-30;
@@ -133,10 +134,10 @@ TEST_P(FastGemmTest, GemmRowsDecodesWeightsExactly) {
     std::fill_n(x.data<float>(), K * K, 0.0f);
     for (int64_t t = 0; t < K; ++t) x.data<float>()[t * K + t] = 1.0f;
     fast::PackedX px;
-    fast::PackX(kt, x.data<const float>(), K, K, K, w.format, &px);
+    fast::PackX(kt, x.data<const float>(), K, K, K, w.format, FastActivations::kF32, &px);
     std::vector<float> y(K * N);
     if (!fast::GemmRows(kt, px, 0, K, w, 0, N, y.data(), N)) {
-      EXPECT_EQ(fast::GemmMinTokens(kt, w.format), 0);
+      EXPECT_EQ(fast::GemmMinTokens(kt, w.format, FastActivations::kF32), 0);
       continue;
     }
     std::vector<float> row(K);

@@ -102,6 +102,16 @@ struct KernelTable {
   XOrder fp8_x_order, nvfp4_x_order;
   // The most tokens per fused tile call (tiles [1..n] are set, all with the same nr).
   int fp8_tile_tokens = 0, nvfp4_tile_tokens = 0;
+  // The dp-bf16 tiles above for activations rounded to bf16 (PackedX with hi rows and no lo:
+  // FastActivations::kBf16): one vdpbf16ps per weight pair instead of the hi/lo pair, the same
+  // contracts with x2 / xl unused. Set wherever bf16_split is.
+  struct HiOnlyTiles {
+    TileKernel gemv_bf16, gemm_bf16;
+    Fp8Tile fp8[5];
+    Nvfp4Tile nvfp4[5];
+    int fp8_tokens = 0, nvfp4_tokens = 0;
+  };
+  HiOnlyTiles hi_only;
   // Whether the fused tiles take `format` (then PackX makes the hi/lo split for every T, in the
   // format's XOrder).
   bool Fused(WeightFormat format) const;
@@ -185,6 +195,9 @@ struct PackedX {
   int64_t T = 0, K = 0, Kpad = 0;
   std::vector<float> f32;        // [T, Kpad]; empty when gemm_panels holds x
   std::vector<uint16_t> hi, lo;  // [T, Kpad] when the bf16 tiles want the split
+  // FastActivations::kBf16: every form above holds x rounded to bf16, and the dp-bf16 tiles take
+  // hi alone (lo stays empty; KernelTable::hi_only).
+  bool hi_only = false;
   // When GemmRows takes every call on this x (T >= GemmMinTokens): x as the GEMM's panels of
   // gemm_mr tokens, [ceil(T / gemm_mr)][K][gemm_mr] (cpu_fast_gemm.h), instead of f32.
   std::unique_ptr<float[], GemmPanelsFree> gemm_panels;
@@ -194,9 +207,10 @@ constexpr int64_t kPadK = 64;
 // The padding of an x with a hi/lo split for the fused packed tiles (a multiple of every
 // KernelTable::XOrder block).
 constexpr int64_t kFusedPadK = 128;
-// Packs T rows of x (row stride ldx) of K columns.
+// Packs T rows of x (row stride ldx) of K columns; FastActivations::kBf16 rounds them to bf16
+// first (round to nearest even; the vector split flushes denormals to zero).
 void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_t K,
-           WeightFormat format, PackedX* p);
+           WeightFormat format, FastActivations act, PackedX* p);
 
 // Columns [k0, k1) of view row r of any weight format in f32, exactly as DequantizeRowSpan. For
 // packed formats k0 must be a multiple of the scale block (block_cols) and NVFP4 writes whole
@@ -220,7 +234,7 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
 // it has a kernel; 0: never). PackX packs an x of at least that many tokens for the GEMM alone
 // (gemm_panels, no f32), and then GemmRows takes every call on it (callers pass MatmulRows at
 // least kGemmMinTokens of its tokens).
-int64_t GemmMinTokens(const KernelTable& kt, WeightFormat f);
+int64_t GemmMinTokens(const KernelTable& kt, WeightFormat f, FastActivations act);
 // PackX's part for such an x: p->gemm_panels (p->T, K, Kpad set by the caller), split across
 // threads outside parallel regions.
 void GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, PackedX* p);

@@ -54,7 +54,9 @@ LUCID_AVX512 void TileFma(const void* const* xv, const void* const*, const void*
   Reduce<MR, NR>(acc, out);
 }
 
-template <int MR, int NR, bool kMasked>
+// kLo: the activations come as the hi/lo split (two vdpbf16ps per pair); else as bf16 alone (hi
+// rows only, xl unused: FastActivations::kBf16).
+template <int MR, int NR, bool kMasked, bool kLo>
 LUCID_AVX512BF16 __attribute__((always_inline)) inline void DpStep(__m512 (&acc)[MR][NR],
                                                                    const void* const* xh,
                                                                    const void* const* xl,
@@ -69,17 +71,19 @@ LUCID_AVX512BF16 __attribute__((always_inline)) inline void DpStep(__m512 (&acc)
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
     const __m512bh h = (__m512bh)_mm512_loadu_si512(static_cast<const uint16_t*>(xh[i]) + k);
-    const __m512bh l = (__m512bh)_mm512_loadu_si512(static_cast<const uint16_t*>(xl[i]) + k);
 #pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) {
-      acc[i][j] = _mm512_dpbf16_ps(acc[i][j], h, w[j]);
-      acc[i][j] = _mm512_dpbf16_ps(acc[i][j], l, w[j]);
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], h, w[j]);
+    if constexpr (kLo) {
+      const __m512bh l = (__m512bh)_mm512_loadu_si512(static_cast<const uint16_t*>(xl[i]) + k);
+#pragma GCC unroll 8
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], l, w[j]);
     }
   }
 }
 
-// bf16 weights against the hi/lo bf16 split of the activations: two vdpbf16ps per pair.
-template <int MR, int NR>
+// bf16 weights against the hi/lo bf16 split of the activations (two vdpbf16ps per pair), or
+// against bf16 activations alone (!kLo).
+template <int MR, int NR, bool kLo>
 LUCID_AVX512BF16 void TileDpBf16(const void* const* xh, const void* const* xl,
                                  const void* const* wv, int64_t k0, int64_t k1, int64_t K,
                                  float* out) {
@@ -94,16 +98,16 @@ LUCID_AVX512BF16 void TileDpBf16(const void* const* xh, const void* const* xl,
   if (k0 == 0 && k1 >= K && nx.stride == 2 * K) {  // whole rows (see PrefetchSpan)
     for (; k < full; k += 32) {
       PrefetchSpan<NR>(nx, 2 * k);
-      DpStep<MR, NR, false>(acc, xh, xl, wv, k, 0xFFFFFFFFu);
+      DpStep<MR, NR, false, kLo>(acc, xh, xl, wv, k, 0xFFFFFFFFu);
     }
   }
   for (; k < full; k += 32) {
     PrefetchRows<NR>(nx, 2 * k);
-    DpStep<MR, NR, false>(acc, xh, xl, wv, k, 0xFFFFFFFFu);
+    DpStep<MR, NR, false, kLo>(acc, xh, xl, wv, k, 0xFFFFFFFFu);
   }
   if (k < k1) {
     const int64_t left = K - k;
-    DpStep<MR, NR, true>(acc, xh, xl, wv, k, left >= 32 ? 0xFFFFFFFFu : ((1u << left) - 1));
+    DpStep<MR, NR, true, kLo>(acc, xh, xl, wv, k, left >= 32 ? 0xFFFFFFFFu : ((1u << left) - 1));
   }
   Reduce<MR, NR>(acc, out);
 }
@@ -574,10 +578,12 @@ KernelTable MakeTable(bool bf16) {
   t.gemv_f32 = {&TileFma<1, 8, false>, 1, 8};
   t.gemm_f32 = {&TileFma<4, 4, false>, 4, 4};
   if (bf16) {
-    t.gemv_bf16 = {&TileDpBf16<1, 8>, 1, 8};
+    t.gemv_bf16 = {&TileDpBf16<1, 8, true>, 1, 8};
     // 4 tokens x 6 rows: 24 accumulators, 6 weight vectors and the hi/lo pair fill the 32
     // registers (against 4 x 4: 370 vs 295 GFLOP/s at 16 tokens, 407 vs 322 at 32).
-    t.gemm_bf16 = {&TileDpBf16<4, 6>, 4, 6};
+    t.gemm_bf16 = {&TileDpBf16<4, 6, true>, 4, 6};
+    t.hi_only.gemv_bf16 = {&TileDpBf16<1, 8, false>, 1, 8};
+    t.hi_only.gemm_bf16 = {&TileDpBf16<4, 6, false>, 4, 6};
     t.bf16_split = true;
     t.split_bf16 = &SplitBf16;
     AddFusedPackedTiles(t);

@@ -80,18 +80,21 @@ LUCID_AVX512BF16 __attribute__((always_inline)) inline XRows<MR> LoadXRows(const
   }
   return x;
 }
-template <int MR, int NR>
+// kLo: x as the hi/lo split (two vdpbf16ps per weight vector and token); else hi alone (x.l
+// unused: FastActivations::kBf16).
+template <int MR, int NR, bool kLo>
 LUCID_AVX512BF16 __attribute__((always_inline)) inline void DpRows(__m512 (&acc)[MR][NR],
                                                                    const XRows<MR>& x, int64_t k,
                                                                    const __m512bh (&w)[NR]) {
 #pragma GCC unroll 4
   for (int i = 0; i < MR; ++i) {
     const __m512bh h = (__m512bh)_mm512_loadu_si512(x.h[i] + k);
-    const __m512bh l = (__m512bh)_mm512_loadu_si512(x.l[i] + k);
 #pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) {
-      acc[i][j] = _mm512_dpbf16_ps(acc[i][j], h, w[j]);
-      acc[i][j] = _mm512_dpbf16_ps(acc[i][j], l, w[j]);
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], h, w[j]);
+    if constexpr (kLo) {
+      const __m512bh l = (__m512bh)_mm512_loadu_si512(x.l[i] + k);
+#pragma GCC unroll 8
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], l, w[j]);
     }
   }
 }
@@ -106,7 +109,7 @@ LUCID_AVX512BF16 __attribute__((always_inline)) inline void Zero(__m512 (&acc)[M
 // FP8-block weights against the hi/lo bf16 split, fused: 64 e4m3 codes per step become two vectors
 // of 32 exact bf16 (E4m3ToBf16x64), four vdpbf16ps per token, and each 128-column block's sums are
 // multiplied by that block's scale. The activations come in the order kFp8XOrder.
-template <int MR, int NR, bool kMasked>
+template <int MR, int NR, bool kMasked, bool kLo>
 LUCID_AVX512BF16 __attribute__((always_inline)) inline void Fp8Step(__m512 (&acc)[MR][NR],
                                                                     const XRows<MR>& x,
                                                                     const void* const* wv,
@@ -122,14 +125,14 @@ LUCID_AVX512BF16 __attribute__((always_inline)) inline void Fp8Step(__m512 (&acc
     a[j] = (__m512bh)lo;
     b[j] = (__m512bh)hi;
   }
-  DpRows<MR, NR>(acc, x, k, a);
-  DpRows<MR, NR>(acc, x, k + 32, b);
+  DpRows<MR, NR, kLo>(acc, x, k, a);
+  DpRows<MR, NR, kLo>(acc, x, k + 32, b);
 }
 
 // MR tokens (hi rows xh[i], lo rows xl[i]) against NR FP8 rows over [k0, k1) (k0 and every block
 // start a multiple of 128 apart from k0); sc[j][b] is row j's scale of block b.
-// out[i * NR + j].
-template <int MR, int NR>
+// out[i * NR + j]. !kLo: xl unused (bf16 activations alone).
+template <int MR, int NR, bool kLo>
 LUCID_AVX512BF16 void TileFp8Dp(const void* const* xh, const void* const* xl, const void* const* wv,
                                 const float* const* sc, int64_t k0, int64_t k1, float* out) {
   const E4m3ByteTables t = LoadE4m3ByteTables();
@@ -146,8 +149,8 @@ LUCID_AVX512BF16 void TileFp8Dp(const void* const* xh, const void* const* xl, co
     PrefetchRows<NR, _MM_HINT_T0>(nx, b0);
     PrefetchRows<NR, _MM_HINT_T0>(nx, b0 + 64);
     int64_t k = b0;
-    for (; k + 64 <= b1; k += 64) Fp8Step<MR, NR, false>(acc, x, wv, k, ~0ULL, t);
-    if (k < b1) Fp8Step<MR, NR, true>(acc, x, wv, k, (1ULL << (b1 - k)) - 1, t);
+    for (; k + 64 <= b1; k += 64) Fp8Step<MR, NR, false, kLo>(acc, x, wv, k, ~0ULL, t);
+    if (k < b1) Fp8Step<MR, NR, true, kLo>(acc, x, wv, k, (1ULL << (b1 - k)) - 1, t);
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
       const __m512 s = _mm512_set1_ps(sc[j][blk]);
@@ -178,7 +181,7 @@ LUCID_AVX512BF16 inline Nvfp4Consts MakeNvfp4Consts() {
           _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)};
 }
 
-template <int MR, int NR, bool kMasked>
+template <int MR, int NR, bool kMasked, bool kLo>
 LUCID_AVX512BF16 __attribute__((always_inline)) inline void Nvfp4Step(
     __m512 (&acc)[MR][NR], const XRows<MR>& x, const void* const* wv, const float* const* gs,
     int64_t k, __mmask64 m, const Nvfp4Consts& c) {
@@ -210,11 +213,14 @@ LUCID_AVX512BF16 __attribute__((always_inline)) inline void Nvfp4Step(
     for (int q = 0; q < 4; ++q)
 #pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
-        t[i] = _mm512_dpbf16_ps(t[i], (__m512bh)_mm512_loadu_si512(h[i] + 32 * q), v[q]);
+        // Without the lo half a token has a second chain from alternate q.
+        __m512& dst = !kLo && MR == 1 && q % 2 ? u[i] : t[i];
+        dst = _mm512_dpbf16_ps(dst, (__m512bh)_mm512_loadu_si512(h[i] + 32 * q), v[q]);
         // One token sums its lo half in a second chain (BM_LinearBig NVFP4 one token 61 -> 65
         // GB/s); more tokens already have MR chains, and lost 7% at 4 tokens this way.
-        (MR == 1 ? u[i] : t[i]) = _mm512_dpbf16_ps(
-            MR == 1 ? u[i] : t[i], (__m512bh)_mm512_loadu_si512(l[i] + 32 * q), v[q]);
+        if constexpr (kLo)
+          (MR == 1 ? u[i] : t[i]) = _mm512_dpbf16_ps(
+              MR == 1 ? u[i] : t[i], (__m512bh)_mm512_loadu_si512(l[i] + 32 * q), v[q]);
       }
 #pragma GCC unroll 4
     for (int i = 0; i < MR; ++i)
@@ -225,8 +231,8 @@ LUCID_AVX512BF16 __attribute__((always_inline)) inline void Nvfp4Step(
 // MR tokens against NR NVFP4 rows over columns [k0, k1) (k0 a multiple of 128; wv[j] points at the
 // row's byte of column 0, gs[j] at its group scales in f32 from group 0, both readable for every
 // group below k1 rounded up to 8 groups, with a zero scale for a padding group); out[i * NR + j] =
-// s2 * sum.
-template <int MR, int NR>
+// s2 * sum. !kLo: xl unused (bf16 activations alone).
+template <int MR, int NR, bool kLo>
 LUCID_AVX512BF16 void TileNvfp4Dp(const void* const* xh, const void* const* xl,
                                   const void* const* wv, const float* const* gs, float s2,
                                   int64_t k0, int64_t k1, int64_t groups_end, float* out) {
@@ -240,12 +246,12 @@ LUCID_AVX512BF16 void TileNvfp4Dp(const void* const* xh, const void* const* xl,
   // steps than into L2 in the 1g and 4g NVFP4 models.
   for (; k + 128 <= k1; k += 128) {
     PrefetchRows<NR, _MM_HINT_T0>(nx, k / 2);
-    Nvfp4Step<MR, NR, false>(acc, x, wv, gs, k, ~0ULL, c);
+    Nvfp4Step<MR, NR, false, kLo>(acc, x, wv, gs, k, ~0ULL, c);
   }
   if (k < k1) {
     // Bytes left in the row: whole groups only (the row holds groups_end groups).
     const int64_t bytes = (groups_end - k / 16) * 8;
-    Nvfp4Step<MR, NR, true>(acc, x, wv, gs, k, bytes >= 64 ? ~0ULL : (1ULL << bytes) - 1, c);
+    Nvfp4Step<MR, NR, true, kLo>(acc, x, wv, gs, k, bytes >= 64 ? ~0ULL : (1ULL << bytes) - 1, c);
   }
   Reduce<MR, NR>(acc, out);
 #pragma GCC unroll 8
@@ -439,21 +445,34 @@ LUCID_AVX512BF16 void RowsAxpyNvfp4(const uint8_t* w, int64_t ldw, int64_t rows,
 }  // namespace
 
 void AddFusedPackedTiles(KernelTable& t) {
-  t.fp8_tiles[0] = {&TileFp8Dp<1, 8>, 8};
-  t.fp8_tiles[1] = {&TileFp8Dp<1, 4>, 4};
-  t.fp8_tiles[2] = {&TileFp8Dp<2, 4>, 4};
-  t.fp8_tiles[3] = {&TileFp8Dp<3, 4>, 4};
-  t.fp8_tiles[4] = {&TileFp8Dp<4, 4>, 4};
+  t.fp8_tiles[0] = {&TileFp8Dp<1, 8, true>, 8};
+  t.fp8_tiles[1] = {&TileFp8Dp<1, 4, true>, 4};
+  t.fp8_tiles[2] = {&TileFp8Dp<2, 4, true>, 4};
+  t.fp8_tiles[3] = {&TileFp8Dp<3, 4, true>, 4};
+  t.fp8_tiles[4] = {&TileFp8Dp<4, 4, true>, 4};
   t.fp8_x_order = {kFp8XOrder.data(), 64, &PermuteFp8X};
   t.fp8_tile_tokens = 4;
-  t.nvfp4_tiles[0] = {&TileNvfp4Dp<1, 8>, 8};
+  t.nvfp4_tiles[0] = {&TileNvfp4Dp<1, 8, true>, 8};
   // NVFP4: 2 tokens x 4 rows. Each token's eight vdpbf16ps per row need the token's 8 activation
   // vectors, and with 3 or 4 tokens the compiler kept them all in registers and spilled the
   // accumulators: at 4 tokens, 2 x 4 runs 300 GFLOP/s, 4 x 4 187 and 3 x 4 253 (5 or 6 rows: no
   // faster).
-  t.nvfp4_tiles[1] = {&TileNvfp4Dp<1, 4>, 4};
-  t.nvfp4_tiles[2] = {&TileNvfp4Dp<2, 4>, 4};
+  t.nvfp4_tiles[1] = {&TileNvfp4Dp<1, 4, true>, 4};
+  t.nvfp4_tiles[2] = {&TileNvfp4Dp<2, 4, true>, 4};
   t.nvfp4_tile_tokens = 2;
+  // Bf16 activations alone (FastActivations::kBf16): the same shapes without the lo half.
+  KernelTable::HiOnlyTiles& h = t.hi_only;
+  h.fp8[0] = {&TileFp8Dp<1, 8, false>, 8};
+  h.fp8[1] = {&TileFp8Dp<1, 4, false>, 4};
+  h.fp8[2] = {&TileFp8Dp<2, 4, false>, 4};
+  h.fp8[3] = {&TileFp8Dp<3, 4, false>, 4};
+  h.fp8[4] = {&TileFp8Dp<4, 4, false>, 4};
+  h.fp8_tokens = 4;
+  h.nvfp4[0] = {&TileNvfp4Dp<1, 8, false>, 8};
+  h.nvfp4[1] = {&TileNvfp4Dp<1, 4, false>, 4};
+  h.nvfp4[2] = {&TileNvfp4Dp<2, 4, false>, 4};
+  h.nvfp4[3] = {&TileNvfp4Dp<3, 4, false>, 4};
+  h.nvfp4_tokens = 3;
   t.nvfp4_x_order = {kNvfp4XOrder.data(), 128, &PermuteNvfp4X};
   t.rows_axpy_fp8 = &RowsAxpyFp8;
   t.rows_axpy_nvfp4 = &RowsAxpyNvfp4;

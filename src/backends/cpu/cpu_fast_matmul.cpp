@@ -163,8 +163,10 @@ KernelTable Complete(KernelTable t) {
 
 constexpr int64_t kMaxGroups = 1024 / 16;  // NVFP4 groups in one k block
 
-const TileKernel& PickTile(const KernelTable& kt, WeightFormat f, int64_t T) {
+const TileKernel& PickTile(const KernelTable& kt, WeightFormat f, int64_t T, bool hi_only) {
   const bool gemv = T < 4;
+  if (f == WeightFormat::kBF16 && hi_only && kt.bf16_split)
+    return gemv ? kt.hi_only.gemv_bf16 : kt.hi_only.gemm_bf16;
   if (f == WeightFormat::kBF16) return gemv ? kt.gemv_bf16 : kt.gemm_bf16;
   return gemv ? kt.gemv_f32 : kt.gemm_f32;
 }
@@ -253,19 +255,49 @@ bool KernelTable::Fused(WeightFormat format) const {
          (format == WeightFormat::kNvfp4 && nvfp4_tiles[0].fn);
 }
 
+namespace {
+
+// x (n values) rounded to bf16 in place, its bf16 bits in hi.
+void RoundToBf16(const KernelTable& kt, float* x, uint16_t* hi, int64_t n) {
+  thread_local std::vector<uint16_t> lo;
+  lo.resize(n);
+  kt.split_bf16(x, hi, lo.data(), n);
+  kt.widen_bf16(hi, x, n);
+}
+
+}  // namespace
+
 void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_t K,
-           WeightFormat format, PackedX* p) {
+           WeightFormat format, FastActivations act, PackedX* p) {
   p->T = T;
   p->K = K;
   const bool fused = kt.Fused(format);
+  const bool bf16 = act == FastActivations::kBf16;
   const int64_t pad = fused ? kFusedPadK : kPadK;
   p->Kpad = (K + pad - 1) / pad * pad;
+  p->hi_only = bf16;
   // Many tokens go to GemmRows (callers pass all T rows, or at least kGemmMinTokens of them, to
   // each MatmulRows call): it wants only its panels.
-  if (const int64_t g = GemmMinTokens(kt, format); g > 0 && T >= g) return GemmPackX(kt, x, ldx, p);
+  if (const int64_t g = GemmMinTokens(kt, format, act); g > 0 && T >= g) {
+    if (!bf16) return GemmPackX(kt, x, ldx, p);
+    thread_local std::vector<float> rounded;
+    thread_local std::vector<uint16_t> bits;
+    rounded.resize(T * K);
+    bits.resize(T * K);
+    for (int64_t t = 0; t < T; ++t) std::memcpy(&rounded[t * K], x + t * ldx, K * sizeof(float));
+    RoundToBf16(kt, rounded.data(), bits.data(), T * K);
+    return GemmPackX(kt, rounded.data(), K, p);
+  }
   p->f32.assign(T * p->Kpad, 0.0f);
   for (int64_t t = 0; t < T; ++t) std::memcpy(&p->f32[t * p->Kpad], x + t * ldx, K * sizeof(float));
-  if ((kt.bf16_split && format == WeightFormat::kBF16) || fused) {
+  const bool split = (kt.bf16_split && format == WeightFormat::kBF16) || fused;
+  if (bf16) {
+    // Rounded once for every path (hi for the dp-bf16 tiles, f32 for the others).
+    thread_local std::vector<uint16_t> bits;
+    std::vector<uint16_t>& hi = split ? p->hi : bits;
+    hi.resize(T * p->Kpad);
+    RoundToBf16(kt, p->f32.data(), hi.data(), T * p->Kpad);
+  } else if (split) {
     p->hi.resize(T * p->Kpad);
     p->lo.resize(T * p->Kpad);
     kt.split_bf16(p->f32.data(), p->hi.data(), p->lo.data(), T * p->Kpad);
@@ -274,7 +306,7 @@ void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_
     const KernelTable::XOrder& o =
         format == WeightFormat::kFp8Block ? kt.fp8_x_order : kt.nvfp4_x_order;
     o.permute(p->hi.data(), T * p->Kpad);
-    o.permute(p->lo.data(), T * p->Kpad);
+    if (!bf16) o.permute(p->lo.data(), T * p->Kpad);
   }
 }
 
@@ -299,7 +331,9 @@ void MatmulFp8Fused(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t
                     const Weight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   const int64_t K = w.cols, Kc = 128 * kFp8TileBlocks;
   const bool one = t1 - t0 == 1;
-  const int NR = one ? kt.fp8_tiles[0].nr : kt.fp8_tiles[kt.fp8_tile_tokens].nr;
+  const KernelTable::Fp8Tile* tiles = x.hi_only ? kt.hi_only.fp8 : kt.fp8_tiles;
+  const int tokens = x.hi_only ? kt.hi_only.fp8_tokens : kt.fp8_tile_tokens;
+  const int NR = one ? tiles[0].nr : tiles[tokens].nr;
   const uint8_t* base = w.data.data<const uint8_t>() + w.row_begin * K;
   float out[64];
   const void *wp[16], *xh[4], *xl[4];
@@ -338,13 +372,13 @@ void MatmulFp8Fused(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t
         }
         prev = srow;
       }
-      for (int64_t t = t0; t < t1; t += kt.fp8_tile_tokens) {
-        const int64_t mm = std::min<int64_t>(kt.fp8_tile_tokens, t1 - t);
+      for (int64_t t = t0; t < t1; t += tokens) {
+        const int64_t mm = std::min<int64_t>(tokens, t1 - t);
         for (int64_t i = 0; i < mm; ++i) {
           xh[i] = &x.hi[(t + i) * x.Kpad + k0];
-          xl[i] = &x.lo[(t + i) * x.Kpad + k0];
+          xl[i] = x.hi_only ? nullptr : &x.lo[(t + i) * x.Kpad + k0];
         }
-        kt.fp8_tiles[one ? 0 : mm].fn(xh, xl, wp, sc, 0, k1 - k0, out);
+        tiles[one ? 0 : mm].fn(xh, xl, wp, sc, 0, k1 - k0, out);
         StoreTile(out, mm, NR, nn, k0 == 0, y + t * ldy + n, ldy);
       }
     }
@@ -355,7 +389,9 @@ void MatmulNvfp4Fused(const KernelTable& kt, const PackedX& x, int64_t t0, int64
                       const Weight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   const int64_t K = w.cols, groups = (K + 15) / 16;
   const bool one = t1 - t0 == 1;
-  const int NR = one ? kt.nvfp4_tiles[0].nr : kt.nvfp4_tiles[kt.nvfp4_tile_tokens].nr;
+  const KernelTable::Nvfp4Tile* tiles = x.hi_only ? kt.hi_only.nvfp4 : kt.nvfp4_tiles;
+  const int tokens = x.hi_only ? kt.hi_only.nvfp4_tokens : kt.nvfp4_tile_tokens;
+  const int NR = one ? tiles[0].nr : tiles[tokens].nr;
   const int64_t gpad = (groups + 7) / 8 * 8;
   const float s2 = *w.scale2.data<const float>();
   thread_local std::vector<float> gsb;
@@ -383,13 +419,13 @@ void MatmulNvfp4Fused(const KernelTable& kt, const PackedX& x, int64_t t0, int64
                    e = (w.row_begin + std::min<int64_t>(n1, n + 2 * NR)) * ld_scale;
            a < e; a += 64)
         __builtin_prefetch(scales + a);
-    for (int64_t t = t0; t < t1; t += kt.nvfp4_tile_tokens) {
-      const int64_t mm = std::min<int64_t>(kt.nvfp4_tile_tokens, t1 - t);
+    for (int64_t t = t0; t < t1; t += tokens) {
+      const int64_t mm = std::min<int64_t>(tokens, t1 - t);
       for (int64_t i = 0; i < mm; ++i) {
         xh[i] = &x.hi[(t + i) * x.Kpad];
-        xl[i] = &x.lo[(t + i) * x.Kpad];
+        xl[i] = x.hi_only ? nullptr : &x.lo[(t + i) * x.Kpad];
       }
-      kt.nvfp4_tiles[one ? 0 : mm].fn(xh, xl, wp, gp, s2, 0, K, groups, out);
+      tiles[one ? 0 : mm].fn(xh, xl, wp, gp, s2, 0, K, groups, out);
       StoreTile(out, mm, NR, nn, true, y + t * ldy + n, ldy);
     }
   }
@@ -413,7 +449,7 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
   // the L1 sliver, block by block, and never more of the matrix than that.
   const bool packed = Packed(w.format);
   const bool widen = packed || (w.format == WeightFormat::kBF16 && t1 - t0 >= 128);
-  const TileKernel& tk = PickTile(kt, widen ? WeightFormat::kF32 : w.format, t1 - t0);
+  const TileKernel& tk = PickTile(kt, widen ? WeightFormat::kF32 : w.format, t1 - t0, x.hi_only);
   const bool tiled =
       (packed || w.format == WeightFormat::kF32 || w.format == WeightFormat::kBF16) && tk.fn &&
       (!packed || w.block_cols > 0);
@@ -468,7 +504,7 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
           for (int i = 0; i < MR; ++i) {
             const int64_t r = (t + std::min<int64_t>(i, mm - 1)) * x.Kpad + k0;
             xp[i] = split ? static_cast<const void*>(&x.hi[r]) : &x.f32[r];
-            xp2[i] = split ? &x.lo[r] : nullptr;
+            xp2[i] = split && !x.hi_only ? &x.lo[r] : nullptr;
           }
           tk.fn(xp, xp2, wp, 0, k1 - k0, K - k0, out);
           for (int64_t i = 0; i < mm; ++i) {

@@ -163,7 +163,7 @@ void CpuFastOps::MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t n
       const int64_t h = item / chunks, last = std::min(e, (h + 1) * chunks);
       const int64_t n0 = (item % chunks) * kRows,
                     n1 = std::min(v_dim, ((last - 1) % chunks + 1) * kRows);
-      fast::PackX(kt, latent.data<const float>() + h * R, heads * R, T, R, kv_b.format, &px);
+      fast::PackX(kt, latent.data<const float>() + h * R, heads * R, T, R, kv_b.format, act_, &px);
       const Weight uv = kv_b.RowRange(h * (nope_dim + v_dim) + nope_dim, v_dim);
       fast::MatmulRows(kt, px, 0, T, uv, n0, n1, ys + h * v_dim, heads * v_dim);
       item = last;

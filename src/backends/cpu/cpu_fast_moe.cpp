@@ -67,7 +67,7 @@ void CpuFastOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> expe
       buf.resize(n * D);
       for (int64_t j = 0; j < n; ++j)
         std::copy_n(x.data<const float>() + r[j].first * D, D, buf.data() + j * D);
-      fast::PackX(kt, buf.data(), D, n, D, experts[touched[s]].gate.format, &xin[s]);
+      fast::PackX(kt, buf.data(), D, n, D, experts[touched[s]].gate.format, act_, &xin[s]);
     }
   });
   auto run = [&](const std::vector<MoeItem>& items) {
@@ -102,7 +102,7 @@ void CpuFastOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> expe
       const ExpertWeights& w = experts[touched[s]];
       const int64_t n = static_cast<int64_t>(rows[touched[s]].size()), I = w.gate.rows;
       kt.swiglu(gate[s].data(), up[s].data(), gate[s].data(), n * I);
-      fast::PackX(kt, gate[s].data(), I, n, I, w.down.format, &hid[s]);
+      fast::PackX(kt, gate[s].data(), I, n, I, w.down.format, act_, &hid[s]);
       down[s].resize(n * w.down.rows);
     }
   });

@@ -11,24 +11,19 @@
 namespace lucid {
 namespace {
 
-const char* OpsName(CpuIsa isa) {
-  switch (isa) {
-    case CpuIsa::kScalar:
-      return "cpu-fast-scalar";
-    case CpuIsa::kAvx2:
-      return "cpu-fast-avx2";
-    case CpuIsa::kAvx512:
-      return "cpu-fast-avx512";
-    case CpuIsa::kAvx512Bf16:
-      return "cpu-fast-avx512bf16";
-  }
-  return "cpu-fast";
+// "cpu-fast-<isa>", with "-bf16act" for FastActivations::kBf16.
+const char* OpsName(CpuIsa isa, FastActivations act) {
+  static const char* const kNames[2][4] = {
+      {"cpu-fast-scalar", "cpu-fast-avx2", "cpu-fast-avx512", "cpu-fast-avx512bf16"},
+      {"cpu-fast-scalar-bf16act", "cpu-fast-avx2-bf16act", "cpu-fast-avx512-bf16act",
+       "cpu-fast-avx512bf16-bf16act"}};
+  return kNames[act == FastActivations::kBf16 ? 1 : 0][static_cast<int>(isa)];
 }
 
 }  // namespace
 
-CpuFastOps::CpuFastOps(CpuIsa max_isa)
-    : isa_(std::min(max_isa, DetectCpuIsa())), name_(OpsName(isa_)) {}
+CpuFastOps::CpuFastOps(CpuIsa max_isa, FastActivations act)
+    : isa_(std::min(max_isa, DetectCpuIsa())), act_(act), name_(OpsName(isa_, act)) {}
 
 bool CpuFastOps::FastFormat(WeightFormat f) {
   return f == WeightFormat::kF32 || f == WeightFormat::kBF16 || f == WeightFormat::kFp8Block ||
@@ -42,10 +37,10 @@ void CpuFastOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
       "Linear shape mismatch for " + w.name + ": x " + x.DebugString() + " y " + y.DebugString());
   const fast::KernelTable& kt = fast::Kernels(isa_);
   fast::PackedX p;
-  fast::PackX(kt, x.data<const float>(), w.cols, T, w.cols, w.format, &p);
+  fast::PackX(kt, x.data<const float>(), w.cols, T, w.cols, w.format, act_, &p);
   float* ys = y.data<float>();
   const int64_t threads = NumThreads();
-  if (const int64_t g = fast::GemmMinTokens(kt, w.format); g > 0 && T >= g) {
+  if (const int64_t g = fast::GemmMinTokens(kt, w.format, act_); g > 0 && T >= g) {
     // The GEMM: each thread takes one contiguous range of whole 32-row panels (its weights are
     // decoded once); few outputs split the tokens instead, never below kGemmMinTokens per call
     // (PackX packed x for the GEMM alone).

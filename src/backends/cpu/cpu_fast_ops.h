@@ -47,6 +47,15 @@
 namespace lucid {
 
 enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3 };
+
+// The activations the matmuls (Linear, MoeExperts, MlaProjectOutput) multiply:
+//   kF32   as given (f32; at avx512bf16 the hi/lo split, ~16 mantissa bits). The default.
+//   kBf16  rounded to bf16 first (8 mantissa bits), as GPU engines and llama.cpp's bf16 path
+//          compute: at avx512bf16 one vdpbf16ps per weight pair instead of two, so batched decode
+//          does half the arithmetic. Results match the reference run on bf16-rounded activations
+//          (~1e-5), and differ from the reference on the f32 ones by ~1e-3 relative. Every
+//          instruction set rounds the same way; only avx512bf16 gains speed from it.
+enum class FastActivations { kF32, kBf16 };
 const char* CpuIsaName(CpuIsa isa);
 // The best level this machine supports (cached after the first call).
 CpuIsa DetectCpuIsa();
@@ -54,8 +63,10 @@ CpuIsa DetectCpuIsa();
 class CpuFastOps : public CpuOps {
  public:
   // Uses min(max_isa, DetectCpuIsa()).
-  explicit CpuFastOps(CpuIsa max_isa = CpuIsa::kAvx512Bf16);
+  explicit CpuFastOps(CpuIsa max_isa = CpuIsa::kAvx512Bf16,
+                      FastActivations act = FastActivations::kF32);
   CpuIsa isa() const { return isa_; }
+  FastActivations activations() const { return act_; }
 
   const char* name() const override { return name_; }
   void Linear(const Tensor& x, const Weight& w, Tensor& y) const override;
@@ -77,6 +88,7 @@ class CpuFastOps : public CpuOps {
 
  private:
   CpuIsa isa_;
+  FastActivations act_;
   const char* name_;
 };
 

@@ -1,0 +1,143 @@
+// CpuFastOps with FastActivations::kBf16 (`--cpu-kernels fast-bf16act`) against the reference run
+// on activations rounded to bf16 first: Linear in every weight format and at token counts that
+// take every path (one-token tiles, token tiles, the many-token GEMM), MoeExperts (both matmul
+// inputs rounded: x for gate/up, the SwiGLU output for down) and MlaProjectOutput, at every
+// instruction-set level this machine has. The rounding itself is checked to happen: the results
+// sit ~1e-3 from the reference on the unrounded activations.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_fast_ops.h"
+#include "backends/cpu/quant_test_util.h"
+#include "core/dtype.h"
+
+namespace lucid {
+namespace {
+
+using testing_util::Random;
+using testing_util::RelErr;
+
+const CpuOps kRef;
+
+// x with every value rounded to the nearest bf16 (ties to even).
+Tensor RoundedToBf16(const Tensor& x) {
+  Tensor r = x.Clone();
+  for (int64_t i = 0; i < r.numel(); ++i)
+    r.data<float>()[i] = Bf16ToF32(F32ToBf16(r.data<float>()[i]));
+  return r;
+}
+
+// 0 f32, 1 bf16, 2 FP8 block (f32 scales), 3 FP8 block (UE8M0 scales), 4 NVFP4.
+Weight AnyWeight(int kind, int64_t rows, int64_t cols, uint32_t seed) {
+  switch (kind) {
+    case 0:
+    case 1:
+      return testing_util::RandomDense(kind == 1, rows, cols, seed);
+    case 2:
+    case 3:
+      return testing_util::RandomFp8(rows, cols, seed, kind == 3);
+    default:
+      return testing_util::RandomNvfp4(rows, cols, seed);
+  }
+}
+const char* KindName(int kind) {
+  static const char* const kNames[] = {"f32", "bf16", "fp8", "fp8-ue8m0", "nvfp4"};
+  return kNames[kind];
+}
+
+class FastBf16ActTest : public ::testing::TestWithParam<CpuIsa> {
+ protected:
+  CpuFastOps ops_{GetParam(), FastActivations::kBf16};
+};
+
+TEST_P(FastBf16ActTest, ReportsItsActivations) {
+  EXPECT_EQ(ops_.activations(), FastActivations::kBf16);
+  EXPECT_EQ(std::string(ops_.name()), std::string(CpuFastOps(GetParam()).name()) + "-bf16act");
+}
+
+TEST_P(FastBf16ActTest, LinearMatchesReferenceOnRoundedActivations) {
+  struct Case {
+    int64_t T, N, K;
+  };
+  // T 1 (one-token tiles), 2-12 (token tiles, 8 whole-row bf16, 12 k blocks), 33 and 70 (packed
+  // weights: the hi-only tiles, which take up to 127 tokens; bf16 from 80 and f32 weights from
+  // 64: the GEMM), 130 (the GEMM for every format).
+  for (int kind = 0; kind < 5; ++kind) {
+    for (Case c : {Case{1, 37, 300}, Case{1, 300, 2100}, Case{2, 19, 129}, Case{3, 21, 1100},
+                   Case{5, 9, 260}, Case{8, 45, 2100}, Case{12, 21, 2100}, Case{33, 40, 300},
+                   Case{70, 33, 260}, Case{130, 20, 140}}) {
+      SCOPED_TRACE(std::string(KindName(kind)) + " T=" + std::to_string(c.T) +
+                   " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K));
+      const Weight w = AnyWeight(kind, c.N, c.K, 7 + c.K);
+      const Tensor x = Random({c.T, c.K}, 3 + c.T);
+      Tensor y = Tensor::Empty(DType::kF32, {c.T, c.N}), r = y.Clone(), r32 = y.Clone();
+      ops_.Linear(x, w, y);
+      kRef.Linear(RoundedToBf16(x), w, r);
+      EXPECT_LE(RelErr(y, r), 2e-5);
+      kRef.Linear(x, w, r32);
+      EXPECT_GT(RelErr(y, r32), 1e-4);  // the activations were rounded
+    }
+  }
+}
+
+TEST_P(FastBf16ActTest, MoeExpertsRoundBothMatmulInputs) {
+  const int64_t E = 6, D = 48, I = 40, k = 2;
+  for (int kind : {1, 2, 4}) {
+    for (int64_t T : {1, 9}) {
+      SCOPED_TRACE(std::string(KindName(kind)) + " T=" + std::to_string(T));
+      std::vector<ExpertWeights> ex;
+      for (int64_t e = 0; e < E; ++e)
+        ex.push_back({AnyWeight(kind, I, D, 100 + e), AnyWeight(kind, I, D, 200 + e),
+                      AnyWeight(kind, D, I, 300 + e)});
+      const Tensor x = Random({T, D}, 17);
+      std::vector<int32_t> idx;
+      std::vector<float> wt;
+      testing_util::Top2Routing(T, E, &idx, &wt);  // k == 2
+      Tensor out = Random({T, D}, 18), ref = out.Clone();
+      ops_.MoeExperts(x, ex, idx.data(), wt.data(), k, out);
+      // The reference, one token and expert at a time from the reference's Linear and SwiGlu.
+      const Tensor xr = RoundedToBf16(x);
+      for (int64_t t = 0; t < T; ++t) {
+        Tensor xt = Tensor::Empty(DType::kF32, {1, D});
+        for (int64_t d = 0; d < D; ++d) xt.data<float>()[d] = xr.data<float>()[t * D + d];
+        for (int64_t j = 0; j < k; ++j) {
+          const ExpertWeights& e = ex[idx[t * k + j]];
+          Tensor g = Tensor::Empty(DType::kF32, {1, I}), u = g.Clone(), h = g.Clone();
+          Tensor o = Tensor::Empty(DType::kF32, {1, D});
+          kRef.Linear(xt, e.gate, g);
+          kRef.Linear(xt, e.up, u);
+          kRef.SwiGlu(g, u, h);
+          kRef.Linear(RoundedToBf16(h), e.down, o);
+          for (int64_t d = 0; d < D; ++d)
+            ref.data<float>()[t * D + d] += wt[t * k + j] * o.data<float>()[d];
+        }
+      }
+      EXPECT_LE(RelErr(out, ref), 2e-5);
+    }
+  }
+}
+
+TEST_P(FastBf16ActTest, MlaProjectOutputMatchesReferenceOnRoundedLatent) {
+  const int64_t heads = 3, nope = 24, v = 20, R = 200;
+  for (int kind = 0; kind < 5; ++kind) {
+    for (int64_t T : {1, 5}) {
+      SCOPED_TRACE(std::string(KindName(kind)) + " T=" + std::to_string(T));
+      const Weight kv_b = AnyWeight(kind, heads * (nope + v), R, 40 + kind);
+      const Tensor lat = Random({T, heads * R}, 41);
+      Tensor o = Tensor::Empty(DType::kF32, {T, heads * v}), o_ref = o.Clone();
+      ops_.MlaProjectOutput(lat, heads, nope, v, kv_b, o);
+      kRef.MlaProjectOutput(RoundedToBf16(lat), heads, nope, v, kv_b, o_ref);
+      EXPECT_LE(RelErr(o, o_ref), 2e-5);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, FastBf16ActTest,
+                         ::testing::Values(CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512,
+                                           CpuIsa::kAvx512Bf16),
+                         [](const auto& info) { return std::string(CpuIsaName(info.param)); });
+
+}  // namespace
+}  // namespace lucid
