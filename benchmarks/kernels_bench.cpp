@@ -17,6 +17,9 @@ namespace {
 
 const CpuOps kRef;
 const CpuFastOps kFast;
+const CpuFastOps kFastBf16Act(CpuIsa::kAvx512Bf16, FastActivations::kBf16);
+// The fast ops for an `act` argument: 0 f32 activations (the default), 1 bf16 (fast-bf16act).
+const CpuFastOps& FastFor(int64_t act) { return act ? kFastBf16Act : kFast; }
 
 const Ops& Pick(int64_t which) { return which ? static_cast<const Ops&>(kFast) : kRef; }
 
@@ -89,11 +92,12 @@ std::vector<Weight> CopiesSpanning(const Weight& w, double bytes) {
   return copies;
 }
 
-// Args: format (0 bf16, 1 fp8-block, 2 nvfp4), tokens. The real models' row length (hidden 2048:
-// one 4 KB page per bf16 row) and 16384 rows (64 MB in bf16), each iteration on the next of
-// copies that span 128 MB, four times the dev box's L3.
+// Args: format (0 bf16, 1 fp8-block, 2 nvfp4), tokens, activations (0 f32, 1 bf16). The real
+// models' row length (hidden 2048: one 4 KB page per bf16 row) and 16384 rows (64 MB in bf16),
+// each iteration on the next of copies that span 128 MB, four times the dev box's L3.
 void BM_LinearBig(benchmark::State& st) {
   const int64_t N = 16384, K = 2048, T = st.range(1);
+  const CpuFastOps& fast = FastFor(st.range(2));
   constexpr double kSpan = 128.0 * (1 << 20);
   static const std::vector<Weight> wb =
       CopiesSpanning(MakeWeight(WeightFormat::kBF16, N, K), kSpan);
@@ -104,11 +108,12 @@ void BM_LinearBig(benchmark::State& st) {
   Tensor x = Tensor::Empty(DType::kF32, {T, K}), y = Tensor::Empty(DType::kF32, {T, N});
   for (int64_t i = 0; i < T * K; ++i) x.data<float>()[i] = 0.001f * static_cast<float>(i % 97);
   size_t next = 0;
-  for (auto _ : st) kFast.Linear(x, ws[next++ % ws.size()], y);
+  for (auto _ : st) fast.Linear(x, ws[next++ % ws.size()], y);
   SetLinearCounters(st, ws[0], T);
 }
 BENCHMARK(BM_LinearBig)
-    ->ArgsProduct({{0, 1, 2}, {1, 2, 3, 4, 5, 6, 8, 16, 32}})
+    ->ArgsProduct({{0, 1, 2}, {1, 2, 3, 4, 5, 6, 8, 16, 32}, {0}})
+    ->ArgsProduct({{0, 1, 2}, {1, 8, 32}, {1}})
     ->Unit(benchmark::kMillisecond);
 
 // Args: format (0 bf16, 1 fp8-block, 2 nvfp4), rows. One token against the short matrices of a
@@ -131,20 +136,23 @@ void BM_LinearShort(benchmark::State& st) {
 }
 BENCHMARK(BM_LinearShort)->ArgsProduct({{0, 1, 2}, {512, 2048}})->Unit(benchmark::kMicrosecond);
 
-// Args: format (0 bf16, 1 fp8-block, 2 nvfp4). One token against one 2048 x 2048 weight that stays
-// in the L3 (8 MB in bf16, 4 MB FP8, 2 MB NVFP4): the one-token tiles' compute ceiling, which
-// BM_LinearBig reaches only when memory is faster than it.
+// Args: format (0 bf16, 1 fp8-block, 2 nvfp4), tokens, activations (0 f32, 1 bf16). Against one
+// 2048 x 2048 weight that stays in the L3 (8 MB in bf16, 4 MB FP8, 2 MB NVFP4): the tiles' compute
+// ceiling, which BM_LinearBig reaches only when memory is faster than it.
 void BM_LinearHot(benchmark::State& st) {
-  const int64_t N = 2048, K = 2048;
+  const int64_t N = 2048, K = 2048, T = st.range(1);
+  const CpuFastOps& fast = FastFor(st.range(2));
   const Weight w = st.range(0) == 0   ? MakeWeight(WeightFormat::kBF16, N, K)
                    : st.range(0) == 1 ? testing_util::RandomFp8(N, K, 7, /*ue8m0=*/true)
                                       : testing_util::RandomNvfp4(N, K, 7);
-  Tensor x = Tensor::Empty(DType::kF32, {1, K}), y = Tensor::Empty(DType::kF32, {1, N});
-  for (int64_t i = 0; i < K; ++i) x.data<float>()[i] = 0.001f * static_cast<float>(i % 97);
-  for (auto _ : st) kFast.Linear(x, w, y);
-  SetLinearCounters(st, w, 1);
+  Tensor x = Tensor::Empty(DType::kF32, {T, K}), y = Tensor::Empty(DType::kF32, {T, N});
+  for (int64_t i = 0; i < T * K; ++i) x.data<float>()[i] = 0.001f * static_cast<float>(i % 97);
+  for (auto _ : st) fast.Linear(x, w, y);
+  SetLinearCounters(st, w, T);
 }
-BENCHMARK(BM_LinearHot)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LinearHot)
+    ->ArgsProduct({{0, 1, 2}, {1, 8, 32}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
 
 // Args: format (0 bf16, 1 fp8-block, 2 nvfp4), tokens. The MLA head ops of one decode step at the
 // 1g preset's shapes (16 heads, nope 192, v 256, latent 512): W_uk absorption of the query and

@@ -6,6 +6,7 @@
 #   LLAMA_BIN=... CKPT=... GGUF=... bash tools/compare/llama_cpp/run.sh   # 2 threads, 2 rounds
 #   THREADS=1 ROUNDS=3 ... bash tools/compare/llama_cpp/run.sh
 #   FORMATS="bf16" ROUNDS=1 ... bash tools/compare/llama_cpp/run.sh       # quick look
+#   LUCID_KERNELS=fast-bf16act ... bash tools/compare/llama_cpp/run.sh     # lucid's bf16 activations
 #   SUMMARY_ONLY=1 OUT=/tmp/llama_compare.X THREADS=2 bash tools/compare/llama_cpp/run.sh  # re-summarize
 #
 # Rounds alternate the order (odd: lucid first, even: llama.cpp first) and every run is preceded by
@@ -25,6 +26,7 @@ nvfp4:$CKPT/lucid_1g_glm_nvfp4:$GGUF/glm1g-nvfp4.gguf
 q4_0:-:$GGUF/glm1g-q4_0.gguf"}
 FORMATS=${FORMATS:-"bf16 fp8 nvfp4 q4_0"}   # which PAIRS rows to run
 THREADS=${THREADS:-2}
+LUCID_KERNELS=${LUCID_KERNELS:-fast}         # lucid bench --cpu-kernels (fast-bf16act: as llama.cpp)
 ROUNDS=${ROUNDS:-2}
 FA=${FA:-1}                                  # llama.cpp flash attention (auto resolves to 1 on CPU)
 OUT=${OUT:-/tmp/llama_compare.$(date -u +%Y%m%dT%H%M%S)}
@@ -43,9 +45,9 @@ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) | nproc $(nproc
 
 run_lucid() {  # fmt dir round
   local f="$OUT/lucid.$1.t$THREADS.r$3.log"
-  { echo "## uptime: $(uptime)"; echo "## OMP_NUM_THREADS=$THREADS $LUCID bench --model-path $2 --batch 1,8,32 --prompt-len 512 --gen-len 16 --repeats 3"; } > "$f"
+  { echo "## uptime: $(uptime)"; echo "## OMP_NUM_THREADS=$THREADS $LUCID bench --model-path $2 --batch 1,8,32 --prompt-len 512 --gen-len 16 --repeats 3 --cpu-kernels $LUCID_KERNELS"; } > "$f"
   OMP_NUM_THREADS=$THREADS $TIME -o "$f" -a "$LUCID" bench --model-path "$2" --batch 1,8,32 --prompt-len 512 \
-      --gen-len 16 --repeats 3 >> "$f" 2>&1
+      --gen-len 16 --repeats 3 --cpu-kernels "$LUCID_KERNELS" >> "$f" 2>&1
   echo "## uptime after: $(uptime)" >> "$f"
   echo "--- lucid $1 round $3 ($(grep -m1 '^## uptime' "$f" | sed 's/.*load/load/'))"
   grep -E '^(machine|prefill|decode|##_time)' "$f"
