@@ -124,14 +124,27 @@ Paired PairedRatio(const std::vector<Step>& steps) {
   return {r[r.size() / 2], g[g.size() / 2], g.front(), g.back()};
 }
 
+// The compute peak the matmuls (dense and experts) are held to: the vdpbf16ps peak when they run
+// on bf16 activations (fast-bf16act on an AVX512_BF16 machine), else the fp32 FMA peak (the
+// hi/lo split's two vdpbf16ps per pair run at about the FMA rate).
+double MatmulPeak(const MachineInfo& mi, const BenchOptions& o) {
+  const bool bf16 = !o.reference_ops && o.activations == FastActivations::kBf16;
+  return bf16 && mi.dot_bf16_gflops > 0 ? mi.dot_bf16_gflops : mi.fma_gflops;
+}
+
 // The step's roofline: for each op kind the larger of its bytes at the probed bandwidth and its
-// FLOPs at the probed FMA peak, summed (kinds run one after another). Experts count
-// `expert_bytes` (the uniform model's touched experts) instead of the measured bytes.
-double RooflineSeconds(const Step& s, const MachineInfo& mi, double expert_bytes) {
+// FLOPs at the probed peak (matmul_gflops for the dense matmuls and the experts, the FMA peak for
+// the rest), summed (kinds run one after another). Experts count `expert_bytes` (the uniform
+// model's touched experts) instead of the measured bytes.
+double RooflineSeconds(const Step& s, const MachineInfo& mi, double matmul_gflops,
+                       double expert_bytes) {
   double t = 0;
   for (int c = 0; c < static_cast<int>(OpCategory::kCount); ++c) {
-    const double bytes = OpCategory(c) == OpCategory::kExperts ? expert_bytes : s.cat[c].bytes;
-    t += std::max(bytes / (mi.read_gbs * 1e9), s.cat[c].flops / (mi.fma_gflops * 1e9));
+    const OpCategory cat = OpCategory(c);
+    const double bytes = cat == OpCategory::kExperts ? expert_bytes : s.cat[c].bytes;
+    const double peak =
+        cat == OpCategory::kExperts || cat == OpCategory::kMatmul ? matmul_gflops : mi.fma_gflops;
+    t += std::max(bytes / (mi.read_gbs * 1e9), s.cat[c].flops / (peak * 1e9));
   }
   return t;
 }
@@ -167,17 +180,20 @@ Status Prefill(Model& m, const ProfilingOps& prof, const BenchOptions& o, const 
   const double mm_gf = (mm.flops + ex.flops) / (mm.seconds + ex.seconds) / 1e9;
   const double dense_gf = mm.flops / mm.seconds / 1e9;
   const double all_gf = s.total.flops / s.seconds / 1e9;
+  const double peak = MatmulPeak(mi, o);
+  const char* peak_name = peak == mi.fma_gflops ? "peak" : "bf16 dot peak";
   std::fprintf(log,
                "prefill  %5lld tokens: %8.1f ms  %7.1f tok/s | matmuls %.0f GFLOP/s = %.0f%% of "
-               "peak (dense %.0f GFLOP/s %.0f%%, experts %.0f GFLOP/s) | whole step %.0f GFLOP/s\n",
-               static_cast<long long>(P), Ms(s.seconds), P / s.seconds, mm_gf,
-               100 * mm_gf / mi.fma_gflops, dense_gf, 100 * dense_gf / mi.fma_gflops,
+               "%s (dense %.0f GFLOP/s %.0f%%, experts %.0f GFLOP/s) | whole step %.0f GFLOP/s\n",
+               static_cast<long long>(P), Ms(s.seconds), P / s.seconds, mm_gf, 100 * mm_gf / peak,
+               peak_name, dense_gf, 100 * dense_gf / peak,
                ex.flops / std::max(ex.seconds, 1e-12) / 1e9, all_gf);
   *out = {{"tokens", P},
           {"ms", Ms(s.seconds)},
           {"tok_s", P / s.seconds},
           {"matmul_gflops", mm_gf},
-          {"matmul_pct_peak", 100 * mm_gf / mi.fma_gflops},
+          {"matmul_peak_gflops", peak},
+          {"matmul_pct_peak", 100 * mm_gf / peak},
           {"dense_matmul_gflops", dense_gf},
           {"step_gflops", all_gf},
           {"breakdown", Breakdown(s)}};
@@ -209,7 +225,7 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
     const double expected =
         moe_layers * E * (1.0 - std::pow(1.0 - K / std::max(E, 1.0), double(B)));
     const double model_bytes = s.total.bytes - ex.bytes + expected * per_expert;
-    const double roofline = RooflineSeconds(s, mi, expected * per_expert);
+    const double roofline = RooflineSeconds(s, mi, MatmulPeak(mi, o), expected * per_expert);
     const double gbs = s.total.bytes / s.seconds / 1e9, gf = s.total.flops / s.seconds / 1e9;
     std::fprintf(log,
                  "decode   batch %3lld ctx %5lld: step %8.2f ms  %7.1f tok/s | %7.1f MB/step "
@@ -228,7 +244,7 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
     // The bytes model and the roofline again at the paired probes' bandwidth (the same moment).
     MachineInfo mp = mi;
     if (paired.median_gbs > 0) mp.read_gbs = paired.median_gbs;
-    const double roofline_p = RooflineSeconds(s, mp, expected * per_expert);
+    const double roofline_p = RooflineSeconds(s, mp, MatmulPeak(mp, o), expected * per_expert);
     const double model_p = model_bytes / (mp.read_gbs * 1e9);
     std::fprintf(log,
                  "                               paired: %3.0f%% of the bandwidth probed right "
@@ -241,7 +257,7 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
     if (roofline_p > 1.02 * model_p)
       std::fprintf(log,
                    "                               the roofline is %.2fx the bytes model: at this "
-                   "FMA peak the step cannot reach the bytes model (compute-bound)\n",
+                   "compute peak the step cannot reach the bytes model (compute-bound)\n",
                    roofline_p / model_p);
     out->push_back({{"batch", B},
                     {"context", o.prompt_len},
@@ -328,7 +344,8 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
                   {"read_gbs", mi.read_gbs},
                   {"read_gbs_best", mi.read_gbs_best},
                   {"fma_gflops", mi.fma_gflops},
-                  {"fma_gflops_best", mi.fma_gflops_best}};
+                  {"fma_gflops_best", mi.fma_gflops_best},
+                  {"dot_bf16_gflops", mi.dot_bf16_gflops}};
   std::unique_ptr<Ops> backend;
   if (o.reference_ops)
     backend = std::make_unique<CpuOps>();

@@ -73,6 +73,22 @@ __attribute__((target("avx512f"))) double Fma512(int64_t iters, float* sink) {
   return double(iters) * 16 * 16 * 2;
 }
 
+// 16 independent vdpbf16ps chains; returns FLOPs done (2 per bf16 product).
+__attribute__((target("avx512f,avx512bf16"))) double DotBf16(int64_t iters, float* sink) {
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
+  const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.999f), _mm512_set1_ps(0.999f));
+  const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-7f), _mm512_set1_ps(1e-7f));
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
+  *sink += _mm512_reduce_add_ps(s);
+  return double(iters) * 16 * 32 * 2;
+}
+
 __attribute__((target("avx2,fma"))) double Fma256(int64_t iters, float* sink) {
   __m256 acc[12];
   for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i) * 1e-3f);
@@ -109,7 +125,12 @@ std::string MachineInfo::Line() const {
                 "fp32 FMA peak %.0f GFLOP/s (best %.0f)",
                 cpu.c_str(), threads, isa.c_str(), read_gbs, read_gbs_best, fma_gflops,
                 fma_gflops_best);
-  return buf;
+  std::string line = buf;
+  if (dot_bf16_gflops > 0) {
+    std::snprintf(buf, sizeof(buf), " | bf16 dot peak %.0f GFLOP/s", dot_bf16_gflops);
+    line += buf;
+  }
+  return line;
 }
 
 BandwidthProbe::BandwidthProbe(uint64_t bytes)
@@ -184,6 +205,30 @@ MachineInfo ProbeMachine(uint64_t bytes, int repeats) {
   }
   m.fma_gflops = Median(fl);
   m.fma_gflops_best = *std::max_element(fl.begin(), fl.end());
+  if (isa == CpuIsa::kAvx512Bf16) {
+    std::vector<double> dl;
+    for (int r = 0; r < repeats; ++r) {
+      const int64_t iters = 10'000'000;
+      std::vector<double> flops(m.threads, 0.0);
+      std::vector<float> s(m.threads, 0.0f);
+      const double t0 = Now();
+#pragma omp parallel num_threads(m.threads)
+      {
+        const int t = omp_get_thread_num();
+        float local = 0;
+        flops[t] = DotBf16(iters, &local);
+        s[t] = local;
+      }
+      const double dt = Now() - t0;
+      double total = 0;
+      for (int t = 0; t < m.threads; ++t) {
+        total += flops[t];
+        sink = sink + s[t];
+      }
+      dl.push_back(total / dt / 1e9);
+    }
+    m.dot_bf16_gflops = Median(dl);
+  }
   return m;
 }
 

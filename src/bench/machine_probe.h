@@ -1,7 +1,8 @@
 // Machine probes run by `lucid bench` in the same process as the measurements they normalize:
-// memory read bandwidth (all threads summing a buffer much larger than the last-level cache) and
-// the fp32 FMA peak (all threads, independent vector FMA chains, at the best instruction set the
-// fast backend uses). Medians over repeats; the machine is assumed noisy.
+// memory read bandwidth (all threads summing a buffer much larger than the last-level cache), the
+// fp32 FMA peak (all threads, independent vector FMA chains, at the best instruction set the fast
+// backend uses) and, with AVX512_BF16, the vdpbf16ps peak (what matmuls on bf16 activations are
+// bound by). Medians over repeats; the machine is assumed noisy.
 // Thread-safety: run one probe at a time (they use every thread).
 #pragma once
 
@@ -20,6 +21,9 @@ struct MachineInfo {
   double read_gbs_best = 0;  // best repeat
   double fma_gflops = 0;     // median fp32 FMA peak, GFLOP/s (all threads)
   double fma_gflops_best = 0;
+  // Median vdpbf16ps peak, GFLOP/s (each instruction 32 bf16 products and sums = 64 FLOPs); 0
+  // without AVX512_BF16.
+  double dot_bf16_gflops = 0;
   std::string Line() const;  // the one-line machine summary printed with every result
 };
 

@@ -63,11 +63,13 @@ TEST_P(FastBf16ActTest, LinearMatchesReferenceOnRoundedActivations) {
   };
   // T 1 (one-token tiles), 2-12 (token tiles, 8 whole-row bf16, 12 k blocks), 33 and 70 (packed
   // weights: the hi-only tiles, which take up to 127 tokens; bf16 from 80 and f32 weights from
-  // 64: the GEMM), 130 (the GEMM for every format).
+  // 64: the GEMM), 130 and 150 (the GEMM for every format: bf16 and NVFP4 on bf16 pairs, with an
+  // odd K at 77 and 301; 130 x 20 splits the tokens across threads off the 12-token panels).
   for (int kind = 0; kind < 5; ++kind) {
     for (Case c : {Case{1, 37, 300}, Case{1, 300, 2100}, Case{2, 19, 129}, Case{3, 21, 1100},
                    Case{5, 9, 260}, Case{8, 45, 2100}, Case{12, 21, 2100}, Case{33, 40, 300},
-                   Case{70, 33, 260}, Case{130, 20, 140}}) {
+                   Case{70, 33, 260}, Case{130, 20, 140}, Case{100, 37, 77},
+                   Case{150, 70, 301}}) {
       SCOPED_TRACE(std::string(KindName(kind)) + " T=" + std::to_string(c.T) +
                    " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K));
       const Weight w = AnyWeight(kind, c.N, c.K, 7 + c.K);

@@ -192,19 +192,32 @@ int64_t GemmMinTokens(const KernelTable& kt, WeightFormat f, FastActivations act
   return 0;
 }
 
+bool GemmPairs(const KernelTable& kt, WeightFormat f, FastActivations act) {
+  const GemmKernels* g = KernelsFor(kt.isa);
+  return act == FastActivations::kBf16 && kt.bf16_split && g && g->tile_pairs &&
+         (f == WeightFormat::kBF16 || f == WeightFormat::kNvfp4);
+}
+
 void GemmPanelsFree::operator()(float* p) const { PoolFree(p); }
 
-void GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, PackedX* p) {
+void GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, bool pairs, PackedX* p) {
   const GemmKernels* g = KernelsFor(kt.isa);
   const int64_t T = p->T, K = p->K, mr = g->mr, panels = (T + mr - 1) / mr;
+  const int64_t Kp = pairs ? (K + 1) / 2 : K;  // panel length in 32-bit words per token
   p->gemm_mr = mr;
-  p->gemm_panels.reset(PoolAlloc(panels * K * mr));
+  p->gemm_pairs = pairs;
+  p->gemm_panels.reset(PoolAlloc(panels * Kp * mr));
   float* out = p->gemm_panels.get();
   ParallelFor(panels, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, K)),
               [&](int64_t q0, int64_t q1) {
-                for (int64_t q = q0; q < q1; ++q)
-                  g->pack_x(x + q * mr * ldx, ldx, static_cast<int>(std::min(mr, T - q * mr)), K,
-                            out + q * K * mr);
+                for (int64_t q = q0; q < q1; ++q) {
+                  const int m = static_cast<int>(std::min(mr, T - q * mr));
+                  float* dst = out + q * Kp * mr;
+                  if (pairs)
+                    g->pack_x_pairs(x + q * mr * ldx, ldx, m, K, reinterpret_cast<uint32_t*>(dst));
+                  else
+                    g->pack_x(x + q * mr * ldx, ldx, m, K, dst);
+                }
               });
 }
 
@@ -220,7 +233,15 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
     return false;
   }
   if (n1 <= n0 || t1 <= t0) return true;
+  // bf16 pairs: x must come that way (PackX made it for this format) or as f32 rows.
+  const bool pairs =
+      GemmPairs(kt, w.format, x.hi_only ? FastActivations::kBf16 : FastActivations::kF32);
+  LUCID_CHECK(!x.gemm_panels || x.gemm_pairs == pairs,
+              "GemmRows: x was packed for another weight format than " + w.name + "'s");
+  LUCID_CHECK(!pairs || w.format != WeightFormat::kNvfp4 || w.block_cols == 16,
+              "GemmRows: " + w.name + " is NVFP4 without 16-column groups");
   const int64_t K = w.cols, mr = g->mr, nr = g->nr;
+  const int64_t Kp = pairs ? (K + 1) / 2 : K;  // x panel length in words
   // Packed k blocks start at scale-block boundaries (DequantSpan's rule).
   const int64_t kc = packed ? std::max<int64_t>(1, kKc / w.block_cols) * w.block_cols : kKc;
   const int64_t M = t1 - t0, xpanels = (M + mr - 1) / mr;
@@ -258,23 +279,30 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
   const float s2 = nvfp4 ? *w.scale2.data<const float>() : 0.0f;
   for (int64_t k0 = 0; k0 < K; k0 += kc) {
     const int64_t kk = std::min(kc, K - k0);
+    // k0 is even (kc is), so a pair panel's k block starts at word k0 / 2.
+    const int64_t k0p = pairs ? k0 / 2 : k0, kkp = pairs ? (kk + 1) / 2 : kk;
     auto xpanel = [&](int64_t q) {
-      return prepacked ? x.gemm_panels.get() + (t0 / mr + q) * K * mr + k0 * mr : xp + q * mr * kc;
+      return prepacked ? x.gemm_panels.get() + (t0 / mr + q) * Kp * mr + k0p * mr
+                       : xp + q * mr * kc;
     };
     for (int64_t q = 0; !prepacked && q < xpanels; ++q) {
       const int64_t t = t0 + q * mr, m = std::min(mr, t1 - t);
       float* dst = xp + q * mr * kc;
       if (!x.f32.empty()) {
-        g->pack_x(x.f32.data() + t * x.Kpad + k0, x.Kpad, static_cast<int>(m), kk, dst);
+        const float* src = x.f32.data() + t * x.Kpad + k0;
+        if (pairs)
+          g->pack_x_pairs(src, x.Kpad, static_cast<int>(m), kk, reinterpret_cast<uint32_t*>(dst));
+        else
+          g->pack_x(src, x.Kpad, static_cast<int>(m), kk, dst);
         continue;
       }
-      // t0 not on a panel boundary of PackX's panels: gather (Linear's token split, rarely).
+      // t0 not on a panel boundary of PackX's panels: gather words (Linear's token split, rarely).
       const float* src = x.gemm_panels.get();
       const int64_t xmr = x.gemm_mr;
-      for (int64_t k = 0; k < kk; ++k)
+      for (int64_t k = 0; k < kkp; ++k)
         for (int64_t i = 0; i < mr; ++i)
           dst[k * mr + i] =
-              i < m ? src[(t + i) / xmr * K * xmr + (k0 + k) * xmr + (t + i) % xmr] : 0.0f;
+              i < m ? src[(t + i) / xmr * Kp * xmr + (k0p + k) * xmr + (t + i) % xmr] : 0.0f;
     }
     for (int64_t b0 = n0; b0 < n1; b0 += nb) {
       const int64_t b1 = std::min(n1, b0 + nb), bp = (b1 - b0 + nr - 1) / nr;
@@ -308,7 +336,12 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
           }
         }
         float* panel = wp + p * nr * kc;
-        if (wbf16)
+        uint32_t* panel_pairs = reinterpret_cast<uint32_t*>(panel);
+        if (pairs && wbf16)
+          g->pack_w_bf16_pairs(rp16, kk, panel_pairs);
+        else if (pairs)
+          g->pack_w_nvfp4_pairs(rp8, sp, kk, panel_pairs);
+        else if (wbf16)
           g->pack_w_bf16(rp16, kk, panel);
         else if (fp8)
           g->pack_w_fp8(rp8, sp, w.block_cols, kk, panel);
@@ -334,8 +367,13 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
           const int64_t r = nb0 + (q * bp + p) * slice;
           if (r < nb1) PrefetchRows<2>(w, r, std::min(nb1, r + slice), nk0, nk1);
           const int64_t n = b0 + p * nr;
-          g->tile(xpanel(q), wp + p * nr * kc, kk, y + t * ldy + n, ldy, m,
-                  static_cast<int>(std::min(nr, b1 - n)), k0 > 0);
+          const int nn = static_cast<int>(std::min(nr, b1 - n));
+          if (pairs)
+            g->tile_pairs(reinterpret_cast<const uint32_t*>(xpanel(q)),
+                          reinterpret_cast<const uint32_t*>(wp + p * nr * kc), kkp, y + t * ldy + n,
+                          ldy, m, nn, k0 > 0, nvfp4 ? s2 : 1.0f);
+          else
+            g->tile(xpanel(q), wp + p * nr * kc, kk, y + t * ldy + n, ldy, m, nn, k0 > 0);
         }
       }
     }

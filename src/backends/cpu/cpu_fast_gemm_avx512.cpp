@@ -203,6 +203,163 @@ LUCID_AVX512 void PackX(const float* x, int64_t ldx, int m, int64_t kc, float* x
   }
 }
 
+// ---- bf16 pairs (AVX512_BF16) ----
+
+template <int MR>
+LUCID_AVX512BF16 void KernelPairs(const uint32_t* xp, const uint32_t* wp, int64_t kc2, float* c,
+                                  int64_t ldc, const __mmask16* mask, bool add, float scale) {
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v)
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * v), _MM_HINT_T0);
+  __m512 acc[MR][kNv];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < kc2; ++p) {
+    __m512bh w[kNv];
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v) w[v] = (__m512bh)_mm512_load_si512(wp + p * 16 * kNv + 16 * v);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh xi = (__m512bh)_mm512_set1_epi32(static_cast<int>(xp[p * kMr + i]));
+#pragma GCC unroll 4
+      for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], xi, w[v]);
+    }
+  }
+  const __m512 s = _mm512_set1_ps(scale);
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v) {
+      float* out = c + i * ldc + 16 * v;
+      const __m512 r = add ? _mm512_fmadd_ps(acc[i][v], s, _mm512_maskz_loadu_ps(mask[v], out))
+                           : _mm512_mul_ps(acc[i][v], s);
+      _mm512_mask_storeu_ps(out, mask[v], r);
+    }
+}
+
+LUCID_AVX512BF16 void TilePairs(const uint32_t* xp, const uint32_t* wp, int64_t kc2, float* c,
+                                int64_t ldc, int m, int n, bool add, float scale) {
+  __mmask16 mask[kNv];
+  for (int v = 0; v < kNv; ++v) mask[v] = Mask16(n - 16 * v);
+  switch (m) {
+    case 12:
+      return KernelPairs<12>(xp, wp, kc2, c, ldc, mask, add, scale);
+    case 11:
+      return KernelPairs<11>(xp, wp, kc2, c, ldc, mask, add, scale);
+    case 10:
+      return KernelPairs<10>(xp, wp, kc2, c, ldc, mask, add, scale);
+    case 9:
+      return KernelPairs<9>(xp, wp, kc2, c, ldc, mask, add, scale);
+    case 8:
+      return KernelPairs<8>(xp, wp, kc2, c, ldc, mask, add, scale);
+    case 7:
+      return KernelPairs<7>(xp, wp, kc2, c, ldc, mask, add, scale);
+    case 6:
+      return KernelPairs<6>(xp, wp, kc2, c, ldc, mask, add, scale);
+    case 5:
+      return KernelPairs<5>(xp, wp, kc2, c, ldc, mask, add, scale);
+    case 4:
+      return KernelPairs<4>(xp, wp, kc2, c, ldc, mask, add, scale);
+    case 3:
+      return KernelPairs<3>(xp, wp, kc2, c, ldc, mask, add, scale);
+    case 2:
+      return KernelPairs<2>(xp, wp, kc2, c, ldc, mask, add, scale);
+    case 1:
+      return KernelPairs<1>(xp, wp, kc2, c, ldc, mask, add, scale);
+    default:
+      return;
+  }
+}
+
+// 32-column chunk sources for PackPairs: Load(j, k, left) is row j's columns k..k+31 as 16 bf16
+// pairs (columns at or past `left` from k zero).
+LUCID_AVX512 inline __mmask32 Mask32(int64_t left) {
+  if (left <= 0) return 0;
+  return left >= 32 ? static_cast<__mmask32>(0xFFFFFFFFu)
+                    : static_cast<__mmask32>((1u << left) - 1);
+}
+struct Bf16PairRows {
+  const uint16_t* const* rows;
+  LUCID_AVX512BF16 __m512 Load(int j, int64_t k, int64_t left) const {
+    const __m512i v = left >= 32 ? _mm512_loadu_si512(rows[j] + k)
+                                 : _mm512_maskz_loadu_epi16(Mask32(left), rows[j] + k);
+    return _mm512_castsi512_ps(v);
+  }
+};
+// NVFP4: e2m1 * group scale in f32 (exact), then bf16 (exact: at most 6 significant bits).
+struct Nvfp4PairRows {
+  const uint8_t* const* rows;
+  const float* const* gs;
+  LUCID_AVX512BF16 __m512 Group(int j, int64_t k) const {  // 16 values from column k (k % 16 == 0)
+    const __m512 lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f,
+                                      -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+    const __m512i b = _mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i*)(rows[j] + k / 2)));
+    const __m512i idx = _mm512_or_si512(b, _mm512_slli_epi64(_mm512_srli_epi64(b, 4), 32));
+    return _mm512_mul_ps(_mm512_permutexvar_ps(idx, lut), _mm512_set1_ps(gs[j][k / 16]));
+  }
+  LUCID_AVX512BF16 __m512 Load(int j, int64_t k, int64_t left) const {
+    // Rows hold whole groups; a group at or past `left` is not read (zero).
+    const __m512 a = Group(j, k);
+    const __m512 b = left > 16 ? Group(j, k + 16) : _mm512_setzero_ps();
+    return _mm512_castsi512_ps((__m512i)_mm512_cvtne2ps_pbh(b, a));
+  }
+};
+
+// wp[p * nr + j] = row j's pair p (columns 2p, 2p + 1), for p < ceil(kc / 2), j < nr.
+template <typename Src>
+LUCID_AVX512BF16 void PackPairs(const Src& src, int64_t kc, uint32_t* wp) {
+  constexpr int nr = 16 * kNv;
+  for (int64_t k0 = 0; k0 < kc; k0 += 32) {
+    const int64_t left = kc - k0, pairs = left >= 32 ? 16 : (left + 1) / 2;
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v) {
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) r[j] = src.Load(16 * v + j, k0, left);
+      avx512::Transpose16x16(r);
+      for (int64_t q = 0; q < pairs; ++q)
+        _mm512_store_ps(reinterpret_cast<float*>(wp + (k0 / 2 + q) * nr + 16 * v), r[q]);
+    }
+  }
+}
+
+LUCID_AVX512BF16 void PackWBf16Pairs(const uint16_t* const* rows, int64_t kc, uint32_t* wp) {
+  PackPairs(Bf16PairRows{rows}, kc, wp);
+}
+LUCID_AVX512BF16 void PackWNvfp4Pairs(const uint8_t* const* rows, const float* const* gs,
+                                      int64_t kc, uint32_t* wp) {
+  PackPairs(Nvfp4PairRows{rows, gs}, kc, wp);
+}
+
+LUCID_AVX512BF16 void PackXPairs(const float* x, int64_t ldx, int m, int64_t kc, uint32_t* xp) {
+  const __mmask16 out = static_cast<__mmask16>((1u << kMr) - 1);
+  for (int64_t k0 = 0; k0 < kc; k0 += 32) {
+    const int64_t left = kc - k0, pairs = left >= 32 ? 16 : (left + 1) / 2;
+    const __mmask16 m0 = Mask16(left), m1 = Mask16(left - 16);
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) {
+      if (i >= m) {
+        r[i] = _mm512_setzero_ps();
+        continue;
+      }
+      const float* row = x + i * ldx + k0;
+      const __m512 a = m0 == 0xFFFF ? _mm512_loadu_ps(row) : _mm512_maskz_loadu_ps(m0, row);
+      const __m512 b =
+          m1 == 0xFFFF ? _mm512_loadu_ps(row + 16) : _mm512_maskz_loadu_ps(m1, row + 16);
+      r[i] = _mm512_castsi512_ps((__m512i)_mm512_cvtne2ps_pbh(b, a));
+    }
+    avx512::Transpose16x16(r);
+    for (int64_t q = 0; q < pairs; ++q)
+      _mm512_mask_storeu_ps(reinterpret_cast<float*>(xp + (k0 / 2 + q) * kMr), out, r[q]);
+  }
+}
+
 }  // namespace
 
 const GemmKernels* Avx512GemmKernels() {
@@ -216,6 +373,11 @@ const GemmKernels* Avx512GemmKernels() {
     t.pack_w_fp8 = &PackWFp8;
     t.pack_w_nvfp4 = &PackWNvfp4;
     t.pack_x = &PackX;
+    // The pair kernels need AVX512_BF16: GemmRows uses them only at that level.
+    t.tile_pairs = &TilePairs;
+    t.pack_w_bf16_pairs = &PackWBf16Pairs;
+    t.pack_w_nvfp4_pairs = &PackWNvfp4Pairs;
+    t.pack_x_pairs = &PackXPairs;
     return t;
   }();
   return &g;

@@ -202,6 +202,9 @@ struct PackedX {
   // gemm_mr tokens, [ceil(T / gemm_mr)][K][gemm_mr] (cpu_fast_gemm.h), instead of f32.
   std::unique_ptr<float[], GemmPanelsFree> gemm_panels;
   int64_t gemm_mr = 0;
+  // gemm_panels hold bf16 pairs ([ceil(T / gemm_mr)][ceil(K / 2)][gemm_mr] 32-bit words; see
+  // GemmPairs) instead of f32.
+  bool gemm_pairs = false;
 };
 constexpr int64_t kPadK = 64;
 // The padding of an x with a hi/lo split for the fused packed tiles (a multiple of every
@@ -235,8 +238,12 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
 // (gemm_panels, no f32), and then GemmRows takes every call on it (callers pass MatmulRows at
 // least kGemmMinTokens of its tokens).
 int64_t GemmMinTokens(const KernelTable& kt, WeightFormat f, FastActivations act);
-// PackX's part for such an x: p->gemm_panels (p->T, K, Kpad set by the caller), split across
-// threads outside parallel regions.
-void GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, PackedX* p);
+// Whether the GEMM runs on bf16 pairs (one vdpbf16ps per two k) for this format: activations
+// rounded to bf16, avx512bf16, and weights exact in bf16 (bf16; NVFP4 with 16-column groups,
+// s2 applied to the sums). FP8 blocks are not: e4m3 times an f32 block scale is not a bf16.
+bool GemmPairs(const KernelTable& kt, WeightFormat f, FastActivations act);
+// PackX's part for such an x: p->gemm_panels (p->T, K, Kpad set by the caller; pairs as
+// GemmPairs for the weight's format), split across threads outside parallel regions.
+void GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, bool pairs, PackedX* p);
 
 }  // namespace lucid::fast
