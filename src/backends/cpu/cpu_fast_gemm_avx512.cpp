@@ -2,6 +2,8 @@
 // tile (kMr rows of two zmm accumulators), 16x16 in-register transposes for packing. Every
 // function carries a target attribute; GemmRows reaches them only when the kernel table's level
 // is an AVX-512 one (CPUID said yes).
+#include <type_traits>
+
 #include "backends/cpu/cpu_fast_avx512_common.h"  // target macros, the e4m3 -> bf16 table
 #include "backends/cpu/cpu_fast_gemm.h"
 
@@ -53,38 +55,45 @@ LUCID_AVX512 void Kernel(const float* xp, const float* wp, int64_t kc, float* c,
     }
 }
 
+// Calls f(std::integral_constant<int, m>{}) for 1 <= m <= kMr (the micro-kernels' row counts).
+template <typename F>
+inline void WithRows(int m, F&& f) {
+  switch (m) {
+    case 12:
+      return f(std::integral_constant<int, 12>{});
+    case 11:
+      return f(std::integral_constant<int, 11>{});
+    case 10:
+      return f(std::integral_constant<int, 10>{});
+    case 9:
+      return f(std::integral_constant<int, 9>{});
+    case 8:
+      return f(std::integral_constant<int, 8>{});
+    case 7:
+      return f(std::integral_constant<int, 7>{});
+    case 6:
+      return f(std::integral_constant<int, 6>{});
+    case 5:
+      return f(std::integral_constant<int, 5>{});
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    case 3:
+      return f(std::integral_constant<int, 3>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    default:
+      return;
+  }
+}
+static_assert(kMr == 12, "WithRows covers 1..12 rows");
+
 LUCID_AVX512 void Tile(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int m,
                        int n, bool add) {
   __mmask16 mask[kNv];
   for (int v = 0; v < kNv; ++v) mask[v] = Mask16(n - 16 * v);
-  switch (m) {
-    case 12:
-      return Kernel<12>(xp, wp, kc, c, ldc, mask, add);
-    case 11:
-      return Kernel<11>(xp, wp, kc, c, ldc, mask, add);
-    case 10:
-      return Kernel<10>(xp, wp, kc, c, ldc, mask, add);
-    case 9:
-      return Kernel<9>(xp, wp, kc, c, ldc, mask, add);
-    case 8:
-      return Kernel<8>(xp, wp, kc, c, ldc, mask, add);
-    case 7:
-      return Kernel<7>(xp, wp, kc, c, ldc, mask, add);
-    case 6:
-      return Kernel<6>(xp, wp, kc, c, ldc, mask, add);
-    case 5:
-      return Kernel<5>(xp, wp, kc, c, ldc, mask, add);
-    case 4:
-      return Kernel<4>(xp, wp, kc, c, ldc, mask, add);
-    case 3:
-      return Kernel<3>(xp, wp, kc, c, ldc, mask, add);
-    case 2:
-      return Kernel<2>(xp, wp, kc, c, ldc, mask, add);
-    case 1:
-      return Kernel<1>(xp, wp, kc, c, ldc, mask, add);
-    default:
-      return;
-  }
+  WithRows(m, [&](auto mr) { Kernel<mr.value>(xp, wp, kc, c, ldc, mask, add); });
 }
 
 // Weight sources for PackW: Load(j, k, m, blk) is 16 values of row j at columns k.. (lanes outside
@@ -246,34 +255,7 @@ LUCID_AVX512BF16 void TilePairs(const uint32_t* xp, const uint32_t* wp, int64_t 
                                 int64_t ldc, int m, int n, bool add, float scale) {
   __mmask16 mask[kNv];
   for (int v = 0; v < kNv; ++v) mask[v] = Mask16(n - 16 * v);
-  switch (m) {
-    case 12:
-      return KernelPairs<12>(xp, wp, kc2, c, ldc, mask, add, scale);
-    case 11:
-      return KernelPairs<11>(xp, wp, kc2, c, ldc, mask, add, scale);
-    case 10:
-      return KernelPairs<10>(xp, wp, kc2, c, ldc, mask, add, scale);
-    case 9:
-      return KernelPairs<9>(xp, wp, kc2, c, ldc, mask, add, scale);
-    case 8:
-      return KernelPairs<8>(xp, wp, kc2, c, ldc, mask, add, scale);
-    case 7:
-      return KernelPairs<7>(xp, wp, kc2, c, ldc, mask, add, scale);
-    case 6:
-      return KernelPairs<6>(xp, wp, kc2, c, ldc, mask, add, scale);
-    case 5:
-      return KernelPairs<5>(xp, wp, kc2, c, ldc, mask, add, scale);
-    case 4:
-      return KernelPairs<4>(xp, wp, kc2, c, ldc, mask, add, scale);
-    case 3:
-      return KernelPairs<3>(xp, wp, kc2, c, ldc, mask, add, scale);
-    case 2:
-      return KernelPairs<2>(xp, wp, kc2, c, ldc, mask, add, scale);
-    case 1:
-      return KernelPairs<1>(xp, wp, kc2, c, ldc, mask, add, scale);
-    default:
-      return;
-  }
+  WithRows(m, [&](auto mr) { KernelPairs<mr.value>(xp, wp, kc2, c, ldc, mask, add, scale); });
 }
 
 // 32-column chunk sources for PackPairs: Load(j, k, left) is row j's columns k..k+31 as 16 bf16
