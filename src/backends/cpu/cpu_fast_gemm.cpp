@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_fast_kernels.h"
@@ -195,7 +196,7 @@ int64_t GemmMinTokens(const KernelTable& kt, WeightFormat f, FastActivations act
 bool GemmPairs(const KernelTable& kt, WeightFormat f, FastActivations act) {
   const GemmKernels* g = KernelsFor(kt.isa);
   return act == FastActivations::kBf16 && kt.bf16_split && g && g->tile_pairs &&
-         (f == WeightFormat::kBF16 || f == WeightFormat::kNvfp4);
+         (f == WeightFormat::kBF16 || f == WeightFormat::kNvfp4 || f == WeightFormat::kFp8Block);
 }
 
 void GemmPanelsFree::operator()(float* p) const { PoolFree(p); }
@@ -240,6 +241,10 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
               "GemmRows: x was packed for another weight format than " + w.name + "'s");
   LUCID_CHECK(!pairs || w.format != WeightFormat::kNvfp4 || w.block_cols == 16,
               "GemmRows: " + w.name + " is NVFP4 without 16-column groups");
+  LUCID_CHECK(
+      !pairs || w.format != WeightFormat::kFp8Block || (w.block_cols % 16 == 0 && w.block_rows > 0),
+      "GemmRows: FP8 weight " + w.name + " has scale blocks of " + std::to_string(w.block_cols) +
+          " columns (bf16 pairs need a multiple of 16)");
   const int64_t K = w.cols, mr = g->mr, nr = g->nr;
   const int64_t Kp = pairs ? (K + 1) / 2 : K;  // x panel length in words
   // Packed k blocks start at scale-block boundaries (DequantSpan's rule).
@@ -277,6 +282,15 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
   const float* sp2[64];
   const float* e4m3 = E4m3Table();
   const float s2 = nvfp4 ? *w.scale2.data<const float>() : 0.0f;
+  // bf16 pairs: the tile's per-output multipliers. FP8: each w panel's rows' block scales, per
+  // scale block of the k block ([panel][block][nr]), the tile called once per block; else one
+  // constant row (NVFP4's s2, or 1).
+  const int64_t nsub = pairs && fp8 ? (kc + w.block_cols - 1) / w.block_cols : 1;
+  thread_local std::vector<float> lane_scales;
+  if (pairs) {
+    lane_scales.resize(std::max<int64_t>(wpanels * nsub * nr, nr));
+    if (!fp8) std::fill(lane_scales.begin(), lane_scales.begin() + nr, nvfp4 ? s2 : 1.0f);
+  }
   for (int64_t k0 = 0; k0 < K; k0 += kc) {
     const int64_t kk = std::min(kc, K - k0);
     // k0 is even (kc is), so a pair panel's k block starts at word k0 / 2.
@@ -337,11 +351,15 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
         }
         float* panel = wp + p * nr * kc;
         uint32_t* panel_pairs = reinterpret_cast<uint32_t*>(panel);
-        if (pairs && wbf16)
+        if (pairs && fp8) {
+          g->pack_w_fp8_pairs(rp8, kk, panel_pairs);
+          for (int64_t b = 0; b * w.block_cols < kk; ++b)
+            for (int64_t j = 0; j < nr; ++j) lane_scales[(p * nsub + b) * nr + j] = sp[j][b];
+        } else if (pairs && wbf16) {
           g->pack_w_bf16_pairs(rp16, kk, panel_pairs);
-        else if (pairs)
+        } else if (pairs) {
           g->pack_w_nvfp4_pairs(rp8, sp, kk, panel_pairs);
-        else if (wbf16)
+        } else if (wbf16)
           g->pack_w_bf16(rp16, kk, panel);
         else if (fp8)
           g->pack_w_fp8(rp8, sp, w.block_cols, kk, panel);
@@ -368,12 +386,21 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
           if (r < nb1) PrefetchRows<2>(w, r, std::min(nb1, r + slice), nk0, nk1);
           const int64_t n = b0 + p * nr;
           const int nn = static_cast<int>(std::min(nr, b1 - n));
-          if (pairs)
-            g->tile_pairs(reinterpret_cast<const uint32_t*>(xpanel(q)),
-                          reinterpret_cast<const uint32_t*>(wp + p * nr * kc), kkp, y + t * ldy + n,
-                          ldy, m, nn, k0 > 0, nvfp4 ? s2 : 1.0f);
-          else
+          if (!pairs) {
             g->tile(xpanel(q), wp + p * nr * kc, kk, y + t * ldy + n, ldy, m, nn, k0 > 0);
+            continue;
+          }
+          const uint32_t* xq = reinterpret_cast<const uint32_t*>(xpanel(q));
+          const uint32_t* wq = reinterpret_cast<const uint32_t*>(wp + p * nr * kc);
+          if (!fp8) {
+            g->tile_pairs(xq, wq, kkp, y + t * ldy + n, ldy, m, nn, k0 > 0, lane_scales.data());
+            continue;
+          }
+          // One call per scale block (block_cols even: a block starts on a pair).
+          for (int64_t b = 0, c0 = 0; c0 < kk; ++b, c0 += w.block_cols)
+            g->tile_pairs(xq + c0 / 2 * mr, wq + c0 / 2 * nr,
+                          (std::min(w.block_cols, kk - c0) + 1) / 2, y + t * ldy + n, ldy, m, nn,
+                          k0 > 0 || b > 0, &lane_scales[(p * nsub + b) * nr]);
         }
       }
     }

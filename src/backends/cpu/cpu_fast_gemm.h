@@ -44,15 +44,19 @@ struct GemmKernels {
   // panels with columns 2p and 2p + 1 side by side in one 32-bit word (bf16, low half first), so
   // one vdpbf16ps does two k per output. Layouts: x panel [ceil(kc / 2)][mr] words, w panel
   // [ceil(kc / 2)][nr] words; a column at or past kc is zero.
-  // C (+)= scale * sum over pairs p < kc2 of the pair products, as `tile`.
+  // C[i * ldc + j] (+)= scale[j] * sum over pairs p < kc2 of the pair products, as `tile` (scale:
+  // nr per-output multipliers: NVFP4's s2, an FP8 row's block scale, or 1).
   void (*tile_pairs)(const uint32_t* xp, const uint32_t* wp, int64_t kc2, float* c, int64_t ldc,
-                     int m, int n, bool add, float scale) = nullptr;
+                     int m, int n, bool add, const float* scale) = nullptr;
   // From bf16 rows (exact).
   void (*pack_w_bf16_pairs)(const uint16_t* const* rows, int64_t kc, uint32_t* wp) = nullptr;
   // From NVFP4 rows as pack_w_nvfp4 but without s2 (the tile's scale): e2m1 * group scale has at
   // most 6 significant bits, so it is exact in bf16.
   void (*pack_w_nvfp4_pairs)(const uint8_t* const* rows, const float* const* gs, int64_t kc,
                              uint32_t* wp) = nullptr;
+  // From FP8-block rows: the e4m3 codes alone (exact in bf16, NaN codes to NaN); the block scales
+  // are the tile's multipliers, one call per scale block.
+  void (*pack_w_fp8_pairs)(const uint8_t* const* rows, int64_t kc, uint32_t* wp) = nullptr;
   // From f32 rows holding bf16 values (exact; others rounded to nearest even).
   void (*pack_x_pairs)(const float* x, int64_t ldx, int m, int64_t kc, uint32_t* xp) = nullptr;
 };

@@ -216,7 +216,8 @@ LUCID_AVX512 void PackX(const float* x, int64_t ldx, int m, int64_t kc, float* x
 
 template <int MR>
 LUCID_AVX512BF16 void KernelPairs(const uint32_t* xp, const uint32_t* wp, int64_t kc2, float* c,
-                                  int64_t ldc, const __mmask16* mask, bool add, float scale) {
+                                  int64_t ldc, const __mmask16* mask, bool add,
+                                  const float* scale) {
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
@@ -239,20 +240,22 @@ LUCID_AVX512BF16 void KernelPairs(const uint32_t* xp, const uint32_t* wp, int64_
       for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], xi, w[v]);
     }
   }
-  const __m512 s = _mm512_set1_ps(scale);
+  __m512 s[kNv];
+#pragma GCC unroll 4
+  for (int v = 0; v < kNv; ++v) s[v] = _mm512_loadu_ps(scale + 16 * v);
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
     for (int v = 0; v < kNv; ++v) {
       float* out = c + i * ldc + 16 * v;
-      const __m512 r = add ? _mm512_fmadd_ps(acc[i][v], s, _mm512_maskz_loadu_ps(mask[v], out))
-                           : _mm512_mul_ps(acc[i][v], s);
+      const __m512 r = add ? _mm512_fmadd_ps(acc[i][v], s[v], _mm512_maskz_loadu_ps(mask[v], out))
+                           : _mm512_mul_ps(acc[i][v], s[v]);
       _mm512_mask_storeu_ps(out, mask[v], r);
     }
 }
 
 LUCID_AVX512BF16 void TilePairs(const uint32_t* xp, const uint32_t* wp, int64_t kc2, float* c,
-                                int64_t ldc, int m, int n, bool add, float scale) {
+                                int64_t ldc, int m, int n, bool add, const float* scale) {
   __mmask16 mask[kNv];
   for (int v = 0; v < kNv; ++v) mask[v] = Mask16(n - 16 * v);
   WithRows(m, [&](auto mr) { KernelPairs<mr.value>(xp, wp, kc2, c, ldc, mask, add, scale); });
@@ -271,6 +274,16 @@ struct Bf16PairRows {
     const __m512i v = left >= 32 ? _mm512_loadu_si512(rows[j] + k)
                                  : _mm512_maskz_loadu_epi16(Mask32(left), rows[j] + k);
     return _mm512_castsi512_ps(v);
+  }
+};
+// FP8 blocks: the e4m3 codes' bf16 bits (exact), without the block scale.
+struct Fp8PairRows {
+  const uint8_t* const* rows;
+  avx512::E4m3Table table;
+  LUCID_AVX512BF16 __m512 Load(int j, int64_t k, int64_t left) const {
+    const __m256i b = left >= 32 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[j] + k))
+                                 : _mm256_maskz_loadu_epi8(Mask32(left), rows[j] + k);
+    return _mm512_castsi512_ps(avx512::E4m3ToBf16(b, table));
   }
 };
 // NVFP4: e2m1 * group scale in f32 (exact), then bf16 (exact: at most 6 significant bits).
@@ -312,6 +325,9 @@ LUCID_AVX512BF16 void PackPairs(const Src& src, int64_t kc, uint32_t* wp) {
 
 LUCID_AVX512BF16 void PackWBf16Pairs(const uint16_t* const* rows, int64_t kc, uint32_t* wp) {
   PackPairs(Bf16PairRows{rows}, kc, wp);
+}
+LUCID_AVX512BF16 void PackWFp8Pairs(const uint8_t* const* rows, int64_t kc, uint32_t* wp) {
+  PackPairs(Fp8PairRows{rows, avx512::LoadE4m3Table()}, kc, wp);
 }
 LUCID_AVX512BF16 void PackWNvfp4Pairs(const uint8_t* const* rows, const float* const* gs,
                                       int64_t kc, uint32_t* wp) {
@@ -359,6 +375,7 @@ const GemmKernels* Avx512GemmKernels() {
     t.tile_pairs = &TilePairs;
     t.pack_w_bf16_pairs = &PackWBf16Pairs;
     t.pack_w_nvfp4_pairs = &PackWNvfp4Pairs;
+    t.pack_w_fp8_pairs = &PackWFp8Pairs;
     t.pack_x_pairs = &PackXPairs;
     return t;
   }();

@@ -239,8 +239,9 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
 // least kGemmMinTokens of its tokens).
 int64_t GemmMinTokens(const KernelTable& kt, WeightFormat f, FastActivations act);
 // Whether the GEMM runs on bf16 pairs (one vdpbf16ps per two k) for this format: activations
-// rounded to bf16, avx512bf16, and weights exact in bf16 (bf16; NVFP4 with 16-column groups,
-// s2 applied to the sums). FP8 blocks are not: e4m3 times an f32 block scale is not a bf16.
+// rounded to bf16 at avx512bf16. Every format but f32 has weights exact in bf16 up to a factor
+// the tile applies to its sums: bf16 (1), NVFP4 with 16-column groups (s2), FP8 blocks (the
+// block scale: one tile call per scale block).
 bool GemmPairs(const KernelTable& kt, WeightFormat f, FastActivations act);
 // PackX's part for such an x: p->gemm_panels (p->T, K, Kpad set by the caller; pairs as
 // GemmPairs for the weight's format), split across threads outside parallel regions.

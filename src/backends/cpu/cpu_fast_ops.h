@@ -52,9 +52,9 @@ enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3 };
 //   kF32   as given (f32; at avx512bf16 the hi/lo split, ~16 mantissa bits). The default.
 //   kBf16  rounded to bf16 first (8 mantissa bits), as GPU engines and llama.cpp's bf16 path
 //          compute: at avx512bf16 one vdpbf16ps per weight pair instead of two, so batched decode
-//          does half the arithmetic, and the many-token GEMM runs on bf16 pairs for bf16 and
-//          NVFP4 weights (FP8 blocks stay on f32 panels: e4m3 times an f32 scale is not a bf16),
-//          at twice the FMA rate. Results match the reference run on bf16-rounded activations
+//          does half the arithmetic, and the many-token GEMM runs on bf16 pairs (bf16, FP8-block
+//          and NVFP4 weights) at twice the FMA rate. Results match the reference run on
+//          bf16-rounded activations
 //          (~1e-5), and differ from the reference on the f32 ones by ~1e-3 relative. Every
 //          instruction set rounds the same way; only avx512bf16 gains speed from it.
 enum class FastActivations { kF32, kBf16 };
