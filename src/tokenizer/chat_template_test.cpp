@@ -87,6 +87,36 @@ TEST(ChatTemplate, RunawayTemplatesAreBounded) {
   EXPECT_FALSE(rec->Render(json::object()).ok());
 }
 
+// Expressions nest at most 200 deep: thousands of unary minus signs overflowed the interpreter's
+// stack (found by template_fuzz); left-deep operator and attribute chains and parentheses are
+// bounded the same way. A parse error naming the limit, not a crash; shallow nesting still works.
+TEST(ChatTemplate, DeepExpressionsAreAParseError) {
+  const std::string minus(3000, '-'), not_chain = [] {
+    std::string s;
+    for (int i = 0; i < 3000; ++i) s += "not ";
+    return s;
+  }();
+  std::string chain = "x", parens = "(1)", attrs = "x";
+  for (int i = 0; i < 3000; ++i) chain += "-x", attrs += ".a";
+  for (int i = 0; i < 300; ++i) parens = "(" + parens + ")";
+  for (const std::string& src :
+       {"{{ bos_token }}{% if mess" + minus + "1 %}{% endif %}", "{{ " + chain + " }}",
+        "{{ " + not_chain + "x }}", "{{ " + parens + " }}", "{{ " + attrs + " }}",
+        "{% set y = " + chain + " %}"}) {
+    auto tpl = ChatTemplate::Parse(src);
+    ASSERT_FALSE(tpl.ok()) << src.substr(0, 60);
+    EXPECT_NE(tpl.status().message().find("nests deeper than 200"), std::string::npos)
+        << tpl.status().message();
+  }
+  std::string ok = "1";
+  for (int i = 0; i < 50; ++i) ok = "(" + ok + " - -1)";
+  auto tpl = ChatTemplate::Parse("{{ " + ok + " }}");
+  ASSERT_TRUE(tpl.ok()) << tpl.status().ToString();
+  auto out = tpl->Render(json::object());
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(*out, "51");
+}
+
 // Jinja's integers are Python's, unbounded; lucid's are 64-bit. A result out of range is a clear
 // render error (it was undefined behaviour, found by template_fuzz), and in-range arithmetic near
 // the limits still follows Python (floor division and modulo signs).

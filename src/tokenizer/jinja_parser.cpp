@@ -2,6 +2,9 @@
 
 #include <cstdlib>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tokenizer/jinja_lexer.h"
 
@@ -17,13 +20,46 @@ ExprPtr Make(Expr::Kind k, int line) {
   return e;
 }
 
+// Expressions nest at most this deep (parentheses, unary operators, operator and postfix chains):
+// the interpreter evaluates them recursively, and `{{ x----...- 1 }}` with thousands of minus
+// signs overflowed its stack (found by template_fuzz). Python's own recursion limit stops jinja2
+// at about five times this.
+constexpr int kMaxNesting = 200;
+[[noreturn]] void NestingFail(int line) {
+  ParseFail("expression nests deeper than " + std::to_string(kMaxNesting) + " levels", line);
+}
+
+// The depth of an expression tree, without recursion (fails past kMaxNesting).
+void CheckDepth(const Expr& root) {
+  std::vector<std::pair<const Expr*, int>> stack{{&root, 1}};
+  while (!stack.empty()) {
+    const auto [e, d] = stack.back();
+    stack.pop_back();
+    if (d > kMaxNesting) NestingFail(e->line);
+    for (const Expr* c : {e->a.get(), e->b.get(), e->c.get()})
+      if (c) stack.emplace_back(c, d + 1);
+    for (const ExprPtr& x : e->items)
+      if (x) stack.emplace_back(x.get(), d + 1);
+    for (const auto& kw : e->kwargs)
+      if (kw.second) stack.emplace_back(kw.second.get(), d + 1);
+  }
+}
+
 // Recursive-descent expression parser with Jinja2's precedence:
 // cond < or < and < not < compare < +,- < ~ < *,/,//,% < ** < unary < postfix/filter/test.
 class ExprParser {
  public:
   explicit ExprParser(std::vector<Token> toks) : t_(std::move(toks)) {}
 
+  // The parser's own recursion is bounded as it goes (Nest), the tree's depth (which operator
+  // and postfix chains grow without recursing) when an outermost expression is complete.
   ExprPtr ParseExpression() {
+    Nest nest(this);
+    ExprPtr e = ParseExpressionBody();
+    if (depth_ == 1) CheckDepth(*e);
+    return e;
+  }
+  ExprPtr ParseExpressionBody() {
     ExprPtr e = ParseOr();
     while (IsName("if")) {
       Next();
@@ -105,6 +141,15 @@ class ExprParser {
   }
 
  private:
+  struct Nest {
+    explicit Nest(ExprParser* p) : p_(p) {
+      if (++p_->depth_ > kMaxNesting) NestingFail(p_->Peek().line);
+    }
+    ~Nest() { --p_->depth_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+    ExprParser* p_;
+  };
   ExprPtr Binary(const std::string& op, ExprPtr a, ExprPtr b) {
     auto e = Make(Expr::Kind::kBinary, a->line);
     e->name = op;
@@ -130,6 +175,7 @@ class ExprParser {
   }
   ExprPtr ParseNot() {
     if (IsName("not")) {
+      Nest nest(this);
       const int line = Next().line;
       auto e = Make(Expr::Kind::kUnary, line);
       e->name = "not";
@@ -194,6 +240,7 @@ class ExprParser {
   ExprPtr ParseUnary(bool with_filter) {
     ExprPtr e;
     if (IsOp("-") || IsOp("+")) {
+      Nest nest(this);
       const Token op = Next();
       e = Make(Expr::Kind::kUnary, op.line);
       e->name = op.text;
@@ -381,6 +428,7 @@ class ExprParser {
 
   std::vector<Token> t_;
   size_t i_ = 0;
+  int depth_ = 0;  // Nest levels open
 };
 
 // Statement parser over the segment list.
