@@ -62,7 +62,10 @@ std::vector<Rule> BuildRules() {
   add(
       "dtype-cpu-f32", "dtype", "device is cpu", [](const Ctx& c) { return !c.cuda(); },
       [](const Ctx&) { return json("float32"); },
-      [](const Ctx&) { return "the CPU kernels (fast and reference) compute in float32 only"; });
+      [](const Ctx&) {
+        return "the CPU kernels compute in float32 (fast-bf16act rounds the matmuls' inputs to "
+               "bf16 and accumulates in float32)";
+      });
   add(
       "dtype-from-checkpoint", "dtype", "device is cuda", [](const Ctx& c) { return c.cuda(); },
       [](const Ctx& c) {
