@@ -116,6 +116,34 @@ std::string CpuModel() {
   return "unknown cpu";
 }
 
+// GFLOP/s of `kernel` (iters iterations on every thread at once; returns FLOPs done, 0 when
+// null), once per repeat.
+std::vector<double> PeakRepeats(double (*kernel)(int64_t, float*), int64_t iters, int threads,
+                                int repeats) {
+  std::vector<double> out;
+  volatile float sink = 0;
+  for (int r = 0; r < repeats; ++r) {
+    std::vector<double> flops(threads, 0.0);
+    std::vector<float> s(threads, 0.0f);
+    const double t0 = Now();
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num();
+      float local = 0;
+      flops[t] = kernel ? kernel(iters, &local) : 0.0;
+      s[t] = local;
+    }
+    const double dt = Now() - t0;
+    double total = 0;
+    for (int t = 0; t < threads; ++t) {
+      total += flops[t];
+      sink = sink + s[t];
+    }
+    out.push_back(total / dt / 1e9);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string MachineInfo::Line() const {
@@ -174,61 +202,18 @@ MachineInfo ProbeMachine(uint64_t bytes, int repeats) {
   const CpuIsa isa = DetectCpuIsa();
   m.isa = CpuIsaName(isa);
   m.threads = NumThreads();
-  std::vector<double> fl;
-  volatile float sink = 0;
   {
     BandwidthProbe probe(bytes);
     m.read_gbs = probe.Measure(repeats);
     m.read_gbs_best = *std::max_element(probe.last_passes().begin(), probe.last_passes().end());
   }
-  for (int r = 0; r < repeats; ++r) {
-    const int64_t iters = 20'000'000;
-    std::vector<double> flops(m.threads, 0.0);
-    std::vector<float> s(m.threads, 0.0f);
-    const double t0 = Now();
-#pragma omp parallel num_threads(m.threads)
-    {
-      const int t = omp_get_thread_num();
-      float local = 0;
-      flops[t] = isa >= CpuIsa::kAvx512 ? Fma512(iters, &local)
-                 : isa >= CpuIsa::kAvx2 ? Fma256(iters, &local)
-                                        : 0.0;
-      s[t] = local;
-    }
-    const double dt = Now() - t0;
-    double total = 0;
-    for (int t = 0; t < m.threads; ++t) {
-      total += flops[t];
-      sink = sink + s[t];
-    }
-    fl.push_back(total / dt / 1e9);
-  }
+  using Kernel = double (*)(int64_t, float*);
+  const Kernel fma = isa >= CpuIsa::kAvx512 ? Fma512 : isa >= CpuIsa::kAvx2 ? Fma256 : nullptr;
+  const std::vector<double> fl = PeakRepeats(fma, 20'000'000, m.threads, repeats);
   m.fma_gflops = Median(fl);
   m.fma_gflops_best = *std::max_element(fl.begin(), fl.end());
-  if (isa == CpuIsa::kAvx512Bf16) {
-    std::vector<double> dl;
-    for (int r = 0; r < repeats; ++r) {
-      const int64_t iters = 10'000'000;
-      std::vector<double> flops(m.threads, 0.0);
-      std::vector<float> s(m.threads, 0.0f);
-      const double t0 = Now();
-#pragma omp parallel num_threads(m.threads)
-      {
-        const int t = omp_get_thread_num();
-        float local = 0;
-        flops[t] = DotBf16(iters, &local);
-        s[t] = local;
-      }
-      const double dt = Now() - t0;
-      double total = 0;
-      for (int t = 0; t < m.threads; ++t) {
-        total += flops[t];
-        sink = sink + s[t];
-      }
-      dl.push_back(total / dt / 1e9);
-    }
-    m.dot_bf16_gflops = Median(dl);
-  }
+  if (isa == CpuIsa::kAvx512Bf16)
+    m.dot_bf16_gflops = Median(PeakRepeats(DotBf16, 10'000'000, m.threads, repeats));
   return m;
 }
 

@@ -18,20 +18,26 @@ LUCID_AVX512 inline __mmask16 Mask16(int64_t left) {
   return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
 }
 
+// A micro-kernel's start: C's tile asked for (it is read or written at the end), the
+// accumulators zeroed.
+template <int MR>
+LUCID_AVX512 __attribute__((always_inline)) inline void StartTile(const float* c, int64_t ldc,
+                                                                  __m512 (&acc)[MR][kNv]) {
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * v), _MM_HINT_T0);
+      acc[i][v] = _mm512_setzero_ps();
+    }
+}
+
 // acc[i][v] = sum_k xp[k * kMr + i] * wp[k * 16 kNv + 16 v ...], then C (+)= acc under the masks.
 template <int MR>
 LUCID_AVX512 void Kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc,
                          const __mmask16* mask, bool add) {
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < kNv; ++v)
-      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * v), _MM_HINT_T0);
   __m512 acc[MR][kNv];
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_setzero_ps();
+  StartTile<MR>(c, ldc, acc);
 #pragma GCC unroll 2
   for (int64_t k = 0; k < kc; ++k) {
     __m512 w[kNv];
@@ -218,16 +224,8 @@ template <int MR>
 LUCID_AVX512BF16 void KernelPairs(const uint32_t* xp, const uint32_t* wp, int64_t kc2, float* c,
                                   int64_t ldc, const __mmask16* mask, bool add,
                                   const float* scale) {
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < kNv; ++v)
-      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * v), _MM_HINT_T0);
   __m512 acc[MR][kNv];
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_setzero_ps();
+  StartTile<MR>(c, ldc, acc);
 #pragma GCC unroll 2
   for (int64_t p = 0; p < kc2; ++p) {
     __m512bh w[kNv];
