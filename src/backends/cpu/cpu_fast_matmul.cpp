@@ -280,13 +280,16 @@ void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_
   // each MatmulRows call): it wants only its panels.
   if (const int64_t g = GemmMinTokens(kt, format, act); g > 0 && T >= g) {
     if (!bf16) return GemmPackX(kt, x, ldx, false, p);
+    // bf16 pairs round as they pack (the same vcvtne2ps2bf16 as the split); f32 panels (f32
+    // weights) are packed from a rounded copy.
+    if (GemmPairs(kt, format, act)) return GemmPackX(kt, x, ldx, true, p);
     thread_local std::vector<float> rounded;
     thread_local std::vector<uint16_t> bits;
     rounded.resize(T * K);
     bits.resize(T * K);
     for (int64_t t = 0; t < T; ++t) std::memcpy(&rounded[t * K], x + t * ldx, K * sizeof(float));
     RoundToBf16(kt, rounded.data(), bits.data(), T * K);
-    return GemmPackX(kt, rounded.data(), K, GemmPairs(kt, format, act), p);
+    return GemmPackX(kt, rounded.data(), K, false, p);
   }
   p->f32.assign(T * p->Kpad, 0.0f);
   for (int64_t t = 0; t < T; ++t) std::memcpy(&p->f32[t * p->Kpad], x + t * ldx, K * sizeof(float));
