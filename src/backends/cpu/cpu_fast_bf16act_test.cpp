@@ -61,10 +61,11 @@ TEST_P(FastBf16ActTest, LinearMatchesReferenceOnRoundedActivations) {
   struct Case {
     int64_t T, N, K;
   };
-  // T 1 (one-token tiles), 2-12 (token tiles, 8 whole-row bf16, 12 k blocks), 33 and 70 (packed
-  // weights: the hi-only tiles, which take up to 127 tokens; bf16 from 80 and f32 weights from
-  // 64: the GEMM), 130 and 150 (the GEMM for every format: bf16 and NVFP4 on bf16 pairs, with an
-  // odd K at 77 and 301; 130 x 20 splits the tokens across threads off the 12-token panels).
+  // T 1 (one-token tiles), 2-12 (token tiles, 8 whole-row bf16, 12 k blocks), 33 (packed weights:
+  // the hi-only tiles, up to 63 tokens), 70 (packed and f32 weights: the GEMM; bf16 the tiles,
+  // up to 79), 100, 130 and 150 (the GEMM for every format, on bf16 pairs but for f32 weights,
+  // with an odd K at 77 and 301; 130 x 20 splits the tokens across threads off the 12-token
+  // panels).
   for (int kind = 0; kind < 5; ++kind) {
     for (Case c : {Case{1, 37, 300}, Case{1, 300, 2100}, Case{2, 19, 129}, Case{3, 21, 1100},
                    Case{5, 9, 260}, Case{8, 45, 2100}, Case{12, 21, 2100}, Case{33, 40, 300},

@@ -174,13 +174,13 @@ void PoolFree(float* p) {
 int64_t GemmMinTokens(const KernelTable& kt, WeightFormat f, FastActivations act) {
   if (KernelsFor(kt.isa) == nullptr) return 0;
   // Packed weights against bf16 activations alone (the hi-only tiles, twice the split tiles'
-  // rate): the tiles up to 127 tokens. 1g NVFP4 batch 32: 56.5 -> 44.4 ms a step, 1g FP8 59.0 ->
-  // 50.8 ms; prefill's experts (tens of tokens each) 303 -> 329-338 GFLOP/s. With the tiles for
-  // all 512 prefill tokens the dense matmuls fell from 391 to 337 GFLOP/s. bf16 weights (tiles
-  // up to 79 tokens either way): 64-255 within noise.
+  // rate): the tiles up to 63 tokens, the bf16-pair GEMM from 64. Against the GEMM from 32: 1g
+  // NVFP4 batch 32 56.5 -> 44.4 ms a step, 1g FP8 59.0 -> 50.8 ms. Against the tiles up to 127
+  // (1g prefill, whose experts get ~64 tokens each): experts 368-428 -> 436-487 GFLOP/s. bf16
+  // weights (tiles up to 79 tokens either way): 64-255 within noise.
   if (act == FastActivations::kBf16 && kt.bf16_split &&
       (f == WeightFormat::kFp8Block || f == WeightFormat::kNvfp4))
-    return 4 * kGemmMinTokens;
+    return 2 * kGemmMinTokens;
   switch (f) {
     case WeightFormat::kF32:
       return 2 * kGemmMinTokens;
