@@ -198,9 +198,11 @@ LUCID_AVX512BF16 __attribute__((always_inline)) inline void Nvfp4Step(
     // The tokens' sums interleaved (MR independent chains of eight vdpbf16ps; one token: two of
     // four), then one FMA each.
     const __m512bh v[4] = {v0, v1, v2, v3};
-    // The row pointers pass through an empty asm so that the compiler reloads the activations
-    // for every row (from L1, as memory operands) rather than keep all 8 MR vectors in registers,
-    // which spilled the accumulators (187 against 300 GFLOP/s at 4 tokens).
+    // The tokens per tile are capped (2 with the hi/lo split, 3 with bf16 activations): more
+    // spilled the accumulators (split, 4 tokens: 187 against 300 GFLOP/s; bf16 activations, 4
+    // tokens: 1g NVFP4 batch 32 39 against 35 ms). An empty asm on the row pointers, to make the
+    // compiler reload the activations per row instead of keeping them in registers, did not
+    // help (4 tokens: 39-43 against 37.5-38.7 ms with 3).
     __m512 t[MR], u[MR];
     const uint16_t *h[MR], *l[MR];
 #pragma GCC unroll 4
