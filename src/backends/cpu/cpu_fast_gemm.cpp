@@ -222,11 +222,193 @@ void GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, bool pairs, P
               });
 }
 
+namespace {
+
+// One GemmRows call's plan: the weight's format and where its stored rows are, the blocking, and
+// pointers into this thread's scratch buffers (valid until the thread's next call).
+struct GemmCall {
+  const KernelTable* kt;
+  const GemmKernels* g;
+  const Weight* w;
+  int64_t K, mr, nr;
+  int64_t Kp;  // x panel length in words (bf16 pairs: (K + 1) / 2)
+  int64_t kc;  // k columns per block (packed: whole scale blocks)
+  int64_t nb;  // weight rows per L2 block
+  bool pairs;  // bf16-pair panels and tile
+  // Where the stored rows are, by format: f32 and bf16 in place; FP8 and NVFP4 decoded inside
+  // the transpose (fp8 / nvfp4); anything else through DequantSpan into `rows`.
+  const float* wf32;
+  const uint16_t* wbf16;
+  bool fp8, nvfp4;
+  const uint8_t* q8;
+  int64_t qstride;  // bytes per stored packed row
+  int64_t nscale;   // scale slots per panel row and k block
+  int64_t nsub;     // FP8 pairs: scale blocks per k block (one tile call each); else 1
+  float s2;         // NVFP4 tensor scale
+  float* wp;        // the L2 block's w panels
+  float* rows;      // decoded rows of one panel (rstride floats each)
+  int64_t rstride;
+  float* sbuf;         // scales of one panel's rows
+  const float* zeros;  // what rows past the last weight row point at
+  // bf16 pairs: the tile's per-output multipliers. FP8: each w panel's rows' block scales per
+  // scale block of the k block ([panel][block][nr]); else one constant row (NVFP4's s2, or 1).
+  float* lane_scales;
+};
+
+GemmCall PlanGemm(const KernelTable& kt, const GemmKernels* g, const Weight& w, bool pairs,
+                  int64_t xpanels, int64_t rows_in_call, float** xp) {
+  GemmCall c{};
+  c.kt = &kt;
+  c.g = g;
+  c.w = &w;
+  c.K = w.cols;
+  c.mr = g->mr;
+  c.nr = g->nr;
+  c.pairs = pairs;
+  c.Kp = pairs ? (c.K + 1) / 2 : c.K;
+  const bool packed = w.format == WeightFormat::kFp8Block || w.format == WeightFormat::kNvfp4;
+  // Packed k blocks start at scale-block boundaries (DequantSpan's rule).
+  c.kc = packed ? std::max<int64_t>(1, kKc / w.block_cols) * w.block_cols : kKc;
+  c.nb = std::max<int64_t>(c.nr, kNb / c.nr * c.nr);
+  const int64_t wpanels = (std::min(c.nb, rows_in_call) + c.nr - 1) / c.nr;
+  thread_local std::vector<float> xbuf, wbuf, rbuf, sbuf, zeros, lane_scales;
+  if (xp) *xp = Scratch(xbuf, xpanels * c.mr * c.kc);
+  c.wp = Scratch(wbuf, wpanels * c.nr * c.kc);
+  c.rstride = (c.kc + 16 + 15) / 16 * 16;  // NVFP4 writes whole 16-column groups
+  c.rows = Scratch(rbuf, c.nr * c.rstride);
+  c.wf32 =
+      w.format == WeightFormat::kF32 ? w.data.data<const float>() + w.row_begin * c.K : nullptr;
+  c.wbf16 =
+      w.format == WeightFormat::kBF16 ? w.data.data<const uint16_t>() + w.row_begin * c.K : nullptr;
+  c.fp8 = w.format == WeightFormat::kFp8Block && w.block_cols % 16 == 0 && w.block_rows > 0 &&
+          g->pack_w_fp8;
+  c.nvfp4 = w.format == WeightFormat::kNvfp4 && w.block_cols == 16 && g->pack_w_nvfp4;
+  c.q8 = c.fp8 || c.nvfp4 ? w.data.data<const uint8_t>() : nullptr;
+  c.qstride = c.nvfp4 ? w.data.size(1) : c.K;
+  c.nscale = c.fp8 ? (c.kc + w.block_cols - 1) / w.block_cols : c.nvfp4 ? c.kc / 16 + 1 : 0;
+  if (sbuf.size() < static_cast<size_t>(2 * c.nr * c.nscale)) sbuf.resize(2 * c.nr * c.nscale);
+  c.sbuf = sbuf.data();
+  if (zeros.size() < static_cast<size_t>(c.kc + 16)) zeros.assign(c.kc + 16, 0.0f);
+  c.zeros = zeros.data();
+  c.s2 = c.nvfp4 ? *w.scale2.data<const float>() : 0.0f;
+  c.nsub = pairs && c.fp8 ? (c.kc + w.block_cols - 1) / w.block_cols : 1;
+  if (pairs) {
+    lane_scales.resize(std::max<int64_t>(wpanels * c.nsub * c.nr, c.nr));
+    if (!c.fp8) std::fill(lane_scales.begin(), lane_scales.begin() + c.nr, c.nvfp4 ? c.s2 : 1.0f);
+  }
+  c.lane_scales = lane_scales.data();
+  return c;
+}
+
+// The x panels of tokens [t0, t1), columns [k0, k0 + kk), into xp (when PackX's panels do not
+// line up with t0).
+void PackXBlock(const GemmCall& c, const PackedX& x, int64_t t0, int64_t t1, int64_t k0, int64_t kk,
+                float* xp) {
+  const int64_t mr = c.mr, xpanels = (t1 - t0 + mr - 1) / mr;
+  const int64_t k0p = c.pairs ? k0 / 2 : k0, kkp = c.pairs ? (kk + 1) / 2 : kk;
+  for (int64_t q = 0; q < xpanels; ++q) {
+    const int64_t t = t0 + q * mr, m = std::min(mr, t1 - t);
+    float* dst = xp + q * mr * c.kc;
+    if (!x.f32.empty()) {
+      const float* src = x.f32.data() + t * x.Kpad + k0;
+      if (c.pairs)
+        c.g->pack_x_pairs(src, x.Kpad, static_cast<int>(m), kk, reinterpret_cast<uint32_t*>(dst));
+      else
+        c.g->pack_x(src, x.Kpad, static_cast<int>(m), kk, dst);
+      continue;
+    }
+    // t0 not on a panel boundary of PackX's panels: gather words (Linear's token split, rarely).
+    const float* src = x.gemm_panels.get();
+    const int64_t xmr = x.gemm_mr;
+    for (int64_t k = 0; k < kkp; ++k)
+      for (int64_t i = 0; i < mr; ++i)
+        dst[k * mr + i] =
+            i < m ? src[(t + i) / xmr * c.Kp * xmr + (k0p + k) * xmr + (t + i) % xmr] : 0.0f;
+  }
+}
+
+// Decodes and transposes w panel p of the L2 block starting at view row b0 (rows up to b1),
+// columns [k0, k0 + kk), into c.wp; FP8 pairs also fill the panel's lane scales.
+void PackWPanel(const GemmCall& c, int64_t b0, int64_t b1, int64_t p, int64_t k0, int64_t kk) {
+  const Weight& w = *c.w;
+  const int64_t nr = c.nr;
+  const float* rp[64];
+  const uint16_t* rp16[64];
+  const uint8_t* rp8[64];
+  const float* sp[64];
+  for (int64_t j = 0; j < nr; ++j) {
+    const int64_t n = b0 + p * nr + j;
+    rp[j] = c.zeros;
+    rp16[j] = reinterpret_cast<const uint16_t*>(c.zeros);
+    rp8[j] = reinterpret_cast<const uint8_t*>(c.zeros);
+    sp[j] = c.zeros;
+    if (n >= b1) continue;
+    const int64_t row = w.row_begin + n;
+    float* sc = c.sbuf + 2 * j * c.nscale;
+    if (c.wf32) {
+      rp[j] = c.wf32 + n * c.K + k0;
+    } else if (c.wbf16) {
+      rp16[j] = c.wbf16 + n * c.K + k0;
+    } else if (c.fp8) {
+      rp8[j] = c.q8 + row * c.qstride + k0;
+      for (int64_t b = 0; b * w.block_cols < kk; ++b) sc[b] = Fp8Scale(w, n, k0 + b * w.block_cols);
+      sp[j] = sc;
+    } else if (c.nvfp4) {
+      rp8[j] = c.q8 + row * c.qstride + k0 / 2;
+      const uint8_t* gsrc = w.scale.data<const uint8_t>() + row * w.scale.size(1) + k0 / 16;
+      const float* e4m3 = E4m3Table();
+      for (int64_t gi = 0; gi * 16 < kk; ++gi) sc[gi] = e4m3[gsrc[gi]];
+      sp[j] = sc;
+    } else {
+      DequantSpan(*c.kt, w, n, k0, k0 + kk, c.rows + j * c.rstride);
+      rp[j] = c.rows + j * c.rstride;
+    }
+  }
+  float* panel = c.wp + p * nr * c.kc;
+  uint32_t* panel_pairs = reinterpret_cast<uint32_t*>(panel);
+  const GemmKernels& g = *c.g;
+  if (c.pairs && c.fp8) {
+    g.pack_w_fp8_pairs(rp8, kk, panel_pairs);
+    for (int64_t b = 0; b * w.block_cols < kk; ++b)
+      for (int64_t j = 0; j < nr; ++j) c.lane_scales[(p * c.nsub + b) * nr + j] = sp[j][b];
+  } else if (c.pairs && c.wbf16) {
+    g.pack_w_bf16_pairs(rp16, kk, panel_pairs);
+  } else if (c.pairs) {
+    g.pack_w_nvfp4_pairs(rp8, sp, kk, panel_pairs);
+  } else if (c.wbf16) {
+    g.pack_w_bf16(rp16, kk, panel);
+  } else if (c.fp8) {
+    g.pack_w_fp8(rp8, sp, w.block_cols, kk, panel);
+  } else if (c.nvfp4) {
+    g.pack_w_nvfp4(rp8, sp, c.s2, kk, panel);
+  } else {
+    g.pack_w(rp, kk, panel);
+  }
+}
+
+// The micro-kernel over x panel xq (m tokens) and w panel p (nn rows) for one k block, adding
+// into y (storing when `add` is false).
+void MultiplyPanels(const GemmCall& c, const float* xq, int64_t p, int64_t kk, float* y,
+                    int64_t ldy, int m, int nn, bool add) {
+  const float* wq = c.wp + p * c.nr * c.kc;
+  if (!c.pairs) return c.g->tile(xq, wq, kk, y, ldy, m, nn, add);
+  const uint32_t* xw = reinterpret_cast<const uint32_t*>(xq);
+  const uint32_t* ww = reinterpret_cast<const uint32_t*>(wq);
+  if (!c.fp8) return c.g->tile_pairs(xw, ww, (kk + 1) / 2, y, ldy, m, nn, add, c.lane_scales);
+  // One call per scale block (block_cols even: a block starts on a pair).
+  const int64_t bc = c.w->block_cols;
+  for (int64_t b = 0, c0 = 0; c0 < kk; ++b, c0 += bc)
+    c.g->tile_pairs(xw + c0 / 2 * c.mr, ww + c0 / 2 * c.nr, (std::min(bc, kk - c0) + 1) / 2, y, ldy,
+                    m, nn, add || b > 0, &c.lane_scales[(p * c.nsub + b) * c.nr]);
+}
+
+}  // namespace
+
 bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
               int64_t n0, int64_t n1, float* y, int64_t ldy) {
   const GemmKernels* g = KernelsFor(kt.isa);
-  const int64_t min_tokens =
-      GemmMinTokens(kt, w.format, x.hi_only ? FastActivations::kBf16 : FastActivations::kF32);
+  const FastActivations act = x.hi_only ? FastActivations::kBf16 : FastActivations::kF32;
+  const int64_t min_tokens = GemmMinTokens(kt, w.format, act);
   if (min_tokens == 0 || (t1 - t0 < min_tokens && !x.f32.empty())) return false;
   const bool packed = w.format == WeightFormat::kFp8Block || w.format == WeightFormat::kNvfp4;
   if (packed && w.block_cols <= 0) {  // not a valid packed weight: the reference path's business
@@ -235,8 +417,7 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
   }
   if (n1 <= n0 || t1 <= t0) return true;
   // bf16 pairs: x must come that way (PackX made it for this format) or as f32 rows.
-  const bool pairs =
-      GemmPairs(kt, w.format, x.hi_only ? FastActivations::kBf16 : FastActivations::kF32);
+  const bool pairs = GemmPairs(kt, w.format, act);
   LUCID_CHECK(!x.gemm_panels || x.gemm_pairs == pairs,
               "GemmRows: x was packed for another weight format than " + w.name + "'s");
   LUCID_CHECK(!pairs || w.format != WeightFormat::kNvfp4 || w.block_cols == 16,
@@ -245,129 +426,24 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
       !pairs || w.format != WeightFormat::kFp8Block || (w.block_cols % 16 == 0 && w.block_rows > 0),
       "GemmRows: FP8 weight " + w.name + " has scale blocks of " + std::to_string(w.block_cols) +
           " columns (bf16 pairs need a multiple of 16)");
-  const int64_t K = w.cols, mr = g->mr, nr = g->nr;
-  const int64_t Kp = pairs ? (K + 1) / 2 : K;  // x panel length in words
-  // Packed k blocks start at scale-block boundaries (DequantSpan's rule).
-  const int64_t kc = packed ? std::max<int64_t>(1, kKc / w.block_cols) * w.block_cols : kKc;
-  const int64_t M = t1 - t0, xpanels = (M + mr - 1) / mr;
-  const int64_t nb = std::max<int64_t>(nr, kNb / nr * nr);
-  const int64_t wpanels = (std::min(nb, n1 - n0) + nr - 1) / nr;
+  const int64_t mr = g->mr, nr = g->nr, K = w.cols, xpanels = (t1 - t0 + mr - 1) / mr;
   // x panels: PackX's when they line up with t0, else packed here per k block.
   const bool prepacked = x.gemm_panels && x.gemm_mr == mr && t0 % mr == 0;
-  thread_local std::vector<float> xbuf, wbuf, rbuf;
-  float* xp = prepacked ? nullptr : Scratch(xbuf, xpanels * mr * kc);
-  float* wp = Scratch(wbuf, wpanels * nr * kc);
-  // Decoded rows of one w panel before the transpose (NVFP4 writes whole 16-column groups).
-  const int64_t rstride = (kc + 16 + 15) / 16 * 16;
-  float* rows = Scratch(rbuf, nr * rstride);
-  const float* rp[64];
-  const uint16_t* rp16[64];
-  const float* wf32 =
-      w.format == WeightFormat::kF32 ? w.data.data<const float>() + w.row_begin * K : nullptr;
-  const uint16_t* wbf16 =
-      w.format == WeightFormat::kBF16 ? w.data.data<const uint16_t>() + w.row_begin * K : nullptr;
-  // Packed rows decoded inside the transpose (else through DequantSpan and a row buffer).
-  const bool fp8 = w.format == WeightFormat::kFp8Block && w.block_cols % 16 == 0 &&
-                   w.block_rows > 0 && g->pack_w_fp8;
-  const bool nvfp4 = w.format == WeightFormat::kNvfp4 && w.block_cols == 16 && g->pack_w_nvfp4;
-  const uint8_t* q8 = fp8 || nvfp4 ? w.data.data<const uint8_t>() : nullptr;
-  const int64_t qstride = nvfp4 ? w.data.size(1) : K;  // bytes per stored row
-  const int64_t nscale = fp8 ? (kc + w.block_cols - 1) / w.block_cols : nvfp4 ? kc / 16 + 1 : 0;
-  thread_local std::vector<float> sbuf, zeros;
-  if (sbuf.size() < static_cast<size_t>(2 * nr * nscale)) sbuf.resize(2 * nr * nscale);
-  // What rows past the last weight row point at: zeros (of every format) and zero scales.
-  if (zeros.size() < static_cast<size_t>(kc + 16)) zeros.assign(kc + 16, 0.0f);
-  const uint8_t* rp8[64];
-  const float* sp[64];
-  const float* sp2[64];
-  const float* e4m3 = E4m3Table();
-  const float s2 = nvfp4 ? *w.scale2.data<const float>() : 0.0f;
-  // bf16 pairs: the tile's per-output multipliers. FP8: each w panel's rows' block scales, per
-  // scale block of the k block ([panel][block][nr]), the tile called once per block; else one
-  // constant row (NVFP4's s2, or 1).
-  const int64_t nsub = pairs && fp8 ? (kc + w.block_cols - 1) / w.block_cols : 1;
-  thread_local std::vector<float> lane_scales;
-  if (pairs) {
-    lane_scales.resize(std::max<int64_t>(wpanels * nsub * nr, nr));
-    if (!fp8) std::fill(lane_scales.begin(), lane_scales.begin() + nr, nvfp4 ? s2 : 1.0f);
-  }
+  float* xp = nullptr;
+  const GemmCall c = PlanGemm(kt, g, w, pairs, xpanels, n1 - n0, prepacked ? nullptr : &xp);
+  const int64_t kc = c.kc, nb = c.nb;
   for (int64_t k0 = 0; k0 < K; k0 += kc) {
     const int64_t kk = std::min(kc, K - k0);
+    if (!prepacked) PackXBlock(c, x, t0, t1, k0, kk, xp);
     // k0 is even (kc is), so a pair panel's k block starts at word k0 / 2.
-    const int64_t k0p = pairs ? k0 / 2 : k0, kkp = pairs ? (kk + 1) / 2 : kk;
+    const int64_t k0p = pairs ? k0 / 2 : k0;
     auto xpanel = [&](int64_t q) {
-      return prepacked ? x.gemm_panels.get() + (t0 / mr + q) * Kp * mr + k0p * mr
+      return prepacked ? x.gemm_panels.get() + (t0 / mr + q) * c.Kp * mr + k0p * mr
                        : xp + q * mr * kc;
     };
-    for (int64_t q = 0; !prepacked && q < xpanels; ++q) {
-      const int64_t t = t0 + q * mr, m = std::min(mr, t1 - t);
-      float* dst = xp + q * mr * kc;
-      if (!x.f32.empty()) {
-        const float* src = x.f32.data() + t * x.Kpad + k0;
-        if (pairs)
-          g->pack_x_pairs(src, x.Kpad, static_cast<int>(m), kk, reinterpret_cast<uint32_t*>(dst));
-        else
-          g->pack_x(src, x.Kpad, static_cast<int>(m), kk, dst);
-        continue;
-      }
-      // t0 not on a panel boundary of PackX's panels: gather words (Linear's token split, rarely).
-      const float* src = x.gemm_panels.get();
-      const int64_t xmr = x.gemm_mr;
-      for (int64_t k = 0; k < kkp; ++k)
-        for (int64_t i = 0; i < mr; ++i)
-          dst[k * mr + i] =
-              i < m ? src[(t + i) / xmr * Kp * xmr + (k0p + k) * xmr + (t + i) % xmr] : 0.0f;
-    }
     for (int64_t b0 = n0; b0 < n1; b0 += nb) {
       const int64_t b1 = std::min(n1, b0 + nb), bp = (b1 - b0 + nr - 1) / nr;
-      for (int64_t p = 0; p < bp; ++p) {
-        for (int64_t j = 0; j < nr; ++j) {
-          const int64_t n = b0 + p * nr + j;
-          rp[j] = zeros.data();
-          rp16[j] = reinterpret_cast<const uint16_t*>(zeros.data());
-          rp8[j] = reinterpret_cast<const uint8_t*>(zeros.data());
-          sp[j] = sp2[j] = zeros.data();
-          if (n >= b1) continue;
-          const int64_t row = w.row_begin + n;
-          float* sc = sbuf.data() + 2 * j * nscale;
-          if (wf32) {
-            rp[j] = wf32 + n * K + k0;
-          } else if (wbf16) {
-            rp16[j] = wbf16 + n * K + k0;
-          } else if (fp8) {
-            rp8[j] = q8 + row * qstride + k0;
-            for (int64_t b = 0; b * w.block_cols < kk; ++b)
-              sc[b] = Fp8Scale(w, n, k0 + b * w.block_cols);
-            sp[j] = sc;
-          } else if (nvfp4) {
-            rp8[j] = q8 + row * qstride + k0 / 2;
-            const uint8_t* gsrc = w.scale.data<const uint8_t>() + row * w.scale.size(1) + k0 / 16;
-            for (int64_t gi = 0; gi * 16 < kk; ++gi) sc[gi] = e4m3[gsrc[gi]];
-            sp[j] = sc;
-          } else {
-            DequantSpan(kt, w, n, k0, k0 + kk, rows + j * rstride);
-            rp[j] = rows + j * rstride;
-          }
-        }
-        float* panel = wp + p * nr * kc;
-        uint32_t* panel_pairs = reinterpret_cast<uint32_t*>(panel);
-        if (pairs && fp8) {
-          g->pack_w_fp8_pairs(rp8, kk, panel_pairs);
-          for (int64_t b = 0; b * w.block_cols < kk; ++b)
-            for (int64_t j = 0; j < nr; ++j) lane_scales[(p * nsub + b) * nr + j] = sp[j][b];
-        } else if (pairs && wbf16) {
-          g->pack_w_bf16_pairs(rp16, kk, panel_pairs);
-        } else if (pairs) {
-          g->pack_w_nvfp4_pairs(rp8, sp, kk, panel_pairs);
-        } else if (wbf16)
-          g->pack_w_bf16(rp16, kk, panel);
-        else if (fp8)
-          g->pack_w_fp8(rp8, sp, w.block_cols, kk, panel);
-        else if (nvfp4)
-          g->pack_w_nvfp4(rp8, sp, s2, kk, panel);
-        else
-          g->pack_w(rp, kk, panel);
-      }
+      for (int64_t p = 0; p < bp; ++p) PackWPanel(c, b0, b1, p, k0, kk);
       // The next block: the next rows of this k block, or the first rows of the next k block;
       // after the last, the first k block of the rows after n1 (a guess: MoE experts walk their
       // matrices in consecutive row chunks, one call each).
@@ -385,22 +461,8 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
           const int64_t r = nb0 + (q * bp + p) * slice;
           if (r < nb1) PrefetchRows<2>(w, r, std::min(nb1, r + slice), nk0, nk1);
           const int64_t n = b0 + p * nr;
-          const int nn = static_cast<int>(std::min(nr, b1 - n));
-          if (!pairs) {
-            g->tile(xpanel(q), wp + p * nr * kc, kk, y + t * ldy + n, ldy, m, nn, k0 > 0);
-            continue;
-          }
-          const uint32_t* xq = reinterpret_cast<const uint32_t*>(xpanel(q));
-          const uint32_t* wq = reinterpret_cast<const uint32_t*>(wp + p * nr * kc);
-          if (!fp8) {
-            g->tile_pairs(xq, wq, kkp, y + t * ldy + n, ldy, m, nn, k0 > 0, lane_scales.data());
-            continue;
-          }
-          // One call per scale block (block_cols even: a block starts on a pair).
-          for (int64_t b = 0, c0 = 0; c0 < kk; ++b, c0 += w.block_cols)
-            g->tile_pairs(xq + c0 / 2 * mr, wq + c0 / 2 * nr,
-                          (std::min(w.block_cols, kk - c0) + 1) / 2, y + t * ldy + n, ldy, m, nn,
-                          k0 > 0 || b > 0, &lane_scales[(p * nsub + b) * nr]);
+          MultiplyPanels(c, xpanel(q), p, kk, y + t * ldy + n, ldy, m,
+                         static_cast<int>(std::min(nr, b1 - n)), k0 > 0);
         }
       }
     }
