@@ -124,15 +124,12 @@ void PrefetchSelected(const PagedRows& kv, const int32_t* sel, int64_t j0, int64
   for (int64_t j = j0; j < j1; ++j) PrefetchKvRows(kv, sel[j], sel[j] + 1);
 }
 
-}  // namespace
-
-void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
-  const fast::KernelTable& kt = fast::Kernels(isa_);
-  const int64_t R = a.latent_dim, P = a.rope_dim, K = R + P, H = a.heads;
-  const int64_t Kp = (K + fast::kPadK - 1) / fast::kPadK * fast::kPadK;
-  const int64_t threads = NumThreads();
+// The work items of one call: each query row's selection, whole or in ranges (see the file
+// comment); rows with nothing selected get zeros here. *partials: how many items need a slot.
+std::vector<AttnItem> PlanAttnItems(const MlaAttentionArgs& a, int64_t threads, int64_t* partials) {
+  const int64_t H = a.heads, R = a.latent_dim;
   std::vector<AttnItem> items;
-  int64_t partials = 0;
+  *partials = 0;
   for (int64_t t = 0; t < a.tokens; ++t) {
     const int64_t n = a.selected_count[t];
     if (n == 0) {
@@ -150,96 +147,109 @@ void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
       items.push_back({t, 0, n, -1});
     } else {
       for (int64_t j = 0; j < n; j += chunk)
-        items.push_back({t, j, std::min(n, j + chunk), partials++});
+        items.push_back({t, j, std::min(n, j + chunk), (*partials)++});
     }
   }
-  // Partial slots: [m (H) | l (H) | o (H * R)].
-  const int64_t slot = 2 * H + H * R;
-  std::vector<float> part(partials * slot);
-  ParallelFor(static_cast<int64_t>(items.size()), 1, [&](int64_t ib, int64_t ie) {
-    const int64_t groups = (H + 15) / 16;
-    std::vector<float> q(H * Kp), s, o(H * R), qt(kt.scores16 ? groups * K * 16 : 0);
-    // Stored rows that are not f32 are decoded once, in the scores pass, for the whole item
-    // (<= kMaxItemRows rows, L2-sized), and the value pass reads them from here.
-    thread_local std::vector<float> dec;
-    if (a.kv.kind != KvRowKind::kF32 &&
-        dec.size() < static_cast<size_t>(kMaxItemRows * a.kv.row_floats))
-      dec.resize(kMaxItemRows * a.kv.row_floats);
-    const float* rows[kRowBlock];
-    for (int64_t it = ib; it < ie; ++it) {
-      const AttnItem& w = items[it];
-      const int64_t len = w.j1 - w.j0, t = w.t;
-      const int32_t* sel = a.selected + t * a.selected_stride + w.j0;
-      for (int64_t h = 0; h < H; ++h) {
-        std::memcpy(&q[h * Kp], a.q_latent + (t * H + h) * R, R * sizeof(float));
-        std::memcpy(&q[h * Kp + R], a.q_rope + (t * H + h) * P, P * sizeof(float));
-        std::fill(q.begin() + h * Kp + K, q.begin() + (h + 1) * Kp, 0.0f);
-      }
-      if (kt.scores16) {  // q transposed per group of 16 heads: qt[g][k][16]
-        const float* qh[16];
-        for (int64_t g = 0; g < groups; ++g) {
-          const int64_t n = std::min<int64_t>(16, H - 16 * g);
-          for (int64_t i = 0; i < n; ++i) qh[i] = &q[(16 * g + i) * Kp];
-          kt.transpose16(qh, n, K, &qt[g * K * 16]);
-        }
-      }
-      s.resize(H * len);
-      for (int64_t j = 0; j < len; j += kRowBlock) {
-        const int64_t nb = std::min(kRowBlock, len - j);
-        // The next block's stored rows: asked for by scores16 as it computes (spread over the
-        // FMAs; warm is null for the item's last block), else here in one burst.
-        const int64_t nx = std::min(kRowBlock, std::max<int64_t>(0, len - j - kRowBlock));
-        const void* next_rows[16];
-        const void* const* next = NextBlock(
-            a.kv, nx, [&](int64_t r) { return sel[j + kRowBlock + r]; }, next_rows);
-        if (!kt.scores16) PrefetchSelected(a.kv, sel, j + kRowBlock, j + kRowBlock + nx);
-        for (int64_t r = 0; r < nb; ++r)
-          rows[r] = KvRow(kt, a.kv, sel[j + r], &dec[(j + r) * a.kv.row_floats]);
-        if (kt.scores16) {
-          for (int64_t g = 0; g < groups; ++g)
-            kt.scores16(&qt[g * K * 16], K, rows, nb, std::min<int64_t>(16, H - 16 * g),
-                        s.data() + 16 * g * len + j, len, g == 0 ? next : nullptr,
-                        KvRowBytes(a.kv));
-        } else {
-          ScoreBlock(kt, q.data(), Kp, H, rows, nb, K, s.data() + j, len);
-        }
-      }
-      std::vector<float> m(H), l(H);
-      for (int64_t h = 0; h < H; ++h) {
-        float* sh = s.data() + h * len;
-        kt.scale(a.scale, sh, len);
-        m[h] = *std::max_element(sh, sh + len);
-        l[h] = kt.exp_sum(sh, len, m[h]);
-      }
-      std::fill(o.begin(), o.end(), 0.0f);
-      for (int64_t j = 0; j < len; j += kRowBlock) {
-        const int64_t nb = std::min(kRowBlock, len - j);
-        for (int64_t r = 0; r < nb; ++r)
-          rows[r] =
-              a.kv.kind == KvRowKind::kF32 ? a.kv.Row(sel[j + r]) : &dec[(j + r) * a.kv.row_floats];
-        if (kt.weighted_rows_heads) {
-          kt.weighted_rows_heads(rows, s.data() + j, len, H, nb, o.data(), R, R);
-        } else {
-          for (int64_t h = 0; h < H; ++h)
-            kt.weighted_rows(rows, s.data() + h * len + j, nb, &o[h * R], R);
-        }
-      }
-      if (w.partial < 0) {
-        for (int64_t h = 0; h < H; ++h) {
-          float* dst = a.out_latent + (t * H + h) * R;
-          std::memcpy(dst, &o[h * R], R * sizeof(float));
-          kt.scale(1.0f / l[h], dst, R);
-        }
-      } else {
-        float* p = &part[w.partial * slot];
-        std::copy(m.begin(), m.end(), p);
-        std::copy(l.begin(), l.end(), p + H);
-        std::copy(o.begin(), o.end(), p + 2 * H);
-      }
+  return items;
+}
+
+// One thread's buffers for its items.
+struct AttnScratch {
+  std::vector<float> q;   // [H, Kp]: [q_latent | q_rope | zeros] per head
+  std::vector<float> qt;  // scores16: q transposed per group of 16 heads, [g][K][16]
+  std::vector<float> s;   // [H, len] scores, then unnormalized probabilities
+  std::vector<float> o;   // [H, R] unnormalized output
+  std::vector<float> m, l;
+};
+
+// Scores of every head against the item's selected rows, into sc.s; rows that are not f32 are
+// decoded once into dec (kMaxItemRows rows; null for f32 rows), where the value pass reads them.
+void ScoreItem(const fast::KernelTable& kt, const MlaAttentionArgs& a, const AttnItem& w,
+               AttnScratch& sc, float* dec) {
+  const int64_t R = a.latent_dim, P = a.rope_dim, K = R + P, H = a.heads;
+  const int64_t Kp = (K + fast::kPadK - 1) / fast::kPadK * fast::kPadK;
+  const int64_t groups = (H + 15) / 16, len = w.j1 - w.j0, t = w.t;
+  const int32_t* sel = a.selected + t * a.selected_stride + w.j0;
+  for (int64_t h = 0; h < H; ++h) {
+    std::memcpy(&sc.q[h * Kp], a.q_latent + (t * H + h) * R, R * sizeof(float));
+    std::memcpy(&sc.q[h * Kp + R], a.q_rope + (t * H + h) * P, P * sizeof(float));
+    std::fill(sc.q.begin() + h * Kp + K, sc.q.begin() + (h + 1) * Kp, 0.0f);
+  }
+  if (kt.scores16) {
+    const float* qh[16];
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t n = std::min<int64_t>(16, H - 16 * g);
+      for (int64_t i = 0; i < n; ++i) qh[i] = &sc.q[(16 * g + i) * Kp];
+      kt.transpose16(qh, n, K, &sc.qt[g * K * 16]);
     }
-  });
-  if (partials == 0) return;
-  // Merge the split rows: out = sum_i o_i e^(m_i - M) / sum_i l_i e^(m_i - M).
+  }
+  sc.s.resize(H * len);
+  const float* rows[kRowBlock];
+  for (int64_t j = 0; j < len; j += kRowBlock) {
+    const int64_t nb = std::min(kRowBlock, len - j);
+    // The next block's stored rows: asked for by scores16 as it computes (spread over the
+    // FMAs; warm is null for the item's last block), else here in one burst.
+    const int64_t nx = std::min(kRowBlock, std::max<int64_t>(0, len - j - kRowBlock));
+    const void* next_rows[16];
+    const void* const* next = NextBlock(
+        a.kv, nx, [&](int64_t r) { return sel[j + kRowBlock + r]; }, next_rows);
+    if (!kt.scores16) PrefetchSelected(a.kv, sel, j + kRowBlock, j + kRowBlock + nx);
+    for (int64_t r = 0; r < nb; ++r)
+      rows[r] = KvRow(kt, a.kv, sel[j + r], dec ? dec + (j + r) * a.kv.row_floats : nullptr);
+    if (kt.scores16) {
+      for (int64_t g = 0; g < groups; ++g)
+        kt.scores16(&sc.qt[g * K * 16], K, rows, nb, std::min<int64_t>(16, H - 16 * g),
+                    sc.s.data() + 16 * g * len + j, len, g == 0 ? next : nullptr, KvRowBytes(a.kv));
+    } else {
+      ScoreBlock(kt, sc.q.data(), Kp, H, rows, nb, K, sc.s.data() + j, len);
+    }
+  }
+}
+
+// One item: scores, an exact softmax per head over the item, the latent output; written to
+// out_latent (whole rows) or to the item's partial slot [m (H) | l (H) | o (H * R)].
+void AttendItem(const fast::KernelTable& kt, const MlaAttentionArgs& a, const AttnItem& w,
+                AttnScratch& sc, float* dec, float* partial) {
+  const int64_t R = a.latent_dim, H = a.heads, len = w.j1 - w.j0, t = w.t;
+  const int32_t* sel = a.selected + t * a.selected_stride + w.j0;
+  ScoreItem(kt, a, w, sc, dec);
+  for (int64_t h = 0; h < H; ++h) {
+    float* sh = sc.s.data() + h * len;
+    kt.scale(a.scale, sh, len);
+    sc.m[h] = *std::max_element(sh, sh + len);
+    sc.l[h] = kt.exp_sum(sh, len, sc.m[h]);
+  }
+  std::fill(sc.o.begin(), sc.o.end(), 0.0f);
+  const float* rows[kRowBlock];
+  for (int64_t j = 0; j < len; j += kRowBlock) {
+    const int64_t nb = std::min(kRowBlock, len - j);
+    for (int64_t r = 0; r < nb; ++r)
+      rows[r] =
+          a.kv.kind == KvRowKind::kF32 ? a.kv.Row(sel[j + r]) : dec + (j + r) * a.kv.row_floats;
+    if (kt.weighted_rows_heads) {
+      kt.weighted_rows_heads(rows, sc.s.data() + j, len, H, nb, sc.o.data(), R, R);
+    } else {
+      for (int64_t h = 0; h < H; ++h)
+        kt.weighted_rows(rows, sc.s.data() + h * len + j, nb, &sc.o[h * R], R);
+    }
+  }
+  if (!partial) {
+    for (int64_t h = 0; h < H; ++h) {
+      float* dst = a.out_latent + (t * H + h) * R;
+      std::memcpy(dst, &sc.o[h * R], R * sizeof(float));
+      kt.scale(1.0f / sc.l[h], dst, R);
+    }
+  } else {
+    std::copy(sc.m.begin(), sc.m.end(), partial);
+    std::copy(sc.l.begin(), sc.l.end(), partial + H);
+    std::copy(sc.o.begin(), sc.o.end(), partial + 2 * H);
+  }
+}
+
+// Merges the split rows' partials: out = sum_i o_i e^(m_i - M) / sum_i l_i e^(m_i - M).
+void MergePartials(const fast::KernelTable& kt, const MlaAttentionArgs& a,
+                   const std::vector<AttnItem>& items, const float* part, int64_t slot) {
+  const int64_t H = a.heads, R = a.latent_dim;
   for (size_t i = 0; i < items.size();) {
     if (items[i].partial < 0) {
       ++i;
@@ -263,6 +273,38 @@ void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
     }
     i = e;
   }
+}
+
+}  // namespace
+
+void CpuFastOps::MlaAttention(const MlaAttentionArgs& a) const {
+  const fast::KernelTable& kt = fast::Kernels(isa_);
+  const int64_t R = a.latent_dim, K = R + a.rope_dim, H = a.heads;
+  const int64_t Kp = (K + fast::kPadK - 1) / fast::kPadK * fast::kPadK;
+  int64_t partials = 0;
+  const std::vector<AttnItem> items = PlanAttnItems(a, NumThreads(), &partials);
+  const int64_t slot = 2 * H + H * R;
+  std::vector<float> part(partials * slot);
+  ParallelFor(static_cast<int64_t>(items.size()), 1, [&](int64_t ib, int64_t ie) {
+    AttnScratch sc;
+    sc.q.resize(H * Kp);
+    sc.qt.resize(kt.scores16 ? (H + 15) / 16 * K * 16 : 0);
+    sc.o.resize(H * R);
+    sc.m.resize(H);
+    sc.l.resize(H);
+    // Stored rows that are not f32 are decoded once, in the scores pass, for the whole item
+    // (<= kMaxItemRows rows, L2-sized), and the value pass reads them from here.
+    thread_local std::vector<float> dec;
+    if (a.kv.kind != KvRowKind::kF32 &&
+        dec.size() < static_cast<size_t>(kMaxItemRows * a.kv.row_floats))
+      dec.resize(kMaxItemRows * a.kv.row_floats);
+    for (int64_t it = ib; it < ie; ++it) {
+      const AttnItem& w = items[it];
+      AttendItem(kt, a, w, sc, a.kv.kind == KvRowKind::kF32 ? nullptr : dec.data(),
+                 w.partial < 0 ? nullptr : &part[w.partial * slot]);
+    }
+  });
+  if (partials > 0) MergePartials(kt, a, items, part.data(), slot);
 }
 
 void CpuFastOps::IndexerScores(const IndexerArgs& a) const {
