@@ -61,15 +61,17 @@ TEST_P(FastBf16ActTest, LinearMatchesReferenceOnRoundedActivations) {
   struct Case {
     int64_t T, N, K;
   };
-  // T 1 (one-token tiles), 2-12 (token tiles, 8 whole-row bf16, 12 k blocks), 33 (packed weights:
+  // T 1 (one-token tiles), 2-12 (token tiles, 8 whole-row bf16, 12 k blocks; 5 and 7 leave a 1-
+  // and a 3-token tile), 33 (packed weights:
   // the hi-only tiles, up to 63 tokens), 70 (packed and f32 weights: the GEMM; bf16 the tiles,
   // up to 79), 100, 130 and 150 (the GEMM for every format, on bf16 pairs but for f32 weights,
   // with an odd K at 77 and 301; 130 x 20 splits the tokens across threads off the 12-token
   // panels).
   for (int kind = 0; kind < 5; ++kind) {
     for (Case c : {Case{1, 37, 300}, Case{1, 300, 2100}, Case{2, 19, 129}, Case{3, 21, 1100},
-                   Case{5, 9, 260}, Case{8, 45, 2100}, Case{12, 21, 2100}, Case{33, 40, 300},
-                   Case{70, 33, 260}, Case{130, 20, 140}, Case{100, 37, 77}, Case{150, 70, 301}}) {
+                   Case{5, 9, 260}, Case{7, 31, 520}, Case{8, 45, 2100}, Case{12, 21, 2100},
+                   Case{33, 40, 300}, Case{70, 33, 260}, Case{130, 20, 140}, Case{100, 37, 77},
+                   Case{150, 70, 301}}) {
       SCOPED_TRACE(std::string(KindName(kind)) + " T=" + std::to_string(c.T) +
                    " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K));
       const Weight w = AnyWeight(kind, c.N, c.K, 7 + c.K);
@@ -84,19 +86,21 @@ TEST_P(FastBf16ActTest, LinearMatchesReferenceOnRoundedActivations) {
   }
 }
 
-// Row-range views whose 32-row GEMM panels straddle the FP8 128-row scale blocks (the pair GEMM
-// takes each output's own block scale), in every format the pair GEMM takes.
-TEST_P(FastBf16ActTest, GemmOnViewsMatchesReferenceOnRoundedActivations) {
-  for (int kind : {1, 2, 3, 4}) {
-    SCOPED_TRACE(KindName(kind));
-    const int64_t T = 140, N = 200, K = 270, skip = 5;
-    const Weight w = AnyWeight(kind, skip + N + 3, K, 11).RowRange(skip, N);
-    const Tensor x = Random({T, K}, 12);
-    Tensor y = Tensor::Empty(DType::kF32, {T, N}), r = y.Clone();
-    ops_.Linear(x, w, y);
-    kRef.Linear(RoundedToBf16(x), w, r);
-    EXPECT_LE(RelErr(y, r), 2e-5);
-  }
+// Row-range views whose row groups straddle the FP8 128-row scale blocks (each output takes its
+// own row's block scale): the GEMM's 32-row panels (140 tokens) and the tiles' row groups (6
+// tokens), in every format the pair GEMM takes.
+TEST_P(FastBf16ActTest, RowViewsMatchReferenceOnRoundedActivations) {
+  for (int kind : {1, 2, 3, 4})
+    for (int64_t T : {6, 140}) {
+      SCOPED_TRACE(std::string(KindName(kind)) + " T=" + std::to_string(T));
+      const int64_t N = 200, K = 270, skip = 5;
+      const Weight w = AnyWeight(kind, skip + N + 3, K, 11).RowRange(skip, N);
+      const Tensor x = Random({T, K}, 12);
+      Tensor y = Tensor::Empty(DType::kF32, {T, N}), r = y.Clone();
+      ops_.Linear(x, w, y);
+      kRef.Linear(RoundedToBf16(x), w, r);
+      EXPECT_LE(RelErr(y, r), 2e-5);
+    }
 }
 
 TEST_P(FastBf16ActTest, MoeExpertsRoundBothMatmulInputs) {
