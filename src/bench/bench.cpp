@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <random>
 
@@ -28,6 +29,7 @@ struct Step {
   double paired_gbs = 0;  // read bandwidth probed right after the step (0: not probed)
   std::array<OpTally, static_cast<int>(OpCategory::kCount)> cat{};
   OpTally total;
+  std::map<std::string, OpTally> by_weight;  // the matmuls per weight (ProfilingOps::ByWeight)
 };
 
 Step MedianStep(std::vector<Step> v) {
@@ -40,6 +42,7 @@ Step Capture(const ProfilingOps& p, double seconds) {
   s.seconds = seconds;
   for (int c = 0; c < static_cast<int>(OpCategory::kCount); ++c) s.cat[c] = p.Get(OpCategory(c));
   s.total = p.Total();
+  s.by_weight = p.ByWeight();
   return s;
 }
 
@@ -200,6 +203,32 @@ Status Prefill(Model& m, const ProfilingOps& prof, const BenchOptions& o, const 
   return OkStatus();
 }
 
+// The step's matmuls per weight, slowest first: calls, time, bytes, GB/s and its share of
+// `gbs_ref` (the bandwidth probed right after the step). Printed to `log` when given.
+nlohmann::json ByWeight(const Step& s, double gbs_ref, std::FILE* log) {
+  std::vector<std::pair<std::string, OpTally>> v(s.by_weight.begin(), s.by_weight.end());
+  std::sort(v.begin(), v.end(),
+            [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [name, t] : v) {
+    const double gbs = t.seconds > 0 ? t.bytes / t.seconds / 1e9 : 0;
+    if (log)
+      std::fprintf(log,
+                   "                                 %-52s %3lld calls %8.3f ms %8.2f MB %6.1f "
+                   "GB/s %4.0f%%\n",
+                   name.c_str(), static_cast<long long>(t.calls), Ms(t.seconds), t.bytes / 1e6, gbs,
+                   100 * gbs / gbs_ref);
+    out.push_back({{"weight", name},
+                   {"calls", t.calls},
+                   {"ms", Ms(t.seconds)},
+                   {"bytes", t.bytes},
+                   {"gflop", t.flops / 1e9},
+                   {"gbs", gbs},
+                   {"pct_bandwidth_paired", 100 * gbs / gbs_ref}});
+  }
+  return out;
+}
+
 Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
                      const MachineInfo& run_probe, BandwidthProbe* probe, std::FILE* log,
                      nlohmann::json* out) {
@@ -259,6 +288,10 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
                    "                               the roofline is %.2fx the bytes model: at this "
                    "compute peak the step cannot reach the bytes model (compute-bound)\n",
                    roofline_p / model_p);
+    if (o.by_weight)
+      std::fprintf(log, "                               matmuls of the median step by weight:\n");
+    nlohmann::json by_weight =
+        ByWeight(s, s.paired_gbs > 0 ? s.paired_gbs : mi.read_gbs, o.by_weight ? log : nullptr);
     out->push_back({{"batch", B},
                     {"context", o.prompt_len},
                     {"step_ms", Ms(s.seconds)},
@@ -281,7 +314,8 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
                     {"model_bytes_per_step", model_bytes},
                     {"model_step_ms", Ms(model_bytes / (mi.read_gbs * 1e9))},
                     {"roofline_step_ms", Ms(roofline)},
-                    {"breakdown", Breakdown(s)}});
+                    {"breakdown", Breakdown(s)},
+                    {"matmul_by_weight", std::move(by_weight)}});
   }
   return OkStatus();
 }

@@ -5,7 +5,8 @@
 // percentages use the larger of that and the first probe), and a decode-step sweep over context
 // lengths for sparse (DSA) and dense MLA attention on the same weights. Every figure is the median
 // of several repeats (steps); bytes and FLOPs come from ProfilingOps' per-op accounting of the
-// actual step (experts really touched, KV rows really read).
+// actual step (experts really touched, KV rows really read); the JSON also lists each decode
+// configuration's matmuls per weight (ProfilingOps::ByWeight).
 // KV for decode and the context sweep is filled with synthetic rows written straight into the
 // pool (prefilling 32 sequences or 32k tokens at CPU speed would take minutes and only timing
 // matters there); prefill is measured separately on real tokens.
@@ -36,6 +37,7 @@ struct BenchOptions {
   FastActivations activations = FastActivations::kF32;
   bool skip_prefill = false;
   KvDtype kv_dtype = KvDtype::kF32;  // how the KV pool stores rows (decode, sweep and prefill)
+  bool by_weight = false;  // print each decode configuration's matmuls per weight (`--by-weight`)
 };
 
 // Runs the benchmark, printing human-readable lines to `log` as results arrive; returns them all

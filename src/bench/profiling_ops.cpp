@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <set>
+#include <string_view>
 
 namespace lucid {
 namespace {
@@ -11,6 +12,17 @@ double Now() {
 }
 
 }  // namespace
+
+std::string LayerlessName(const std::string& name) {
+  constexpr std::string_view kLayers = "layers.";
+  const size_t p = name.find(kLayers);
+  if (p == std::string::npos) return name;
+  const size_t b = p + kLayers.size();
+  size_t e = b;
+  while (e < name.size() && name[e] >= '0' && name[e] <= '9') ++e;
+  if (e == b) return name;
+  return name.substr(0, b) + "*" + name.substr(e);
+}
 
 const char* OpCategoryName(OpCategory c) {
   switch (c) {
@@ -51,18 +63,28 @@ void ProfilingOps::Add(OpCategory c, double seconds, double bytes, double flops)
   ++t.calls;
 }
 
+void ProfilingOps::AddMatmul(const std::string& weight, double seconds, double bytes,
+                             double flops) const {
+  Add(OpCategory::kMatmul, seconds, bytes, flops);
+  OpTally& t = by_weight_[LayerlessName(weight)];
+  t.seconds += seconds;
+  t.bytes += bytes;
+  t.flops += flops;
+  ++t.calls;
+}
+
 void ProfilingOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
   const double t0 = Now();
   inner_.Linear(x, w, y);
-  Add(OpCategory::kMatmul, Now() - t0, double(w.StoredBytes()),
-      2.0 * double(x.size(0)) * double(w.rows) * double(w.cols));
+  AddMatmul(w.name, Now() - t0, double(w.StoredBytes()),
+            2.0 * double(x.size(0)) * double(w.rows) * double(w.cols));
 }
 
 void ProfilingOps::LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const {
   const double t0 = Now();
   inner_.LinearTransposed(x, w, y);
-  Add(OpCategory::kMatmul, Now() - t0, double(w.StoredBytes()),
-      2.0 * double(x.size(0)) * double(w.rows) * double(w.cols));
+  AddMatmul(w.name, Now() - t0, double(w.StoredBytes()),
+            2.0 * double(x.size(0)) * double(w.rows) * double(w.cols));
 }
 
 void ProfilingOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride,
@@ -71,8 +93,8 @@ void ProfilingOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stri
   const double t0 = Now();
   inner_.MlaAbsorbQuery(q, heads, q_stride, nope_dim, v_dim, kv_b, q_latent);
   const double share = double(nope_dim) / double(nope_dim + v_dim);
-  Add(OpCategory::kMatmul, Now() - t0, double(kv_b.StoredBytes()) * share,
-      2.0 * double(q.size(0)) * double(heads * nope_dim) * double(kv_b.cols));
+  AddMatmul(kv_b.name + " (W_uk)", Now() - t0, double(kv_b.StoredBytes()) * share,
+            2.0 * double(q.size(0)) * double(heads * nope_dim) * double(kv_b.cols));
 }
 
 void ProfilingOps::MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t nope_dim,
@@ -80,8 +102,8 @@ void ProfilingOps::MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t
   const double t0 = Now();
   inner_.MlaProjectOutput(latent, heads, nope_dim, v_dim, kv_b, out);
   const double share = double(v_dim) / double(nope_dim + v_dim);
-  Add(OpCategory::kMatmul, Now() - t0, double(kv_b.StoredBytes()) * share,
-      2.0 * double(latent.size(0)) * double(heads * v_dim) * double(kv_b.cols));
+  AddMatmul(kv_b.name + " (W_uv)", Now() - t0, double(kv_b.StoredBytes()) * share,
+            2.0 * double(latent.size(0)) * double(heads * v_dim) * double(kv_b.cols));
 }
 
 void ProfilingOps::Embedding(const Weight& table, std::span<const int32_t> ids, Tensor& out) const {

@@ -11,11 +11,17 @@
 // attention counts one stored KV row (f32, bf16 or fp8 with its scales: KvRowBytes) per selected
 // token per query row, the indexer one stored key row per causal key per query row (exact for
 // decode; an upper bound for prefill, where keys are shared). FLOPs: 2 per multiply-add.
+// Within kMatmul, the same tallies per weight (ByWeight): every layer's copy of a weight under one
+// name, its layer index replaced by "*" ("model.layers.*.self_attn.q_a_proj.weight"; the W_uk and
+// W_uv shares of kv_b_proj with " (W_uk)" / " (W_uv)" appended), so a step shows which matmuls
+// fall short of the bandwidth.
 // Thread-safety: not thread-safe (the counters are plain); use from the one engine thread.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "ops/ops.h"
 
@@ -23,6 +29,10 @@ namespace lucid {
 
 enum class OpCategory { kMatmul, kExperts, kAttention, kIndexer, kTopK, kOther, kCount };
 const char* OpCategoryName(OpCategory c);
+
+// `name` with the index after "layers." replaced by "*" ("model.layers.12.mlp.up_proj.weight" ->
+// "model.layers.*.mlp.up_proj.weight"); other names unchanged.
+std::string LayerlessName(const std::string& name);
 
 struct OpTally {
   double seconds = 0;
@@ -37,8 +47,13 @@ class ProfilingOps final : public Ops {
   explicit ProfilingOps(const Ops& inner) : inner_(inner) {}
   const char* name() const override { return inner_.name(); }
 
-  void Reset() const { tally_ = {}; }
+  void Reset() const {
+    tally_ = {};
+    by_weight_.clear();
+  }
   const OpTally& Get(OpCategory c) const { return tally_[static_cast<int>(c)]; }
+  // The kMatmul calls since Reset, per LayerlessName of their weight; they sum to Get(kMatmul).
+  const std::map<std::string, OpTally>& ByWeight() const { return by_weight_; }
   OpTally Total() const;
 
   void Linear(const Tensor& x, const Weight& w, Tensor& y) const override;
@@ -65,8 +80,10 @@ class ProfilingOps final : public Ops {
 
  private:
   void Add(OpCategory c, double seconds, double bytes, double flops) const;
+  void AddMatmul(const std::string& weight, double seconds, double bytes, double flops) const;
   const Ops& inner_;
   mutable std::array<OpTally, static_cast<int>(OpCategory::kCount)> tally_{};
+  mutable std::map<std::string, OpTally> by_weight_;
 };
 
 }  // namespace lucid

@@ -92,6 +92,9 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--reference-ops", f->reference_ops,
                 "Deprecated alias of --cpu-kernels reference (the CpuOps reference kernels)");
   cmd->add_flag("--skip-prefill", f->o.skip_prefill, "Do not measure prefill");
+  cmd->add_flag(
+      "--by-weight", f->o.by_weight,
+      "Print each decode batch's matmuls per weight (time, GB/s, share of the bandwidth)");
   cmd->add_option("--kv-cache-dtype", f->kv_cache_dtype,
                   "KV cache storage: f32 (default, = auto) | bf16 | fp8_e4m3");
   cmd->add_flag("--json", f->json, "Print the results as JSON on stdout");

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "e2e_util.h"
@@ -178,6 +179,26 @@ TEST(CliTest, BenchFiguresAreConsistent) {
     const double model = d["model_step_ms_paired"].get<double>();
     EXPECT_GE(roof, model * (1 - 1e-9));
     EXPECT_NEAR(d["roofline_over_model_paired"].get<double>(), roof / model, 1e-9 * roof / model);
+    // The matmuls per weight: every layer's copy under one name, slowest first, summing to the
+    // matmul kind. 3 layers, all with attention (q_a_proj and kv_b_proj's two shares in each).
+    double mm_bytes = 0, mm_ms = 0, prev_ms = 1e30;
+    std::map<std::string, int64_t> calls;
+    for (const auto& w : d["matmul_by_weight"]) {
+      const std::string name = w["weight"];
+      EXPECT_EQ(name.find("layers.0"), std::string::npos) << name;
+      mm_bytes += w["bytes"].get<double>();
+      mm_ms += w["ms"].get<double>();
+      EXPECT_LE(w["ms"].get<double>(), prev_ms) << name;
+      prev_ms = w["ms"].get<double>();
+      calls[name] = w["calls"].get<int64_t>();
+    }
+    const auto& mm = d["breakdown"]["matmul"];
+    EXPECT_NEAR(mm_bytes, mm["bytes"].get<double>(), 1e-9 * mm_bytes);
+    EXPECT_NEAR(mm_ms, mm["ms"].get<double>(), 1e-6 * mm_ms);
+    EXPECT_EQ(calls["lm_head.weight"], 1);
+    EXPECT_EQ(calls["model.layers.*.self_attn.q_a_proj.weight"], 3);
+    EXPECT_EQ(calls["model.layers.*.self_attn.kv_b_proj.weight (W_uk)"], 3);
+    EXPECT_EQ(calls["model.layers.*.self_attn.kv_b_proj.weight (W_uv)"], 3);
   }
   double dsa_attn = 0, dense_attn = 0;
   for (const auto& c : j["context_sweep"]) {
