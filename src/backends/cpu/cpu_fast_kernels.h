@@ -69,7 +69,11 @@ struct KernelTable {
   int64_t (*vector_k)(int64_t K) = nullptr;
   TileKernel gemv_f32, gemm_f32;    // f32 weights
   TileKernel gemv_bf16, gemm_bf16;  // bf16 weights (dp tiles when bf16_split)
-  bool bf16_split = false;          // bf16 tiles take hi/lo bf16 activations
+  // One token against bf16 rows read one after another (optional; MatmulRows takes it over
+  // gemv_bf16 from kRowsGemvMinK columns, where the rows are long enough to pay for a reduction
+  // each).
+  TileKernel gemv_bf16_rows;
+  bool bf16_split = false;  // bf16 tiles take hi/lo bf16 activations
   // Fused packed-weight tiles (avx512bf16), codes decoded in registers and each decoded vector
   // used by every token of the tile. fp8_tiles[m] / nvfp4_tiles[m] take m tokens (m = 1..n; x as
   // the hi/lo bf16 split, n = fp8_tile_tokens / nvfp4_tile_tokens) against nr rows; [0] is the
@@ -106,7 +110,7 @@ struct KernelTable {
   // FastActivations::kBf16): one vdpbf16ps per weight pair instead of the hi/lo pair, the same
   // contracts with x2 / xl unused. Set wherever bf16_split is.
   struct HiOnlyTiles {
-    TileKernel gemv_bf16, gemm_bf16;
+    TileKernel gemv_bf16, gemm_bf16, gemv_bf16_rows;
     Fp8Tile fp8[5];
     Nvfp4Tile nvfp4[5];
     int fp8_tokens = 0, nvfp4_tokens = 0;
@@ -231,6 +235,8 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
 // instruction set or weight format, or for fewer than GemmMinTokens tokens on an x with f32
 // rows; MatmulRows then uses the dot-product tiles. MatmulRows tries it from kGemmMinTokens.
 constexpr int64_t kGemmMinTokens = 32;
+// Columns from which one to three tokens against bf16 weights take the gemv_bf16_rows tiles.
+constexpr int64_t kRowsGemvMinK = 1024;
 bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
               int64_t n0, int64_t n1, float* y, int64_t ldy);
 // Tokens from which GemmRows takes calls on this format at this level (>= kGemmMinTokens where

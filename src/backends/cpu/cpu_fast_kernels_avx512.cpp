@@ -112,6 +112,59 @@ LUCID_AVX512BF16 void TileDpBf16(const void* const* xh, const void* const* xl,
   Reduce<MR, NR>(acc, out);
 }
 
+// One token against NR bf16 rows read one after another, each row from start to end: the group
+// is one sequential stream, where TileDpBf16<1, NR> steps through its NR rows side by side.
+// BM_LinearBig, one token, the ~45-50 GB/s state of the dev box: one thread 43 against 36 GB/s
+// with bf16 activations and 38 against 33 with the hi/lo split; two threads 58-60 against 53-54
+// and 57-59 against 49-51 (above the read probe's 48-53); in the ~80 GB/s state 91 against 74 with
+// bf16 activations. Each row's next line 4 KB ahead (the next row) is asked for in L2: one thread,
+// hi/lo, 38-40 against 33-34 GB/s without. Four accumulators per half (hi and lo apart), reduced
+// per row, so rows shorter than ~1024 columns pay more in reductions than they gain (the expert
+// down projections at K 512 were 4% slower): MatmulRows takes it from kRowsGemvMinK columns.
+constexpr int64_t kRowsPrefetchBytes = 4096;
+template <int NR, bool kLo>
+LUCID_AVX512BF16 void TileDpBf16Rows(const void* const* xh, const void* const* xl,
+                                     const void* const* wv, int64_t k0, int64_t k1, int64_t K,
+                                     float* out) {
+  const int64_t end = std::min(k1, K);
+  const int64_t full = k0 + (end - k0) / 128 * 128;
+  const uint16_t* h = static_cast<const uint16_t*>(xh[0]);
+  const uint16_t* l = kLo ? static_cast<const uint16_t*>(xl[0]) : nullptr;
+  for (int j = 0; j < NR; ++j) {
+    const uint16_t* w = static_cast<const uint16_t*>(wv[j]);
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
+    __m512 b[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
+    int64_t k = k0;
+    for (; k < full; k += 128) {
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u)
+        _mm_prefetch(reinterpret_cast<const char*>(w + k + 32 * u) + kRowsPrefetchBytes,
+                     _MM_HINT_T1);
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) {
+        const __m512bh wk = (__m512bh)_mm512_loadu_si512(w + k + 32 * u);
+        a[u] = _mm512_dpbf16_ps(a[u], (__m512bh)_mm512_loadu_si512(h + k + 32 * u), wk);
+        if constexpr (kLo)
+          b[u] = _mm512_dpbf16_ps(b[u], (__m512bh)_mm512_loadu_si512(l + k + 32 * u), wk);
+      }
+    }
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) a[u] = _mm512_add_ps(a[u], b[u]);
+    for (; k < end; k += 32) {
+      const int64_t left = end - k;
+      const __mmask32 m = left >= 32 ? 0xFFFFFFFFu : ((1u << left) - 1);
+      const __m512bh wk = (__m512bh)_mm512_maskz_loadu_epi16(m, w + k);
+      a[0] = _mm512_dpbf16_ps(a[0], (__m512bh)_mm512_maskz_loadu_epi16(m, h + k), wk);
+      if constexpr (kLo)
+        a[0] = _mm512_dpbf16_ps(a[0], (__m512bh)_mm512_maskz_loadu_epi16(m, l + k), wk);
+    }
+    out[j] =
+        _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
+  }
+}
+
 // The vector loops below run whole 16-lane chunks with plain loads and stores and only the tail
 // masked: masked loads and stores cost more than plain ones on Zen 5.
 LUCID_AVX512 void WidenBf16(const uint16_t* src, float* dst, int64_t n) {
@@ -579,10 +632,12 @@ KernelTable MakeTable(bool bf16) {
   t.gemm_f32 = {&TileFma<4, 4, false>, 4, 4};
   if (bf16) {
     t.gemv_bf16 = {&TileDpBf16<1, 8, true>, 1, 8};
+    t.gemv_bf16_rows = {&TileDpBf16Rows<8, true>, 1, 8};
     // 4 tokens x 6 rows: 24 accumulators, 6 weight vectors and the hi/lo pair fill the 32
     // registers (against 4 x 4: 370 vs 295 GFLOP/s at 16 tokens, 407 vs 322 at 32).
     t.gemm_bf16 = {&TileDpBf16<4, 6, true>, 4, 6};
     t.hi_only.gemv_bf16 = {&TileDpBf16<1, 8, false>, 1, 8};
+    t.hi_only.gemv_bf16_rows = {&TileDpBf16Rows<8, false>, 1, 8};
     t.hi_only.gemm_bf16 = {&TileDpBf16<4, 6, false>, 4, 6};
     t.bf16_split = true;
     t.split_bf16 = &SplitBf16;

@@ -163,11 +163,21 @@ KernelTable Complete(KernelTable t) {
 
 constexpr int64_t kMaxGroups = 1024 / 16;  // NVFP4 groups in one k block
 
-const TileKernel& PickTile(const KernelTable& kt, WeightFormat f, int64_t T, bool hi_only) {
+// The tile for T tokens against rows of K columns of format f (kF32 for widened slivers): one to
+// three tokens take the one-token tiles (bf16 rows of kRowsGemvMinK columns or more, the
+// row-after-row ones), more the token tiles.
+const TileKernel& PickTile(const KernelTable& kt, WeightFormat f, int64_t T, int64_t K,
+                           bool hi_only) {
   const bool gemv = T < 4;
-  if (f == WeightFormat::kBF16 && hi_only && kt.bf16_split)
+  if (f == WeightFormat::kBF16 && hi_only && kt.bf16_split) {
+    if (gemv && K >= kRowsGemvMinK && kt.hi_only.gemv_bf16_rows.fn)
+      return kt.hi_only.gemv_bf16_rows;
     return gemv ? kt.hi_only.gemv_bf16 : kt.hi_only.gemm_bf16;
-  if (f == WeightFormat::kBF16) return gemv ? kt.gemv_bf16 : kt.gemm_bf16;
+  }
+  if (f == WeightFormat::kBF16) {
+    if (gemv && K >= kRowsGemvMinK && kt.gemv_bf16_rows.fn) return kt.gemv_bf16_rows;
+    return gemv ? kt.gemv_bf16 : kt.gemm_bf16;
+  }
   return gemv ? kt.gemv_f32 : kt.gemm_f32;
 }
 
@@ -452,7 +462,8 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
   // the L1 sliver, block by block, and never more of the matrix than that.
   const bool packed = Packed(w.format);
   const bool widen = packed || (w.format == WeightFormat::kBF16 && t1 - t0 >= 128);
-  const TileKernel& tk = PickTile(kt, widen ? WeightFormat::kF32 : w.format, t1 - t0, x.hi_only);
+  const TileKernel& tk =
+      PickTile(kt, widen ? WeightFormat::kF32 : w.format, t1 - t0, w.cols, x.hi_only);
   const bool tiled =
       (packed || w.format == WeightFormat::kF32 || w.format == WeightFormat::kBF16) && tk.fn &&
       (!packed || w.block_cols > 0);
