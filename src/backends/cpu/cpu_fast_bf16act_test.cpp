@@ -61,13 +61,12 @@ TEST_P(FastBf16ActTest, LinearMatchesReferenceOnRoundedActivations) {
   struct Case {
     int64_t T, N, K;
   };
-  // T 1 (one-token tiles; bf16 from 1024 columns, 2100 and 1100 here, the row-after-row ones),
-  // 2-12 (token tiles, 8 whole-row bf16, 12 k blocks; 5 and 7 leave a 1-
-  // and a 3-token tile), 33 (packed weights:
-  // the hi-only tiles, up to 63 tokens), 70 (packed and f32 weights: the GEMM; bf16 the tiles,
-  // up to 79), 100, 130 and 150 (the GEMM for every format, on bf16 pairs but for f32 weights,
-  // with an odd K at 77 and 301; 130 x 20 splits the tokens across threads off the 12-token
-  // panels).
+  // T 1 (one-token tiles: the row-after-row ones for FP8, and for bf16 from 1024 columns, 2100
+  // and 1100 here), 2-12 (token tiles, 8 whole-row bf16, 12 k blocks; 5 and 7 leave a 1- and a
+  // 3-token tile), 33 (packed weights: the hi-only tiles, up to 63 tokens), 70 (packed and f32
+  // weights: the GEMM; bf16 the tiles, up to 79), 100, 130 and 150 (the GEMM for every format, on
+  // bf16 pairs but for f32 weights, with an odd K at 77 and 301; 130 x 20 splits the tokens across
+  // threads off the 12-token panels).
   for (int kind = 0; kind < 5; ++kind) {
     for (Case c : {Case{1, 37, 300}, Case{1, 300, 2100}, Case{2, 19, 129}, Case{3, 21, 1100},
                    Case{5, 9, 260}, Case{7, 31, 520}, Case{8, 45, 2100}, Case{12, 21, 2100},
