@@ -11,6 +11,13 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+void Accumulate(OpTally& t, double seconds, double bytes, double flops) {
+  t.seconds += seconds;
+  t.bytes += bytes;
+  t.flops += flops;
+  ++t.calls;
+}
+
 }  // namespace
 
 std::string LayerlessName(const std::string& name) {
@@ -56,21 +63,13 @@ OpTally ProfilingOps::Total() const {
 }
 
 void ProfilingOps::Add(OpCategory c, double seconds, double bytes, double flops) const {
-  OpTally& t = tally_[static_cast<int>(c)];
-  t.seconds += seconds;
-  t.bytes += bytes;
-  t.flops += flops;
-  ++t.calls;
+  Accumulate(tally_[static_cast<int>(c)], seconds, bytes, flops);
 }
 
 void ProfilingOps::AddMatmul(const std::string& weight, double seconds, double bytes,
                              double flops) const {
   Add(OpCategory::kMatmul, seconds, bytes, flops);
-  OpTally& t = by_weight_[LayerlessName(weight)];
-  t.seconds += seconds;
-  t.bytes += bytes;
-  t.flops += flops;
-  ++t.calls;
+  Accumulate(by_weight_[LayerlessName(weight)], seconds, bytes, flops);
 }
 
 void ProfilingOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
