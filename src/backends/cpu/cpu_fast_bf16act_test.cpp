@@ -62,7 +62,7 @@ TEST_P(FastBf16ActTest, LinearMatchesReferenceOnRoundedActivations) {
     int64_t T, N, K;
   };
   // T 1 (one-token tiles: the row-after-row ones for FP8, and for bf16 from 1024 columns, 2100
-  // and 1100 here), 2-12 (token tiles, 8 whole-row bf16, 12 k blocks; 5 and 7 leave a 1- and a
+  // here), 2-12 (token tiles, 8 whole-row bf16, 12 k blocks; 5 and 7 leave a 1- and a
   // 3-token tile), 33 (packed weights: the hi-only tiles, up to 63 tokens), 70 (packed and f32
   // weights: the GEMM; bf16 the tiles, up to 79), 100, 130 and 150 (the GEMM for every format, on
   // bf16 pairs but for f32 weights, with an odd K at 77 and 301; 130 x 20 splits the tokens across

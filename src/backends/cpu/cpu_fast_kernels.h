@@ -70,8 +70,8 @@ struct KernelTable {
   TileKernel gemv_f32, gemm_f32;    // f32 weights
   TileKernel gemv_bf16, gemm_bf16;  // bf16 weights (dp tiles when bf16_split)
   // One token against bf16 rows read one after another (optional; MatmulRows takes it over
-  // gemv_bf16 from kRowsGemvMinK columns, where the rows are long enough to pay for a reduction
-  // each).
+  // gemv_bf16 for one token from kRowsGemvMinK columns, where the rows are long enough to pay for
+  // a reduction each).
   TileKernel gemv_bf16_rows;
   bool bf16_split = false;  // bf16 tiles take hi/lo bf16 activations
   // Fused packed-weight tiles (avx512bf16), codes decoded in registers and each decoded vector
@@ -235,7 +235,7 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
 // instruction set or weight format, or for fewer than GemmMinTokens tokens on an x with f32
 // rows; MatmulRows then uses the dot-product tiles. MatmulRows tries it from kGemmMinTokens.
 constexpr int64_t kGemmMinTokens = 32;
-// Columns from which one to three tokens against bf16 weights take the gemv_bf16_rows tiles.
+// Columns from which one token against bf16 weights takes the gemv_bf16_rows tiles.
 constexpr int64_t kRowsGemvMinK = 1024;
 bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
               int64_t n0, int64_t n1, float* y, int64_t ldy);

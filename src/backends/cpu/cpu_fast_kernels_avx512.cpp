@@ -120,7 +120,8 @@ LUCID_AVX512BF16 void TileDpBf16(const void* const* xh, const void* const* xl,
 // bf16 activations. Each row's next line 4 KB ahead (the next row) is asked for in L2: one thread,
 // hi/lo, 38-40 against 33-34 GB/s without. Four accumulators per half (hi and lo apart), reduced
 // per row, so rows shorter than ~1024 columns pay more in reductions than they gain (the expert
-// down projections at K 512 were 4% slower): MatmulRows takes it from kRowsGemvMinK columns.
+// down projections at K 512 were 4% slower): MatmulRows takes it for one token from
+// kRowsGemvMinK columns.
 constexpr int64_t kRowsPrefetchBytes = 4096;
 template <int NR, bool kLo>
 LUCID_AVX512BF16 void TileDpBf16Rows(const void* const* xh, const void* const* xl,

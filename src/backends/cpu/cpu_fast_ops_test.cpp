@@ -39,8 +39,8 @@ TEST_P(FastOpsTest, LinearMatchesReference) {
     for (Case c :
          {Case{1, 13, 37, 0}, Case{2, 70, 129, 5}, Case{3, 33, 2051, 1}, Case{5, 45, 1100, 0},
           Case{17, 9, 300, 2}, Case{67, 131, 71, 0}, Case{70, 5, 3, 0}, Case{1, 300, 4100, 0},
-          // Up to 8 tokens take whole bf16 rows; more, 2048-column k blocks (two here). 1-3
-          // tokens at 1024 columns or more (2051, 4100) the row-after-row tiles, with a tail.
+          // Up to 8 tokens take whole bf16 rows; more, 2048-column k blocks (two here). One
+          // token at 1024 columns or more (4100) the row-after-row tile, with a tail.
           Case{12, 21, 2100, 3}}) {
       SCOPED_TRACE(std::string(WeightFormatName(f)) + " T=" + std::to_string(c.T) +
                    " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K));
