@@ -145,6 +145,10 @@ LUCID_AVX512 inline void Transpose16x16(__m512 (&r)[16]) {
   }
 }
 
+// The row-after-row one-token tiles (TileDpBf16Rows, TileFp8Rows) ask for each row's line this
+// many bytes ahead, into L2: the next row of a 2048-column bf16 group, two rows of FP8.
+constexpr int64_t kRowsPrefetchBytes = 4096;
+
 // Software prefetch for streaming tiles. A tile's NR weight rows are equally spaced (row stride
 // S = wv[1] - wv[0]; 0 for a clamped one-row tail, where the prefetch is redundant but harmless),
 // and the driver walks row groups in memory order, so the next group starts NR * S past wv[0].

@@ -122,7 +122,6 @@ LUCID_AVX512BF16 void TileDpBf16(const void* const* xh, const void* const* xl,
 // per row, so rows shorter than ~1024 columns pay more in reductions than they gain (the expert
 // down projections at K 512 were 4% slower): MatmulRows takes it for one token from
 // kRowsGemvMinK columns.
-constexpr int64_t kRowsPrefetchBytes = 4096;
 template <int NR, bool kLo>
 LUCID_AVX512BF16 void TileDpBf16Rows(const void* const* xh, const void* const* xl,
                                      const void* const* wv, int64_t k0, int64_t k1, int64_t K,

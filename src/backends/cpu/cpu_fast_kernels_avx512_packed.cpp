@@ -181,8 +181,8 @@ LUCID_AVX512BF16 void TileFp8Rows(const void* const* xh, const void* const* /*xl
     __m512 tot = _mm512_setzero_ps();
     for (int64_t b0 = k0, blk = 0; b0 < k1; b0 += 128, ++blk) {
       const int64_t b1 = b0 + 128 < k1 ? b0 + 128 : k1;
-      _mm_prefetch(reinterpret_cast<const char*>(w + b0) + 4096, _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(w + b0) + 4096 + 64, _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(w + b0) + kRowsPrefetchBytes, _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(w + b0) + kRowsPrefetchBytes + 64, _MM_HINT_T1);
       __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
       for (int64_t k = b0; k < b1; k += 64) {
         const __m512i c = b1 - k >= 64 ? _mm512_loadu_si512(w + k)
