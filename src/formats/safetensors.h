@@ -105,10 +105,14 @@ class Checkpoint {
   std::map<std::string, std::pair<int, TensorInfo>> index_;  // name -> (file index, info)
 };
 
-// Writes `tensors` (contiguous, in the given order) to `path` in safetensors format with optional
-// string metadata. Writes to a temporary file in the same directory and renames it into place.
+// Writes `tensors` (contiguous) to `path` in safetensors format with optional string metadata.
+// Writes to a temporary file in the same directory and renames it into place.
 // Layout: compact JSON header ("__metadata__" first when non-empty, then the tensors in the given
-// order), padded with spaces to a multiple of 8 bytes, then the data packed in the same order.
+// order), padded with spaces so that the data section starts at a multiple of 64 bytes of the
+// file (so of 8, as the Python library pads), then the data packed without gaps: first the tensors
+// whose size is a multiple of 64 bytes, then the others, each group in the given order. Every
+// tensor of the first group (all large weights of real shapes) thus starts on a cache line in the
+// mapping.
 // Bad input (duplicate or reserved name, invalid or non-contiguous tensor, packed F4 with an odd
 // element count, names/metadata not UTF-8) is InvalidArgument; I/O errors map errno (ENOENT ->
 // NotFound, ...). On failure the temp file `path + ".tmp.<pid>"` is removed and `path` untouched.

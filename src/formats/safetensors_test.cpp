@@ -136,9 +136,12 @@ TEST_F(SafetensorsTest, RoundTripsEveryDTypeInOrderWithPaddedHeader) {
   ExpectSameTensors(**f, ts);
   EXPECT_EQ((*f)->metadata(), (std::map<std::string, std::string>{{"k", "v"}, {"e", ""}}));
   EXPECT_EQ((*f)->path(), Path("all.safetensors"));
-  // Data packed contiguously in the given order; header padded to a multiple of 8.
+  // None of these sizes is a multiple of 64 but the empty one: data packed contiguously in the
+  // given order after it; the data section starts at a multiple of 64 of the file.
   uint64_t offset = 0;
+  EXPECT_EQ((*f)->tensors().at("zero").data_begin, 0u);
   for (const auto& [name, t] : ts) {
+    if (name == "zero") continue;
     const TensorInfo& info = (*f)->tensors().at(name);
     EXPECT_EQ(info.data_begin, offset) << name;
     EXPECT_EQ(info.file, Path("all.safetensors"));
@@ -147,9 +150,41 @@ TEST_F(SafetensorsTest, RoundTripsEveryDTypeInOrderWithPaddedHeader) {
   const std::string raw = ReadAll(Path("all.safetensors"));
   uint64_t n = 0;
   std::memcpy(&n, raw.data(), 8);
-  EXPECT_EQ(n % 8, 0u);
+  EXPECT_EQ((8 + n) % 64, 0u);
   EXPECT_EQ(raw.size(), 8 + n + offset);
   EXPECT_EQ(raw.substr(8, 16), "{\"__metadata__\":");
+}
+
+// Tensors whose size is a multiple of 64 bytes come first in the data, so each starts on a cache
+// line of the mapping (the kernels' 64-byte loads then never span two lines), whatever odd-sized
+// tensors are given between them; the header keeps the given order.
+TEST_F(SafetensorsTest, WholeLineTensorsStartOnCacheLines) {
+  const std::vector<std::pair<std::string, Tensor>> ts = {
+      {"norm", Pattern(DType::kF32, {3}, 1)},       // 12 bytes
+      {"w1", Pattern(DType::kBF16, {4, 32}, 2)},    // 256
+      {"scale", Pattern(DType::kF32, {5}, 3)},      // 20
+      {"w2", Pattern(DType::kF8E4M3, {2, 96}, 4)},  // 192
+      {"bias", Pattern(DType::kBF16, {7}, 5)},      // 14
+      {"w3", Pattern(DType::kF4E2M1, {2, 64}, 6)},  // 64
+  };
+  Write("a.safetensors", ts);
+  auto f = SafetensorsFile::Open(Path("a.safetensors"));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ExpectSameTensors(**f, ts);
+  const auto& info = (*f)->tensors();
+  EXPECT_EQ(info.at("w1").data_begin, 0u);
+  EXPECT_EQ(info.at("w2").data_begin, 256u);
+  EXPECT_EQ(info.at("w3").data_begin, 448u);
+  EXPECT_EQ(info.at("norm").data_begin, 512u);
+  EXPECT_EQ(info.at("scale").data_begin, 524u);
+  EXPECT_EQ(info.at("bias").data_begin, 544u);
+  for (const char* name : {"w1", "w2", "w3"}) {
+    auto t = (*f)->Get(name);
+    ASSERT_TRUE(t.ok());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t->raw()) % 64, 0u) << name;
+  }
+  const std::string raw = ReadAll(Path("a.safetensors"));
+  EXPECT_LT(raw.find("\"norm\""), raw.find("\"w1\""));  // header in the given order
 }
 
 TEST_F(SafetensorsTest, EmptyHeaderAndMissingTensor) {
