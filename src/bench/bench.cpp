@@ -10,6 +10,7 @@
 #include "backends/cpu/cpu_fast_ops.h"
 #include "bench/machine_probe.h"
 #include "bench/profiling_ops.h"
+#include "formats/align_checkpoint.h"
 #include "formats/safetensors.h"
 #include "models/registry.h"
 #include "runtime/greedy_generate.h"
@@ -400,6 +401,12 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
                o.model_path.c_str(), c.model_type.c_str(),
                static_cast<long long>(c.num_hidden_layers), model->weight_bytes() / 1e9,
                backend->name(), KvDtypeName(o.kv_dtype), Ms(t_load), Ms(t_first));
+  const uint64_t misaligned = MisalignedWeightBytes(ckpt);
+  if (misaligned > 0)
+    std::fprintf(log,
+                 "warning: %.2f GB of weights start off a 64-byte line of their files and read "
+                 "more slowly; `lucid align` writes a copy with every weight on a line\n",
+                 misaligned / 1e9);
   // Timed steps see the weights as a server does after its start-up prefetch (`lucid serve` reads
   // every page first through the model's own mappings): a step whose experts were never touched
   // would otherwise time page faults (or disk reads).
@@ -412,7 +419,8 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
                 {"model_type", c.model_type},
                 {"weight_bytes", model->weight_bytes()},
                 {"ops", backend->name()},
-                {"kv_cache_dtype", KvDtypeName(o.kv_dtype)}};
+                {"kv_cache_dtype", KvDtypeName(o.kv_dtype)},
+                {"misaligned_weight_bytes", misaligned}};
   j["startup"] = {{"load_ms", Ms(t_load)}, {"first_token_ms", Ms(t_first)}};
   if (!o.skip_prefill) {
     nlohmann::json p;

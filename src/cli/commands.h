@@ -15,11 +15,12 @@ void RegisterSynthCommand(CLI::App& app, int* exit_code);
 void RegisterBenchCommand(CLI::App& app, int* exit_code);
 void RegisterServeCommand(CLI::App& app, int* exit_code);
 void RegisterQuantizeCommand(CLI::App& app, int* exit_code);
+void RegisterAlignCommand(CLI::App& app, int* exit_code);
 
 inline constexpr RegisterFn kCommands[] = {
     &RegisterGenerateCommand, &RegisterExplainCommand, &RegisterBackendsCommand,
     &RegisterSynthCommand,    &RegisterBenchCommand,   &RegisterServeCommand,
-    &RegisterQuantizeCommand,
+    &RegisterQuantizeCommand, &RegisterAlignCommand,
 };
 
 }  // namespace lucid::cli

@@ -24,6 +24,7 @@
 #include "config/cpu_kernels.h"
 #include "config/option_table.h"
 #include "config/resolver.h"
+#include "formats/align_checkpoint.h"
 #include "models/registry.h"
 #include "runtime/engine.h"
 #include "server/http_server.h"
@@ -169,6 +170,11 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
     LogError("lucid serve: " + s.ToString());
     return 1;
   }
+  if (const uint64_t off = MisalignedWeightBytes(*ckpt); off > 0)
+    LogWarning(std::to_string(off / 1000000) +
+               " MB of weights start off a 64-byte line of their files, which the " +
+               "kernels read more slowly; `lucid align --model-path " + model_path +
+               " --out DIR` writes a copy with every weight on a line");
   http.SetPhase(server::Phase::kLoading, "preparing the model");
   LogInfo(std::string("kernels: ") + ops->name() + " (--cpu-kernels " +
           StrOr(rc, "cpu-kernels", "fast") + ")");
