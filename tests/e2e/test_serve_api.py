@@ -11,6 +11,7 @@ Run: .venv-e2e/bin/python tests/e2e/test_serve_api.py (ctest runs it as e2e_serv
 import concurrent.futures
 import json
 import os
+import struct
 import sys
 import tempfile
 import time
@@ -110,6 +111,23 @@ class OpenAIClientTest(unittest.TestCase):
             self.assertEqual(report["source"], source)
             self.assertTrue(report["ops"].startswith(ops), report)
             self.assertIn(f"kernels: {report['ops']} (--cpu-kernels {value})", server.log())
+
+    def test_start_up_warns_about_weights_off_a_cache_line(self):
+        # The fixture was written by transformers: its header is padded to 8 bytes only, so its
+        # weights sit off 64-byte lines. The size is computed here from the raw header.
+        with open(os.path.join(MODEL_DIR, "model.safetensors"), "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(n))
+        off = 0
+        for name, t in header.items():
+            if name == "__metadata__":
+                continue
+            begin, end = t["data_offsets"]
+            if end > begin and (end - begin) % 64 == 0 and (8 + n + begin) % 64 != 0:
+                off += end - begin
+        self.assertGreater(off, 0)
+        self.assertIn(f"{off / 1e6:.1f} MB of weights start off a 64-byte line", SERVER.log())
+        self.assertIn("lucid align --model-path", SERVER.log())
 
     def test_chat_non_streaming_and_streaming_agree(self):
         c = client()
