@@ -2,8 +2,10 @@
 // exit statuses, one-line errors for bad input, JSON output; and `explain` agreeing with what the
 // model actually allocates (`generate` loads through the same LoadModel).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -13,7 +15,9 @@
 #include "backends/cpu/cpu_ops.h"
 #include "cli/commands.h"
 #include "config/cli_options.h"
+#include "config/option_table.h"
 #include "config/resolver.h"
+#include "formats/align_checkpoint.h"
 #include "models/registry.h"
 
 namespace lucid::config {
@@ -169,6 +173,43 @@ TEST(ExplainAgreesWithModel, KvBytesPerTokenAndWeightBytes) {
         << name;
     EXPECT_EQ(r->memory().weights, (*model)->weight_bytes()) << name;
   }
+}
+
+// The fixtures were written by transformers (header padded to 8 bytes only): explain notes the
+// bytes of weights off a 64-byte line, computed here from the raw header, and names `lucid
+// align`; for the aligned copy `lucid align` writes it says nothing.
+TEST(ExplainCommandTest, NotesWeightsOffACacheLineOnTheCpu) {
+  const std::string dir = Src("tests/fixtures/models/tiny_glm_moe_dsa");
+  std::ifstream in(dir + "/model.safetensors", std::ios::binary);
+  uint64_t n = 0;
+  in.read(reinterpret_cast<char*>(&n), 8);
+  std::string header(n, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(n));
+  uint64_t off = 0;
+  const nlohmann::json h = nlohmann::json::parse(header);
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    const uint64_t b = it.value()["data_offsets"][0], e = it.value()["data_offsets"][1];
+    if (e > b && (e - b) % 64 == 0 && (8 + n + b) % 64 != 0) off += e - b;
+  }
+  ASSERT_GT(off, 0u);
+  const std::string want =
+      FormatBytes(static_cast<double>(off)) + " of weights start off a 64-byte line of their files";
+  auto notes = [](const CliResult& r) {
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["notes"].dump();
+  };
+  const std::string cpu = notes(RunCli({"explain", "--model-path", dir, "--json"}));
+  EXPECT_NE(cpu.find(want), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("lucid align"), std::string::npos) << cpu;
+
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() / ("lucid_explain_align_" + std::to_string(getpid()));
+  std::filesystem::remove_all(out);
+  ASSERT_TRUE(AlignCheckpoint(dir, out.string()).ok());
+  const std::string aligned = notes(RunCli({"explain", "--model-path", out.string(), "--json"}));
+  EXPECT_EQ(aligned.find("64-byte line"), std::string::npos) << aligned;
+  std::filesystem::remove_all(out);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/dtype.h"
+#include "formats/align_checkpoint.h"
 #include "models/registry.h"
 
 namespace lucid::config {
@@ -300,6 +301,7 @@ StatusOr<ModelFacts> BuildModelFacts(const json& config_json, const json& hf_qua
   if (ckpt != nullptr) {
     LUCID_ASSIGN_OR_RETURN(f.tensors, FromCheckpoint(*ckpt, f.config));
     f.sizes_from_checkpoint = true;
+    f.misaligned_weight_bytes = MisalignedWeightBytes(*ckpt);
   } else {
     f.tensors = Inventory(f.config, q, f32 ? 4 : 2, plain);
   }

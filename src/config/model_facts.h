@@ -44,6 +44,9 @@ struct ModelFacts {
   std::vector<WeightFormat> linear_formats;  // formats of non-expert linear layers, distinct
   std::optional<WeightFormat> expert_format;  // routed experts (nullopt without MoE layers)
   bool sizes_from_checkpoint = false;
+  // Bytes of whole-line tensors that start off a 64-byte line of their files (read more slowly by
+  // the CPU kernels; `lucid align` fixes it). 0 without a checkpoint.
+  uint64_t misaligned_weight_bytes = 0;
   std::vector<TensorEntry> tensors;
 
   uint64_t TotalBytes() const;

@@ -148,6 +148,11 @@ StatusOr<ResolvedConfig> Resolver::Run() {
   LUCID_RETURN_IF_ERROR(ResolveModelFields());
   LUCID_RETURN_IF_ERROR(ResolveKernels());
   LUCID_RETURN_IF_ERROR(ResolveCpuKernels());
+  if (model_.misaligned_weight_bytes > 0 && V("device") == "cpu")
+    notes_.push_back(FormatBytes(static_cast<double>(model_.misaligned_weight_bytes)) +
+                     " of weights start off a 64-byte line of their files, which the CPU "
+                     "kernels read more slowly; `lucid align --model-path DIR --out OUT` writes "
+                     "a copy with every weight on a line");
   LUCID_RETURN_IF_ERROR(FillFromRule("chunked-prefill-size"));
   LUCID_RETURN_IF_ERROR(FillFromRule("max-running-requests"));
   LUCID_RETURN_IF_ERROR(FillFromRule("cuda-graph-max-bs"));
