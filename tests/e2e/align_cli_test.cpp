@@ -3,7 +3,6 @@
 // what was off a line; `bench` warns about an unaligned checkpoint and not about the copy; an
 // occupied output directory is refused and left as it was.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -21,22 +20,7 @@ using e2e::Result;
 using e2e::Shell;
 using e2e::Src;
 
-class AlignCliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("lucid_acli_" + std::to_string(getpid()));
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
-
-std::string Join(const Tensor& ids) {
-  std::string s;
-  for (int64_t i = 0; i < ids.numel(); ++i)
-    s += (i ? "," : "") + std::to_string(ids.data<int64_t>()[i]);
-  return s;
-}
+class AlignCliTest : public e2e::ScratchDirTest {};
 
 TEST_F(AlignCliTest, AlignedCopyGeneratesTheGoldenContinuationAndBenchStopsWarning) {
   const std::string in = Src("tests/fixtures/models/tiny_deepseek_v32");
@@ -49,9 +33,9 @@ TEST_F(AlignCliTest, AlignedCopyGeneratesTheGoldenContinuationAndBenchStopsWarni
   auto g = SafetensorsFile::Open(Src("tests/fixtures/golden/tiny_deepseek_v32.safetensors"));
   ASSERT_TRUE(g.ok());
   Result r = Shell(Lucid() + " generate --model-path " + out + " --prompt-ids " +
-                   Join((*g)->Get("prompt_ids").value()) + " --max-new-tokens 16");
+                   e2e::JoinIds((*g)->Get("prompt_ids").value()) + " --max-new-tokens 16");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(r.out, Join((*g)->Get("continuation").value()) + "\n");
+  EXPECT_EQ(r.out, e2e::JoinIds((*g)->Get("continuation").value()) + "\n");
 
   Result again =
       Shell(Lucid() + " align --model-path " + out + " --out " + (dir_ / "al2").string());

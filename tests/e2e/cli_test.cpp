@@ -22,13 +22,6 @@ using e2e::Src;
 
 Result RunLucid(const std::string& args) { return e2e::Shell(e2e::Lucid() + " " + args); }
 
-std::string Join(const Tensor& ids) {
-  std::string s;
-  for (int64_t i = 0; i < ids.numel(); ++i)
-    s += (i ? "," : "") + std::to_string(ids.data<int64_t>()[i]);
-  return s;
-}
-
 TEST(CliTest, GenerateJsonAndDumpedLogitsMatchGolden) {
   auto g = SafetensorsFile::Open(Src("tests/fixtures/golden/tiny_deepseek_v32.safetensors"));
   ASSERT_TRUE(g.ok());
@@ -37,7 +30,7 @@ TEST(CliTest, GenerateJsonAndDumpedLogitsMatchGolden) {
   const Tensor want = (*g)->Get("logits").value();
   const std::string npy = ::testing::TempDir() + "/lucid_cli_logits.npy";
   Result r = RunLucid("generate --model-path " + Src("tests/fixtures/models/tiny_deepseek_v32") +
-                      " --prompt-ids " + Join(prompt) + " --max-new-tokens " +
+                      " --prompt-ids " + e2e::JoinIds(prompt) + " --max-new-tokens " +
                       std::to_string(cont.numel()) + " --output json --dump-logits " + npy);
   ASSERT_EQ(r.code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
@@ -82,13 +75,13 @@ TEST(CliTest, GenerateAndBenchTakeTheCpuKernelSet) {
   ASSERT_TRUE(g.ok());
   const Tensor prompt = (*g)->Get("prompt_ids").value();
   const Tensor cont = (*g)->Get("continuation").value();
-  const std::string base = "generate --model-path " +
-                           Src("tests/fixtures/models/tiny_deepseek_v3") + " --prompt-ids " +
-                           Join(prompt) + " --max-new-tokens " + std::to_string(cont.numel());
+  const std::string base =
+      "generate --model-path " + Src("tests/fixtures/models/tiny_deepseek_v3") + " --prompt-ids " +
+      e2e::JoinIds(prompt) + " --max-new-tokens " + std::to_string(cont.numel());
   for (const char* set : {"fast", "reference"}) {
     Result r = RunLucid(base + " --cpu-kernels " + set);
     ASSERT_EQ(r.code, 0) << set << ": " << r.out;
-    EXPECT_EQ(r.out, Join(cont) + "\n") << set;
+    EXPECT_EQ(r.out, e2e::JoinIds(cont) + "\n") << set;
   }
   Result bad = RunLucid(base + " --cpu-kernels slow");
   EXPECT_EQ(bad.code, 2) << bad.out;

@@ -23,15 +23,7 @@ using e2e::Result;
 using e2e::Shell;
 using e2e::Src;
 
-class QuantizeCliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("lucid_qcli_" + std::to_string(getpid()));
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
+class QuantizeCliTest : public e2e::ScratchDirTest {};
 
 TEST_F(QuantizeCliTest, QuantizedCopyGeneratesTheGoldenContinuation) {
   const std::string out = (dir_ / "nv").string();
@@ -45,20 +37,14 @@ TEST_F(QuantizeCliTest, QuantizedCopyGeneratesTheGoldenContinuation) {
     EXPECT_TRUE(fs::exists(dir_ / "nv" / f)) << f;
   auto g = SafetensorsFile::Open(Src("tests/fixtures/quant/golden/roundtrip_nvfp4.safetensors"));
   ASSERT_TRUE(g.ok());
-  auto join = [](const Tensor& t) {
-    std::string s;
-    for (int64_t i = 0; i < t.numel(); ++i)
-      s += (i ? "," : "") + std::to_string(t.data<int64_t>()[i]);
-    return s;
-  };
   const Tensor cont = (*g)->Get("continuation").value();
   for (const char* kv : {"auto", "bf16", "fp8_e4m3"}) {
     Result r = Shell(Lucid() + " generate --model-path " + out + " --prompt-ids " +
-                     join((*g)->Get("prompt_ids").value()) +
+                     e2e::JoinIds((*g)->Get("prompt_ids").value()) +
                      " --max-new-tokens 16 --kv-cache-dtype " + kv);
     ASSERT_EQ(r.code, 0) << r.out;
     if (std::string(kv) == "auto") {
-      EXPECT_EQ(r.out, join(cont) + "\n");
+      EXPECT_EQ(r.out, e2e::JoinIds(cont) + "\n");
     }
   }
 }
