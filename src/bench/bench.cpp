@@ -403,10 +403,7 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
                backend->name(), KvDtypeName(o.kv_dtype), Ms(t_load), Ms(t_first));
   const uint64_t misaligned = MisalignedWeightBytes(ckpt);
   if (misaligned > 0)
-    std::fprintf(log,
-                 "warning: %.2f GB of weights start off a 64-byte line of their files and read "
-                 "more slowly; `lucid align` writes a copy with every weight on a line\n",
-                 misaligned / 1e9);
+    std::fprintf(log, "warning: %s\n", MisalignedWeightsMessage(misaligned).c_str());
   // Timed steps see the weights as a server does after its start-up prefetch (`lucid serve` reads
   // every page first through the model's own mappings): a step whose experts were never touched
   // would otherwise time page faults (or disk reads).

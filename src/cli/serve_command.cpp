@@ -170,16 +170,8 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
     LogError("lucid serve: " + s.ToString());
     return 1;
   }
-  if (const uint64_t off = MisalignedWeightBytes(*ckpt); off > 0) {
-    char size[32];
-    if (off >= 1000000000)
-      std::snprintf(size, sizeof size, "%.2f GB", off / 1e9);
-    else
-      std::snprintf(size, sizeof size, "%.1f MB", off / 1e6);
-    LogWarning(std::string(size) + " of weights start off a 64-byte line of their files, which " +
-               "the kernels read more slowly; `lucid align --model-path " + model_path +
-               " --out DIR` writes a copy with every weight on a line");
-  }
+  if (const uint64_t off = MisalignedWeightBytes(*ckpt); off > 0)
+    LogWarning(MisalignedWeightsMessage(off));
   http.SetPhase(server::Phase::kLoading, "preparing the model");
   LogInfo(std::string("kernels: ") + ops->name() + " (--cpu-kernels " +
           StrOr(rc, "cpu-kernels", "fast") + ")");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -15,7 +16,6 @@
 #include "backends/cpu/cpu_ops.h"
 #include "cli/commands.h"
 #include "config/cli_options.h"
-#include "config/option_table.h"
 #include "config/resolver.h"
 #include "formats/align_checkpoint.h"
 #include "models/registry.h"
@@ -193,8 +193,9 @@ TEST(ExplainCommandTest, NotesWeightsOffACacheLineOnTheCpu) {
     if (e > b && (e - b) % 64 == 0 && (8 + n + b) % 64 != 0) off += e - b;
   }
   ASSERT_GT(off, 0u);
-  const std::string want =
-      FormatBytes(static_cast<double>(off)) + " of weights start off a 64-byte line of their files";
+  char mb[32];
+  std::snprintf(mb, sizeof mb, "%.1f MB", static_cast<double>(off) / 1e6);
+  const std::string want = std::string(mb) + " of weights start off a 64-byte line of their files";
   auto notes = [](const CliResult& r) {
     EXPECT_EQ(r.code, 0) << r.err;
     return nlohmann::json::parse(r.out)["notes"].dump();

@@ -2,6 +2,7 @@
 
 #include "config/option_table.h"
 #include "config/resolver_internal.h"
+#include "formats/align_checkpoint.h"
 
 namespace lucid::config {
 namespace internal {
@@ -149,10 +150,7 @@ StatusOr<ResolvedConfig> Resolver::Run() {
   LUCID_RETURN_IF_ERROR(ResolveKernels());
   LUCID_RETURN_IF_ERROR(ResolveCpuKernels());
   if (model_.misaligned_weight_bytes > 0 && V("device") == "cpu")
-    notes_.push_back(FormatBytes(static_cast<double>(model_.misaligned_weight_bytes)) +
-                     " of weights start off a 64-byte line of their files, which the CPU "
-                     "kernels read more slowly; `lucid align --model-path DIR --out OUT` writes "
-                     "a copy with every weight on a line");
+    notes_.push_back(MisalignedWeightsMessage(model_.misaligned_weight_bytes));
   LUCID_RETURN_IF_ERROR(FillFromRule("chunked-prefill-size"));
   LUCID_RETURN_IF_ERROR(FillFromRule("max-running-requests"));
   LUCID_RETURN_IF_ERROR(FillFromRule("cuda-graph-max-bs"));

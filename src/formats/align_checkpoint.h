@@ -24,6 +24,10 @@ namespace lucid {
 // but do not. Zero for a checkpoint lucid wrote (synth, quantize, align).
 uint64_t MisalignedWeightBytes(const Checkpoint& ckpt);
 
+// What serve, bench and explain say when MisalignedWeightBytes is `bytes` (> 0): the size (MB, or
+// GB from 1 GB up), what it costs, and the command that fixes it.
+std::string MisalignedWeightsMessage(uint64_t bytes);
+
 struct AlignResult {
   size_t files = 0;                // safetensors files rewritten
   uint64_t misaligned_before = 0;  // MisalignedWeightBytes of the input
