@@ -125,5 +125,14 @@ TEST_F(AlignCheckpointTest, RefusesAnOccupiedOutputTheInputItselfAndAMissingInpu
   EXPECT_FALSE(fs::exists(dir_ / "out"));
 }
 
+TEST(MisalignedWeightsMessageTest, SizeInMegabytesThenGigabytesAndTheCure) {
+  EXPECT_EQ(MisalignedWeightsMessage(554944).rfind("0.6 MB of weights start off a 64-byte line", 0),
+            0u);
+  EXPECT_EQ(MisalignedWeightsMessage(999949999).rfind("999.9 MB of weights", 0), 0u);
+  EXPECT_EQ(MisalignedWeightsMessage(1470841596).rfind("1.47 GB of weights", 0), 0u);
+  EXPECT_NE(MisalignedWeightsMessage(1).find("`lucid align --model-path DIR --out OUT`"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace lucid
