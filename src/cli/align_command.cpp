@@ -1,6 +1,9 @@
 // `lucid align --model-path IN --out OUT`: writes a copy of a checkpoint whose weights start on
 // 64-byte lines (formats/align_checkpoint.h), for checkpoints written with the header padded to
-// 8 bytes only (most hub checkpoints), which the kernels read more slowly.
+// 8 bytes only (most hub checkpoints), which the kernels read more slowly. Progress (a file count)
+// goes to stderr when it is a terminal, as for `lucid quantize`.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -26,7 +29,13 @@ void RegisterAlignCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--out", f->out, "Output directory (must not exist, or be empty)")->required();
   cmd->callback([f, exit_code] {
     const auto t0 = std::chrono::steady_clock::now();
-    auto r = AlignCheckpoint(f->model_path, f->out);
+    const bool tty = isatty(fileno(stderr)) != 0;
+    auto r = AlignCheckpoint(
+        f->model_path, f->out, [tty](size_t done, size_t total, const std::string& file) {
+          if (!tty) return;
+          std::fprintf(stderr, "\r\033[K[%zu/%zu] %s", done, total, file.c_str());
+          if (done == total) std::fprintf(stderr, "\n");
+        });
     if (!r.ok()) {
       std::fprintf(stderr, "lucid align: %s\n", r.status().ToString().c_str());
       *exit_code = r.status().code() == StatusCode::kInvalidArgument ? 2 : 1;

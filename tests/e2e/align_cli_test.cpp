@@ -53,6 +53,17 @@ TEST_F(AlignCliTest, AlignedCopyGeneratesTheGoldenContinuationAndBenchStopsWarni
   EXPECT_EQ(b1.out.find(kWarn), std::string::npos) << b1.out;
 }
 
+TEST_F(AlignCliTest, ProgressIsShownOnATerminalOnly) {
+  const std::string cmd =
+      Lucid() + " align --model-path " + Src("tests/fixtures/models/tiny_glm_moe_dsa") + " --out ";
+  Result tty = Shell("script -qec '" + cmd + (dir_ / "t").string() + "' /dev/null");
+  ASSERT_EQ(tty.code, 0) << tty.out;
+  EXPECT_NE(tty.out.find("[1/1] model.safetensors"), std::string::npos) << tty.out;
+  Result pipe = Shell(cmd + (dir_ / "p").string());
+  ASSERT_EQ(pipe.code, 0) << pipe.out;
+  EXPECT_EQ(pipe.out.find("[1/1]"), std::string::npos) << pipe.out;
+}
+
 TEST_F(AlignCliTest, AnOccupiedOutputIsRefusedAndKept) {
   fs::create_directories(dir_ / "busy");
   std::ofstream(dir_ / "busy" / "notes.txt") << "mine";
