@@ -661,7 +661,7 @@ KernelTable MakeTable(bool bf16) {
   t.weighted_rows = &WeightedRows;
   t.weighted_rows_heads = &WeightedRowsHeads;
   t.widen_bf16 = &WidenBf16;
-  t.widen_e4m3 = &WidenE4m3;
+  if (!t.widen_e4m3) t.widen_e4m3 = &WidenE4m3;  // the avx512bf16 level has a VBMI one
   t.dequant_fp8 = &DequantFp8;
   t.dequant_nvfp4 = &DequantNvfp4;
   return t;
