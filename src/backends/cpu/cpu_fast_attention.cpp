@@ -27,6 +27,9 @@ constexpr int64_t kRowBlock = 16;
 // Rows per work item at most: the value pass re-reads the item's rows, which must still be in L2
 // (256 f32 latent rows are 590 KB); longer selections are split and merged like decode splits.
 constexpr int64_t kMaxItemRows = 256;
+// How far past kMaxItemRows an item may run rather than leave a short range (32 rows: 663 KB of
+// f32 rows, still inside a 1 MB L2).
+constexpr int64_t kItemSlackRows = 32;
 // Partial slots kept between calls at most (MlaAttention).
 constexpr int64_t kKeepScratchBytes = int64_t{64} << 20;
 
@@ -138,13 +141,19 @@ std::vector<AttnItem> PlanAttnItems(const MlaAttentionArgs& a, int64_t threads, 
       std::fill(a.out_latent + t * H * R, a.out_latent + (t + 1) * H * R, 0.0f);
       continue;
     }
-    int64_t chunk = kMaxItemRows;
+    // The fewest ranges of at most kMaxItemRows + kItemSlackRows rows, of equal length (blocks of
+    // 16 but the last): a selection a few rows past a multiple of 256 (a decode context of 513)
+    // makes no range of a few rows, which costs an item's set-up and a partial like a whole one.
+    const int64_t cap = kMaxItemRows + kItemSlackRows;
+    int64_t pieces = (n + cap - 1) / cap;
     if (a.tokens < threads) {
-      // One range per thread (not four: each item transposes the query and leaves a partial to
-      // merge; BM_MlaDecode 512 rows 74-79 -> 65 us).
-      chunk = std::max<int64_t>(64, (n + threads - 1) / threads);
-      chunk = std::min(kMaxItemRows, (chunk + kRowBlock - 1) / kRowBlock * kRowBlock);
+      // A range per thread at least (not four: each item transposes the query and leaves a
+      // partial to merge; BM_MlaDecode 512 rows 74-79 -> 65 us), of 64 rows or more, and a
+      // multiple of the threads, so that they get the same rows.
+      pieces = std::max(pieces, std::min(threads, (n + 63) / 64));
+      if (pieces > 1) pieces = (pieces + threads - 1) / threads * threads;
     }
+    const int64_t chunk = ((n + pieces - 1) / pieces + kRowBlock - 1) / kRowBlock * kRowBlock;
     if (chunk >= n) {
       items.push_back({t, 0, n, -1});
     } else {
