@@ -401,6 +401,7 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
                o.model_path.c_str(), c.model_type.c_str(),
                static_cast<long long>(c.num_hidden_layers), model->weight_bytes() / 1e9,
                backend->name(), KvDtypeName(o.kv_dtype), Ms(t_load), Ms(t_first));
+  std::fprintf(log, "cpu kernels: %s (%s)\n", o.kernel_set.c_str(), o.kernel_set_reason.c_str());
   const uint64_t misaligned = MisalignedWeightBytes(ckpt);
   if (misaligned > 0)
     std::fprintf(log, "warning: %s\n", MisalignedWeightsMessage(misaligned).c_str());
@@ -416,6 +417,8 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
                 {"model_type", c.model_type},
                 {"weight_bytes", model->weight_bytes()},
                 {"ops", backend->name()},
+                {"cpu_kernels", o.kernel_set},
+                {"cpu_kernels_reason", o.kernel_set_reason},
                 {"kv_cache_dtype", KvDtypeName(o.kv_dtype)},
                 {"misaligned_weight_bytes", misaligned}};
   j["startup"] = {{"load_ms", Ms(t_load)}, {"first_token_ms", Ms(t_first)}};

@@ -35,6 +35,10 @@ struct BenchOptions {
   bool reference_ops = false;     // CpuOps instead of CpuFastOps (`--cpu-kernels reference`)
   // CpuFastOps' matmul activations (`--cpu-kernels fast-bf16act`: kBf16).
   FastActivations activations = FastActivations::kF32;
+  // The set's name (`--cpu-kernels`, what the two fields above build) and why it was chosen, as
+  // the command resolved them; printed with the ops and kept in the JSON.
+  std::string kernel_set = "fast";
+  std::string kernel_set_reason = "given";
   bool skip_prefill = false;
   KvDtype kv_dtype = KvDtype::kF32;  // how the KV pool stores rows (decode, sweep and prefill)
   bool by_weight = false;  // print each decode configuration's matmuls per weight (`--by-weight`)

@@ -7,6 +7,7 @@
 #include "bench/bench.h"
 #include "cli/commands.h"
 #include "config/cpu_kernels.h"
+#include "formats/model_config.h"
 
 namespace lucid::cli {
 namespace {
@@ -16,7 +17,7 @@ struct BenchFlags {
   std::string batches = "1,8,32";
   std::string contexts;
   std::string kv_cache_dtype = "f32";
-  std::string cpu_kernels;     // "" = not given: fast
+  std::string cpu_kernels;     // "" = not given: auto
   bool reference_ops = false;  // deprecated alias of --cpu-kernels reference
   bool json = false;
 };
@@ -46,21 +47,31 @@ StatusOr<std::vector<int64_t>> ParseList(const std::string& flag, const std::str
   return v;
 }
 
-// --cpu-kernels, or the deprecated --reference-ops (which must not contradict it).
-StatusOr<config::CpuKernelSet> KernelSet(const BenchFlags& f) {
-  if (f.cpu_kernels.empty())
-    return f.reference_ops ? config::CpuKernelSet::kReference : config::CpuKernelSet::kFast;
-  LUCID_ASSIGN_OR_RETURN(config::CpuKernelSet set, config::ParseCpuKernelSet(f.cpu_kernels));
+// --cpu-kernels, or the deprecated --reference-ops (which must not contradict it); `auto` (the
+// default) chooses by the checkpoint's torch_dtype, and *reason says so.
+StatusOr<config::CpuKernelSet> KernelSet(const BenchFlags& f, std::string* reason) {
+  const std::string text = f.cpu_kernels.empty() ? "auto" : f.cpu_kernels;
+  if (f.cpu_kernels.empty() && f.reference_ops) return config::CpuKernelSet::kReference;
+  std::string torch_dtype;
+  if (text == "auto") {
+    LUCID_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(f.o.model_path));
+    torch_dtype = config.torch_dtype;
+    *reason = "auto: " + config::CpuKernelSetForCheckpointReason(torch_dtype);
+  }
+  LUCID_ASSIGN_OR_RETURN(config::CpuKernelSet set, config::ChooseCpuKernelSet(text, torch_dtype));
   if (f.reference_ops && set != config::CpuKernelSet::kReference)
     return InvalidArgument(
         "--reference-ops (deprecated: = --cpu-kernels reference) contradicts "
         "--cpu-kernels " +
-        f.cpu_kernels);
+        text);
   return set;
 }
 
 Status Run(BenchFlags& f) {
-  LUCID_ASSIGN_OR_RETURN(config::CpuKernelSet set, KernelSet(f));
+  std::string reason = "given";
+  LUCID_ASSIGN_OR_RETURN(config::CpuKernelSet set, KernelSet(f, &reason));
+  f.o.kernel_set = config::CpuKernelSetName(set);
+  f.o.kernel_set_reason = reason;
   f.o.reference_ops = set == config::CpuKernelSet::kReference;
   f.o.activations = set == config::CpuKernelSet::kFastBf16Activations ? FastActivations::kBf16
                                                                       : FastActivations::kF32;
@@ -87,8 +98,9 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--context", f->contexts, "Context sweep, e.g. 1k,4k,16k,32k (DSA vs dense)");
   cmd->add_option("--repeats", f->o.repeats, "Prefill repeats (median)")->check(CLI::Range(1, 100));
   cmd->add_option("--cpu-kernels", f->cpu_kernels,
-                  "CPU kernel set: fast (CpuFastOps), fast-bf16act (CpuFastOps with bf16 matmul "
-                  "activations) or reference (CpuOps) [default: fast]");
+                  "CPU kernel set: auto (fast-bf16act for a bfloat16 checkpoint, else fast), fast "
+                  "(CpuFastOps), fast-bf16act (CpuFastOps with bf16 matmul activations) or "
+                  "reference (CpuOps) [default: auto]");
   cmd->add_flag("--reference-ops", f->reference_ops,
                 "Deprecated alias of --cpu-kernels reference (the CpuOps reference kernels)");
   cmd->add_flag("--skip-prefill", f->o.skip_prefill, "Do not measure prefill");

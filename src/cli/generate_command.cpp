@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "config/cpu_kernels.h"
+#include "formats/model_config.h"
 #include "formats/npy.h"
 #include "models/registry.h"
 #include "runtime/greedy_generate.h"
@@ -21,7 +22,7 @@ struct GenerateFlags {
   std::string output = "text";
   std::string dump_logits;
   std::string kv_cache_dtype = "auto";
-  std::string cpu_kernels = "fast";
+  std::string cpu_kernels = "auto";
 };
 
 StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
@@ -47,8 +48,15 @@ StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
 Status RunGenerate(const GenerateFlags& f) {
   LUCID_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, ParseIds(f.prompt_ids));
   LUCID_ASSIGN_OR_RETURN(KvDtype kv_dtype, ParseKvCacheDtype(f.kv_cache_dtype));
-  // CpuFastOps by default (tested against the CpuOps reference; LUCID_CPU_ISA caps its level).
-  LUCID_ASSIGN_OR_RETURN(config::CpuKernelSet set, config::ParseCpuKernelSet(f.cpu_kernels));
+  // CpuFastOps by default (tested against the CpuOps reference; LUCID_CPU_ISA caps its level),
+  // with bf16 matmul inputs for a bf16 checkpoint (`auto`, config/cpu_kernels.h).
+  std::string torch_dtype;
+  if (f.cpu_kernels == "auto") {
+    LUCID_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(f.model_path));
+    torch_dtype = config.torch_dtype;
+  }
+  LUCID_ASSIGN_OR_RETURN(config::CpuKernelSet set,
+                         config::ChooseCpuKernelSet(f.cpu_kernels, torch_dtype));
   const std::unique_ptr<CpuOps> ops = config::MakeCpuOps(set);
   LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(f.model_path, *ops));
   Tensor prompt_logits;
@@ -82,8 +90,9 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
                   "KV cache storage: auto (f32 on CPU), f32, bf16, fp8_e4m3 (FlashMLA layout)")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "fp8_e4m3", "fp8"}));
   cmd->add_option("--cpu-kernels", flags->cpu_kernels,
-                  "CPU kernel set: fast (CpuFastOps), fast-bf16act (CpuFastOps with bf16 matmul "
-                  "activations) or reference (CpuOps, for debugging) [default: fast]");
+                  "CPU kernel set: auto (fast-bf16act for a bfloat16 checkpoint, else fast), fast "
+                  "(CpuFastOps), fast-bf16act (CpuFastOps with bf16 matmul activations) or "
+                  "reference (CpuOps, for debugging) [default: auto]");
   cmd->add_option("--dump-logits", flags->dump_logits,
                   "Write the prompt's logits [prompt_len, vocab] as float32 .npy");
   cmd->callback([flags, exit_code] {

@@ -26,8 +26,33 @@ StatusOr<CpuKernelSet> ParseCpuKernelSet(const std::string& text) {
   for (CpuKernelSet s :
        {CpuKernelSet::kFast, CpuKernelSet::kFastBf16Activations, CpuKernelSet::kReference})
     if (v == CpuKernelSetName(s)) return s;
+  if (v.is_null())  // "auto"
+    return InvalidArgument(
+        "--cpu-kernels auto: the set depends on the checkpoint (internal: "
+        "resolve it with ChooseCpuKernelSet or the resolver's rule)");
   return Internal("--cpu-kernels: the option table allows \"" + text +
                   "\" but no kernel set has that name");
+}
+
+CpuKernelSet CpuKernelSetForCheckpoint(const std::string& torch_dtype) {
+  return torch_dtype == "bfloat16" ? CpuKernelSet::kFastBf16Activations : CpuKernelSet::kFast;
+}
+
+std::string CpuKernelSetForCheckpointReason(const std::string& torch_dtype) {
+  const std::string dtype = torch_dtype.empty() ? "unset" : torch_dtype;
+  if (CpuKernelSetForCheckpoint(torch_dtype) == CpuKernelSet::kFastBf16Activations)
+    return "the checkpoint's torch_dtype is bfloat16: its matmuls take bf16 inputs, as in "
+           "transformers (dtype auto) and the GPU engines; residual, norms and attention stay "
+           "f32 (--cpu-kernels fast keeps ~16 bits of each matmul input)";
+  return "the checkpoint's torch_dtype is " + dtype +
+         ": the matmuls keep ~16 bits of each input (the hi/lo bf16 split)";
+}
+
+StatusOr<CpuKernelSet> ChooseCpuKernelSet(const std::string& text, const std::string& torch_dtype) {
+  const OptionSpec* spec = FindOption("cpu-kernels");
+  LUCID_ASSIGN_OR_RETURN(nlohmann::json v, ParseOptionValue(*spec, text));
+  if (v.is_null()) return CpuKernelSetForCheckpoint(torch_dtype);  // "auto"
+  return ParseCpuKernelSet(text);
 }
 
 namespace {

@@ -1,7 +1,13 @@
-// The CPU kernel set (`--cpu-kernels fast|fast-bf16act|reference`, docs/CONFIG.md): which
+// The CPU kernel set (`--cpu-kernels auto|fast|fast-bf16act|reference`, docs/CONFIG.md): which
 // implementation of the op interface (ops/ops.h) a CPU run uses.
+//   auto       The default: fast-bf16act for a checkpoint whose config says torch_dtype (or dtype)
+//              bfloat16, fast for float32, float16 or none (CpuKernelSetForCheckpoint). A bf16
+//              checkpoint's own precision: transformers with dtype "auto" and the GPU engines run
+//              its matmuls on bf16 inputs (lucid keeps the residual stream, norms and attention in
+//              f32 either way).
 //   fast       CpuFastOps (backends/cpu/cpu_fast_ops.h): vectorized and threaded, instruction set
-//              chosen at run time (the best this machine has; LUCID_CPU_ISA caps it). The default.
+//              chosen at run time (the best this machine has; LUCID_CPU_ISA caps it). The matmuls
+//              keep ~16 bits of each activation (the hi/lo bf16 split).
 //              Tested against the reference; a request's logits may differ in the last bits with
 //              the number of tokens sharing its step (different matmul paths by token count).
 //   fast-bf16act  CpuFastOps with FastActivations::kBf16: the matmuls round their activations to
@@ -26,9 +32,20 @@ enum class CpuKernelSet { kFast, kFastBf16Activations, kReference };
 // "fast", "fast-bf16act", "reference" (the option's values)
 const char* CpuKernelSetName(CpuKernelSet set);
 
-// Parses a value of --cpu-kernels. InvalidArgument with the option table's one-line message
-// (`--cpu-kernels: unknown value "x" (valid: fast, fast-bf16act, reference)`) otherwise.
+// Parses a set's name (a value of --cpu-kernels other than "auto", which the resolver's rules and
+// ChooseCpuKernelSet resolve first). InvalidArgument with the option table's one-line message
+// (`--cpu-kernels: unknown value "x" (valid: auto, fast, fast-bf16act, reference)`) otherwise.
 StatusOr<CpuKernelSet> ParseCpuKernelSet(const std::string& text);
+
+// `--cpu-kernels auto` for a checkpoint whose config.json gives `torch_dtype` (the ModelConfig
+// field, also read from `dtype`): kFastBf16Activations for "bfloat16", kFast otherwise. The
+// reason is one line for the resolver, `bench` and `explain`.
+CpuKernelSet CpuKernelSetForCheckpoint(const std::string& torch_dtype);
+std::string CpuKernelSetForCheckpointReason(const std::string& torch_dtype);
+
+// A value of --cpu-kernels as a command gives it (generate, bench): "auto" chooses by the
+// checkpoint's torch_dtype, any other value as ParseCpuKernelSet.
+StatusOr<CpuKernelSet> ChooseCpuKernelSet(const std::string& text, const std::string& torch_dtype);
 
 // The set's ops on this machine (CpuFastOps derives from CpuOps).
 std::unique_ptr<CpuOps> MakeCpuOps(CpuKernelSet set);

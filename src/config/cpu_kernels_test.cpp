@@ -47,30 +47,32 @@ StatusOr<ResolvedConfig> ResolveWith(const std::map<std::string, std::string>& c
   return Resolve(s);
 }
 
-TEST(CpuKernelsOptionTest, IsAnEnumDefaultingToFast) {
+TEST(CpuKernelsOptionTest, IsAnEnumDefaultingToAuto) {
   const OptionSpec* o = FindOption("--cpu-kernels");
   ASSERT_NE(o, nullptr);
   EXPECT_EQ(o->type, OptionType::kEnum);
-  EXPECT_EQ(o->default_text, "fast");
+  EXPECT_EQ(o->default_text, "auto");
   EXPECT_EQ(o->allowed, (std::vector<std::string>{"fast", "fast-bf16act", "reference"}));
   EXPECT_EQ(o->env_name(), "LUCID_CPU_KERNELS");
   EXPECT_EQ(o->group, "Kernels");
   EXPECT_FALSE(o->server_only);
-  EXPECT_EQ(DefaultValue(*o), "fast");
+  EXPECT_TRUE(DefaultValue(*o).is_null());  // auto: a rule decides
   EXPECT_EQ(FindOption("cpu_kernels"), o);  // config-file spelling
 }
 
 TEST(CpuKernelsOptionTest, BadValuesGetTheTablesOneLineError) {
   const OptionSpec& o = *FindOption("cpu-kernels");
   EXPECT_EQ(*ParseOptionValue(o, "reference"), "reference");
-  for (const char* bad : {"auto", "Fast", "ref", ""}) {
+  for (const char* bad : {"Auto", "Fast", "ref", ""}) {
     auto v = ParseOptionValue(o, bad);
     ASSERT_FALSE(v.ok()) << bad;
     EXPECT_EQ(v.status().message(), "--cpu-kernels: unknown value \"" + std::string(bad) +
-                                        "\" (valid: fast, fast-bf16act, reference)");
+                                        "\" (valid: auto, fast, fast-bf16act, reference)");
   }
   EXPECT_EQ(ParseCpuKernelSet("bogus").status().message(),
-            "--cpu-kernels: unknown value \"bogus\" (valid: fast, fast-bf16act, reference)");
+            "--cpu-kernels: unknown value \"bogus\" (valid: auto, fast, fast-bf16act, reference)");
+  // "auto" names no set: the resolver's rule or ChooseCpuKernelSet decides it first.
+  EXPECT_EQ(ParseCpuKernelSet("auto").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(*ParseCpuKernelSet("fast"), CpuKernelSet::kFast);
   EXPECT_EQ(*ParseCpuKernelSet("reference"), CpuKernelSet::kReference);
   EXPECT_EQ(*ParseCpuKernelSet("fast-bf16act"), CpuKernelSet::kFastBf16Activations);
@@ -80,14 +82,45 @@ TEST(CpuKernelsOptionTest, BadValuesGetTheTablesOneLineError) {
   auto env = ResolveWith({}, {{"LUCID_CPU_KERNELS", "slow"}});
   ASSERT_FALSE(env.ok());
   EXPECT_EQ(env.status().message(),
-            "LUCID_CPU_KERNELS: unknown value \"slow\" (valid: fast, fast-bf16act, reference)");
+            "LUCID_CPU_KERNELS: unknown value \"slow\" (valid: auto, fast, fast-bf16act, "
+            "reference)");
+}
+
+// auto: bf16 matmul inputs for a bfloat16 checkpoint (its own precision), the split otherwise.
+TEST(CpuKernelsOptionTest, AutoChoosesByTheCheckpointsDtype) {
+  EXPECT_EQ(CpuKernelSetForCheckpoint("bfloat16"), CpuKernelSet::kFastBf16Activations);
+  for (const char* dtype : {"float32", "float16", ""})
+    EXPECT_EQ(CpuKernelSetForCheckpoint(dtype), CpuKernelSet::kFast) << dtype;
+  EXPECT_NE(CpuKernelSetForCheckpointReason("bfloat16").find("torch_dtype is bfloat16"),
+            std::string::npos);
+  EXPECT_NE(CpuKernelSetForCheckpointReason("").find("torch_dtype is unset"), std::string::npos);
+  EXPECT_EQ(*ChooseCpuKernelSet("auto", "bfloat16"), CpuKernelSet::kFastBf16Activations);
+  EXPECT_EQ(*ChooseCpuKernelSet("auto", "float32"), CpuKernelSet::kFast);
+  EXPECT_EQ(*ChooseCpuKernelSet("fast", "bfloat16"), CpuKernelSet::kFast);  // given: kept
+  EXPECT_EQ(*ChooseCpuKernelSet("reference", "bfloat16"), CpuKernelSet::kReference);
+  EXPECT_EQ(ChooseCpuKernelSet("slow", "bfloat16").status().code(), StatusCode::kInvalidArgument);
+  // The resolver's rule, with its reason: the tiny GLM-5 fixture says bfloat16, the tiny
+  // DeepSeek-V3.2 one float32.
+  auto glm = ResolveWith({});
+  ASSERT_TRUE(glm.ok()) << glm.status().ToString();
+  EXPECT_EQ(glm->Value("cpu-kernels"), "fast-bf16act");
+  EXPECT_EQ(glm->Field("cpu-kernels")->Provenance(), "rule:cpu-kernels-from-dtype");
+  EXPECT_NE(glm->Field("cpu-kernels")->reason.find("bfloat16"), std::string::npos);
+  auto v32 = ResolveWith(
+      {}, {}, "", std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/models/tiny_deepseek_v32");
+  ASSERT_TRUE(v32.ok()) << v32.status().ToString();
+  EXPECT_EQ(v32->Value("cpu-kernels"), "fast");
+  EXPECT_NE(v32->Field("cpu-kernels")->reason.find("float32"), std::string::npos);
+  auto given = ResolveWith({{"cpu-kernels", "auto"}});  // said explicitly: the same rule
+  ASSERT_TRUE(given.ok()) << given.status().ToString();
+  EXPECT_EQ(given->Value("cpu-kernels"), "fast-bf16act");
 }
 
 TEST(CpuKernelsOptionTest, ProvenanceFromEverySource) {
   auto def = ResolveWith({});
   ASSERT_TRUE(def.ok()) << def.status().ToString();
-  EXPECT_EQ(def->Value("cpu-kernels"), "fast");
-  EXPECT_EQ(def->Field("cpu-kernels")->Provenance(), "default");
+  EXPECT_EQ(def->Value("cpu-kernels"), "fast-bf16act");
+  EXPECT_EQ(def->Field("cpu-kernels")->Provenance(), "rule:cpu-kernels-from-dtype");
 
   auto env = ResolveWith({}, {{"LUCID_CPU_KERNELS", "reference"}});
   ASSERT_TRUE(env.ok()) << env.status().ToString();
@@ -111,7 +144,7 @@ TEST(CpuKernelsOptionTest, ProvenanceFromEverySource) {
 }
 
 TEST(CpuKernelsReportTest, SaysWhichKernelsRunHereAndWhy) {
-  auto def = ResolveWith({});
+  auto def = ResolveWith({{"cpu-kernels", "fast"}});
   ASSERT_TRUE(def.ok()) << def.status().ToString();
   ASSERT_TRUE(def->data().cpu_kernels.has_value());
   const CpuFastOps fast;
@@ -120,13 +153,22 @@ TEST(CpuKernelsReportTest, SaysWhichKernelsRunHereAndWhy) {
   nlohmann::json j = def->ToJson()["cpu_kernels"];
   EXPECT_EQ(j["set"], "fast");
   EXPECT_EQ(j["ops"], fast.name());
-  EXPECT_EQ(j["source"], "default");
+  EXPECT_EQ(j["source"], "user:cli");
   EXPECT_NE(j["reason"].get<std::string>().find(CpuIsaName(fast.isa())), std::string::npos)
       << j.dump();
   const std::string text = def->ToText();
-  EXPECT_NE(text.find(std::string(fast.name()) + " --cpu-kernels fast (default)"),
+  EXPECT_NE(text.find(std::string(fast.name()) + " --cpu-kernels fast (user:cli)"),
             std::string::npos)
       << text;
+  // By default the bf16 fixture gets the bf16-input set, and the plan says which rule chose it.
+  auto rule = ResolveWith({});
+  ASSERT_TRUE(rule.ok()) << rule.status().ToString();
+  EXPECT_EQ(rule->ToJson()["cpu_kernels"]["set"], "fast-bf16act");
+  EXPECT_EQ(rule->ToJson()["cpu_kernels"]["source"], "rule:cpu-kernels-from-dtype");
+  EXPECT_NE(
+      rule->ToText().find("-bf16act --cpu-kernels fast-bf16act (rule:cpu-kernels-from-dtype)"),
+      std::string::npos)
+      << rule->ToText();
 
   auto ref = ResolveWith({{"cpu-kernels", "reference"}});
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
@@ -157,7 +199,7 @@ TEST(CpuKernelsReportTest, SaysWhichKernelsRunHereAndWhy) {
 
 TEST(CpuKernelsReportTest, DescribedTargetsAndGpusAreHonest) {
   // A described cpu machine: its instruction set is chosen when it starts, not here.
-  auto cpu = ResolveWith({{"target", "cpu"}, {"cpu-memory", "8GiB"}});
+  auto cpu = ResolveWith({{"target", "cpu"}, {"cpu-memory", "8GiB"}, {"cpu-kernels", "fast"}});
   ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
   ASSERT_TRUE(cpu->data().cpu_kernels.has_value());
   EXPECT_EQ(cpu->data().cpu_kernels->ops, "cpu-fast-<isa>");

@@ -101,8 +101,8 @@ TEST(ExplainCommandTest, BadInputIsOneLineAndExitTwo) {
       {{"--config", Src("tests/fixtures/configs/malformed.json")}, "malformed JSON"},
       {{"--config", Src("tests/fixtures/configs/malformed.yaml")}, "nested YAML"},
       {{"--target", "cuda:sm_xx"}, "unknown target"},
-      {{"--cpu-kernels", "auto"},
-       "--cpu-kernels: unknown value \"auto\" (valid: fast, fast-bf16act, reference)"},
+      {{"--cpu-kernels", "fastest"},
+       "--cpu-kernels: unknown value \"fastest\" (valid: auto, fast, fast-bf16act, reference)"},
   };
   for (const BadInput& c : cases) {
     std::vector<std::string> args = {"explain", "--model-path", kGlm};

@@ -94,13 +94,14 @@ std::vector<OptionSpec> BuildTable() {
                    kKern, "GEMM kernel for NVFP4 linear layers"));
   t.push_back(
       Enum("sampling-backend", "auto", BackendNames({F::kSampling}), kKern, "Sampling kernel"));
-  t.push_back(Enum("cpu-kernels", "fast", {"fast", "fast-bf16act", "reference"}, kKern,
-                   "CPU kernel set: fast (CpuFastOps: AVX-512/AVX2 chosen at run time, "
-                   "LUCID_CPU_ISA caps the level), fast-bf16act (the same with the matmuls' "
-                   "activations rounded to bf16, as GPU engines compute: half the arithmetic in "
-                   "batched decode, ~1e-3 relative from the f32 results) or reference (CpuOps: "
-                   "the plain oracle kernels, whose results do not depend on the batch; for "
-                   "debugging)"));
+  t.push_back(Enum("cpu-kernels", "auto", {"fast", "fast-bf16act", "reference"}, kKern,
+                   "CPU kernel set: auto (fast-bf16act for a checkpoint whose torch_dtype is "
+                   "bfloat16, else fast), fast (CpuFastOps: AVX-512/AVX2 chosen at run time, "
+                   "LUCID_CPU_ISA caps the level; the matmuls keep ~16 bits of each input), "
+                   "fast-bf16act (the same with the matmuls' inputs rounded to bf16, as GPU "
+                   "engines compute: half the arithmetic in batched decode, ~1e-3 relative from "
+                   "the f32 results) or reference (CpuOps: the plain oracle kernels, whose "
+                   "results do not depend on the batch; for debugging)"));
   t.push_back(Range(Opt("cuda-graph-max-bs", OptionType::kInt, "auto", kGraph,
                         "Largest decode batch captured in a CUDA graph"),
                     1, 4096));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "config/cpu_kernels.h"
 #include "config/option_table.h"
 
 namespace lucid::config {
@@ -59,6 +60,12 @@ std::vector<Rule> BuildRules() {
         return json(p.filename().string());
       },
       [](const Ctx&) { return "the model directory's name"; });
+  add(
+      "cpu-kernels-from-dtype", "cpu-kernels", "always", always,
+      [](const Ctx& c) {
+        return json(CpuKernelSetName(CpuKernelSetForCheckpoint(c.model.config.torch_dtype)));
+      },
+      [](const Ctx& c) { return CpuKernelSetForCheckpointReason(c.model.config.torch_dtype); });
   add(
       "dtype-cpu-f32", "dtype", "device is cpu", [](const Ctx& c) { return !c.cuda(); },
       [](const Ctx&) { return json("float32"); },

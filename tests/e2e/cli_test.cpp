@@ -69,6 +69,37 @@ TEST(CliTest, VersionHelpAndBadFlags) {
   EXPECT_NE(range.out.find("99999"), std::string::npos) << range.out;
 }
 
+// With no --cpu-kernels, a checkpoint whose torch_dtype is bfloat16 runs the set with bf16 matmul
+// inputs: generate's prompt logits are those of --cpu-kernels fast-bf16act bit for bit, and not
+// those of fast (the hi/lo split), which they differ from by about the rounding.
+TEST(CliTest, GenerateTakesTheBf16SetForABf16Checkpoint) {
+  const std::string model = Src("tests/fixtures/models/tiny_glm_moe_dsa");
+  std::map<std::string, Tensor> logits;
+  for (const char* set : {"", "fast-bf16act", "fast"}) {
+    const std::string npy = ::testing::TempDir() + "/lucid_auto_" + set + ".npy";
+    Result r = RunLucid("generate --model-path " + model +
+                        " --prompt-ids 3,14,15,92,65,35 --max-new-tokens 1 --dump-logits " + npy +
+                        (*set ? std::string(" --cpu-kernels ") + set : std::string()));
+    ASSERT_EQ(r.code, 0) << set << ": " << r.out;
+    auto t = ReadNpy(npy);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    logits.emplace(set, std::move(*t));
+    std::filesystem::remove(npy);
+  }
+  const Tensor &def = logits.at(""), &bf16 = logits.at("fast-bf16act"), &f32 = logits.at("fast");
+  ASSERT_EQ(def.numel(), bf16.numel());
+  ASSERT_EQ(def.numel(), f32.numel());
+  float same = 0, apart = 0, mx = 0;
+  for (int64_t i = 0; i < def.numel(); ++i) {
+    same = std::max(same, std::abs(def.data<float>()[i] - bf16.data<float>()[i]));
+    apart = std::max(apart, std::abs(def.data<float>()[i] - f32.data<float>()[i]));
+    mx = std::max(mx, std::abs(f32.data<float>()[i]));
+  }
+  EXPECT_EQ(same, 0.0f);
+  EXPECT_GT(apart, 1e-5f * mx);  // rounded inputs: a different computation
+  EXPECT_LT(apart, 0.05f * mx);  // but the same model
+}
+
 TEST(CliTest, GenerateAndBenchTakeTheCpuKernelSet) {
   // Both kernel sets give the golden continuation; an unknown set is the table's one-line error.
   auto g = SafetensorsFile::Open(Src("tests/fixtures/golden/tiny_deepseek_v3.safetensors"));
@@ -78,15 +109,17 @@ TEST(CliTest, GenerateAndBenchTakeTheCpuKernelSet) {
   const std::string base =
       "generate --model-path " + Src("tests/fixtures/models/tiny_deepseek_v3") + " --prompt-ids " +
       e2e::JoinIds(prompt) + " --max-new-tokens " + std::to_string(cont.numel());
-  for (const char* set : {"fast", "reference"}) {
-    Result r = RunLucid(base + " --cpu-kernels " + set);
+  // (No flag: auto, which is fast for this float32 checkpoint.)
+  for (const char* set : {"fast", "reference", "auto", ""}) {
+    Result r = RunLucid(base + (*set ? std::string(" --cpu-kernels ") + set : std::string()));
     ASSERT_EQ(r.code, 0) << set << ": " << r.out;
     EXPECT_EQ(r.out, e2e::JoinIds(cont) + "\n") << set;
   }
   Result bad = RunLucid(base + " --cpu-kernels slow");
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(
-      bad.out.find("--cpu-kernels: unknown value \"slow\" (valid: fast, fast-bf16act, reference)"),
+      bad.out.find(
+          "--cpu-kernels: unknown value \"slow\" (valid: auto, fast, fast-bf16act, reference)"),
       std::string::npos)
       << bad.out;
   // fast-bf16act is a different computation (activations rounded to bf16): generate takes it (its
@@ -105,6 +138,8 @@ TEST(CliTest, GenerateAndBenchTakeTheCpuKernelSet) {
   const nlohmann::json jb = nlohmann::json::parse(bench_bf16.out);
   const std::string ops = jb["model"]["ops"];
   EXPECT_EQ(ops.substr(ops.size() - 8), "-bf16act") << ops;
+  EXPECT_EQ(jb["model"]["cpu_kernels"], "fast-bf16act");
+  EXPECT_EQ(jb["model"]["cpu_kernels_reason"], "given");
   const nlohmann::json& mach = jb["machine"];
   const double dot = mach["dot_bf16_gflops"], fma = mach["fma_gflops"];
   if (mach["isa"] == "avx512bf16") {
@@ -144,8 +179,16 @@ TEST(CliTest, BenchFiguresAreConsistent) {
   const nlohmann::json j = nlohmann::json::parse(out);
   EXPECT_GT(j["machine"]["read_gbs"].get<double>(), 0.0);
   EXPECT_GT(j["machine"]["fma_gflops"].get<double>(), 0.0);
-  // f32 activations: the matmuls are held to the FMA peak.
-  EXPECT_EQ(j["prefill"]["matmul_peak_gflops"], j["machine"]["fma_gflops"]);
+  // The fixture's torch_dtype is bfloat16, so the default set takes bf16 matmul inputs and says
+  // why; its matmuls are held to the vdpbf16ps peak where there is one, else to the FMA peak.
+  EXPECT_EQ(j["model"]["cpu_kernels"], "fast-bf16act");
+  EXPECT_NE(j["model"]["cpu_kernels_reason"].get<std::string>().find("auto: the checkpoint's "
+                                                                     "torch_dtype is bfloat16"),
+            std::string::npos)
+      << j["model"].dump();
+  EXPECT_EQ(j["prefill"]["matmul_peak_gflops"], j["machine"]["isa"] == "avx512bf16"
+                                                    ? j["machine"]["dot_bf16_gflops"]
+                                                    : j["machine"]["fma_gflops"]);
   ASSERT_EQ(j["decode"].size(), 2u);
   const double E = 8, K = 2, moe_layers = 2;
   for (const auto& d : j["decode"]) {

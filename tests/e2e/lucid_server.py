@@ -187,7 +187,8 @@ def metrics(url):
 
 def reference_greedy(model_dir, prompt_ids, max_new_tokens, cpu_kernels="fast"):
     """Greedy tokens from `lucid generate` (one sequence, no server, no prefix cache), through the
-    CPU kernel set `cpu_kernels` (fast or reference: compare a server with the same set)."""
+    CPU kernel set `cpu_kernels` (auto, fast, fast-bf16act or reference: compare a server with
+    the same set)."""
     out = subprocess.run([BINARY, "generate", "--model-path", model_dir, "--prompt-ids",
                           ",".join(map(str, prompt_ids)), "--max-new-tokens", str(max_new_tokens),
                           "--cpu-kernels", cpu_kernels, "--output", "json"],

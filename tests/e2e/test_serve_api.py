@@ -85,11 +85,13 @@ class OpenAIClientTest(unittest.TestCase):
 
     def test_completion_matches_lucid_generate(self):
         # A request alone: the server's greedy tokens equal the one-sequence driver's through the
-        # same kernels (the default fast set), for a short prompt and one prefilled in a step of
+        # same kernels (the default set: fast-bf16act for this bfloat16 checkpoint, chosen by
+        # generate's --cpu-kernels auto as by the server's rule), for a short prompt and one
+        # prefilled in a step of
         # 200 tokens (the fast matmul's many-token path). The prompts share no page with another
         # test's, so no prefix-cache hit splits their prefill differently from generate's.
         for prompt in ([5, 6, 7, 8, 9], [(13 * k + 7) % 251 + 3 for k in range(200)]):
-            want = ls.reference_greedy(MODEL_DIR, prompt, 12, cpu_kernels="fast")
+            want = ls.reference_greedy(MODEL_DIR, prompt, 12, cpu_kernels="auto")
             status, body = ls.post(SERVER.url + "/generate", {
                 "input_ids": prompt, "sampling_params": {"max_new_tokens": 12, "temperature": 0,
                                                          "ignore_eos": True}})
@@ -97,10 +99,12 @@ class OpenAIClientTest(unittest.TestCase):
             self.assertEqual(json.loads(body)["output_ids"], want, f"prompt of {len(prompt)}")
 
     def test_server_info_reports_the_cpu_kernels(self):
-        # Fast kernels by default (provenance "default"), the ops name the server runs and logs;
+        # By default the rule on the checkpoint's torch_dtype (bfloat16 here) picks the fast set
+        # with bf16 matmul inputs, and the ops name the server runs and logs says so;
         # --cpu-kernels reference selects the reference (provenance user:cli).
-        for server, value, source, ops in ((SERVER, "fast", "default", "cpu-fast-"),
-                                           (REF_SERVER, "reference", "user:cli", "cpu-reference")):
+        for server, value, source, ops in (
+                (SERVER, "fast-bf16act", "rule:cpu-kernels-from-dtype", "cpu-fast-"),
+                (REF_SERVER, "reference", "user:cli", "cpu-reference")):
             status, body = ls.get(server.url + "/server_info")
             self.assertEqual(status, 200, body)
             config = json.loads(body)["config"]

@@ -6,7 +6,7 @@
 #   LLAMA_BIN=... CKPT=... GGUF=... bash tools/compare/llama_cpp/run.sh   # 2 threads, 2 rounds
 #   THREADS=1 ROUNDS=3 ... bash tools/compare/llama_cpp/run.sh
 #   FORMATS="bf16" ROUNDS=1 ... bash tools/compare/llama_cpp/run.sh       # quick look
-#   LUCID_KERNELS=fast-bf16act ... bash tools/compare/llama_cpp/run.sh     # lucid's bf16 activations
+#   LUCID_KERNELS=fast ... bash tools/compare/llama_cpp/run.sh             # lucid's ~16-bit activations
 #   SUMMARY_ONLY=1 OUT=/tmp/llama_compare.X THREADS=2 bash tools/compare/llama_cpp/run.sh  # re-summarize
 #
 # Rounds alternate the order (odd: lucid first, even: llama.cpp first) and every run is preceded by
@@ -26,7 +26,7 @@ nvfp4:$CKPT/lucid_1g_glm_nvfp4:$GGUF/glm1g-nvfp4.gguf
 q4_0:-:$GGUF/glm1g-q4_0.gguf"}
 FORMATS=${FORMATS:-"bf16 fp8 nvfp4 q4_0"}   # which PAIRS rows to run
 THREADS=${THREADS:-2}
-LUCID_KERNELS=${LUCID_KERNELS:-fast}         # lucid bench --cpu-kernels (fast-bf16act: as llama.cpp)
+LUCID_KERNELS=${LUCID_KERNELS:-auto}         # lucid bench --cpu-kernels (auto: bf16 inputs, as llama.cpp)
 ROUNDS=${ROUNDS:-2}
 FA=${FA:-1}                                  # llama.cpp flash attention (auto resolves to 1 on CPU)
 OUT=${OUT:-/tmp/llama_compare.$(date -u +%Y%m%dT%H%M%S)}
