@@ -4,9 +4,9 @@
 // None of them is built in this repository yet: compiled_in is false for every non-CPU row.
 // The `cpu` rows state what backends/cpu implements today: float32 compute, f32/bf16/FP8-block/
 // NVFP4 weights (dequantized block by block), f32/bf16/fp8_e4m3 KV storage (models/kv_cache.h),
-// any page size, no graph capture. Both CPU kernel sets (`--cpu-kernels fast|reference`,
-// config/cpu_kernels.h) implement exactly these rows: CpuFastOps falls back to CpuOps for whatever
-// it does not speed up.
+// any page size, no graph capture. Every CPU kernel set (`--cpu-kernels
+// fast|fast-bf16act|reference`, config/cpu_kernels.h) implements exactly these rows: CpuFastOps
+// falls back to CpuOps for whatever it does not speed up.
 #include "config/kernel_catalog.h"
 
 #include <algorithm>
