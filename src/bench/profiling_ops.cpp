@@ -79,6 +79,20 @@ void ProfilingOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
             2.0 * double(x.size(0)) * double(w.rows) * double(w.cols));
 }
 
+void ProfilingOps::LinearMany(const Tensor& x, std::span<const Weight* const> ws,
+                              std::span<Tensor* const> ys) const {
+  const double t0 = Now();
+  inner_.LinearMany(x, ws, ys);
+  const double seconds = Now() - t0;
+  double total = 0;
+  for (const Weight* w : ws) total += double(w->StoredBytes());
+  for (const Weight* w : ws) {
+    const double bytes = double(w->StoredBytes());
+    AddMatmul(w->name, total > 0 ? seconds * bytes / total : 0.0, bytes,
+              2.0 * double(x.size(0)) * double(w->rows) * double(w->cols));
+  }
+}
+
 void ProfilingOps::LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const {
   const double t0 = Now();
   inner_.LinearTransposed(x, w, y);

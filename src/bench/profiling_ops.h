@@ -57,6 +57,10 @@ class ProfilingOps final : public Ops {
   OpTally Total() const;
 
   void Linear(const Tensor& x, const Weight& w, Tensor& y) const override;
+  // One call timed as a whole; each weight gets its bytes and FLOPs and a share of the time in
+  // proportion to its bytes (the backend may run them in one region).
+  void LinearMany(const Tensor& x, std::span<const Weight* const> ws,
+                  std::span<Tensor* const> ys) const override;
   void LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const override;
   void Embedding(const Weight& table, std::span<const int32_t> ids, Tensor& out) const override;
   void RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) const override;

@@ -52,6 +52,39 @@ TEST(ProfilingOpsTest, TalliesMatmulsPerWeightAcrossLayers) {
   EXPECT_EQ(prof.Get(OpCategory::kMatmul).calls, 0);
 }
 
+// LinearMany: one call for the group, each weight tallied with its own bytes and FLOPs and a share
+// of the call's time in proportion to its bytes; the outputs are the inner ops' (here Linear's).
+TEST(ProfilingOpsTest, LinearManySharesTheCallsTimeByBytes) {
+  const CpuOps inner;
+  const ProfilingOps prof(inner);
+  const Weight a = RandomDense(true, 24, 40, 1, "model.layers.0.self_attn.q_a_proj.weight");
+  const Weight b = RandomDense(false, 8, 40, 2, "model.layers.0.self_attn.kv_a_proj.weight");
+  const Tensor x = Random({2, 40}, 4);
+  Tensor ya = Tensor::Empty(DType::kF32, {2, 24}), yb = Tensor::Empty(DType::kF32, {2, 8});
+  Tensor ra = ya.Clone(), rb = yb.Clone();
+  const Weight* ws[] = {&a, &b};
+  Tensor* ys[] = {&ya, &yb};
+  prof.LinearMany(x, ws, ys);
+  inner.Linear(x, a, ra);
+  inner.Linear(x, b, rb);
+  for (int64_t i = 0; i < ra.numel(); ++i) EXPECT_EQ(ya.data<float>()[i], ra.data<float>()[i]);
+  for (int64_t i = 0; i < rb.numel(); ++i) EXPECT_EQ(yb.data<float>()[i], rb.data<float>()[i]);
+  const auto& by = prof.ByWeight();
+  ASSERT_EQ(by.size(), 2u);
+  const OpTally& ta = by.at("model.layers.*.self_attn.q_a_proj.weight");
+  const OpTally& tb = by.at("model.layers.*.self_attn.kv_a_proj.weight");
+  EXPECT_EQ(ta.calls, 1);
+  EXPECT_EQ(tb.calls, 1);
+  EXPECT_DOUBLE_EQ(ta.bytes, 24.0 * 40 * 2);  // bf16
+  EXPECT_DOUBLE_EQ(tb.bytes, 8.0 * 40 * 4);   // f32
+  EXPECT_DOUBLE_EQ(ta.flops, 2.0 * 2 * 24 * 40);
+  EXPECT_GT(ta.seconds, 0.0);
+  EXPECT_NEAR(ta.seconds / tb.seconds, ta.bytes / tb.bytes, 1e-9 * ta.bytes / tb.bytes);
+  const OpTally& mm = prof.Get(OpCategory::kMatmul);
+  EXPECT_EQ(mm.calls, 2);
+  EXPECT_NEAR(mm.seconds, ta.seconds + tb.seconds, 1e-12);
+}
+
 // kv_b_proj [heads x (nope + v), latent]: the absorption reads the nope rows, the output
 // projection the v rows, each tallied apart with its share of the bytes.
 TEST(ProfilingOpsTest, SplitsKvBIntoItsTwoShares) {

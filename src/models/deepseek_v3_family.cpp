@@ -125,9 +125,18 @@ class DeepseekV3Model final : public Model {
   StatusOr<StepLayout> Layout(std::span<const SequenceChunk> batch, const KvPool& pool) const;
   Tensor Attention(int64_t l, const Tensor& h, const StepLayout& s, KvPool& pool,
                    std::vector<std::vector<int32_t>>& selected, int64_t* sel_stride);
-  void SelectTokens(int64_t l, const Tensor& h, const Tensor& cq, const StepLayout& s, KvPool& pool,
+  // The indexer's projections of one layer, as they come out of the matmuls (Attention runs them
+  // with the layer's other projections of the same inputs).
+  struct IndexerProjections {
+    Tensor q;  // [N, nI * dI] = wq_b(cq)
+    Tensor k;  // [N, dI] = wk(h)
+    Tensor w;  // [N, nI] = weights_proj(h)
+  };
+  void SelectTokens(int64_t l, int64_t N, IndexerProjections* ip, const StepLayout& s, KvPool& pool,
                     std::vector<std::vector<int32_t>>& selected, int64_t* sel_stride);
   Tensor Mlp(const MlpWeights& m, const Tensor& x);
+  // down(silu(g) * u), g overwritten.
+  Tensor MlpDown(const MlpWeights& m, Tensor& g, const Tensor& u);
   Tensor Moe(const MoeWeights& m, const Tensor& x);
   // Numerics checking: records `op` of `layer` for each span whose rows of t ([N, ...]) are not
   // all finite and that has no earlier site. No-op unless SetNumericsCheck(true).
@@ -224,21 +233,45 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
   const int64_t N = h.size(0), H = c_.num_attention_heads, dn = c_.qk_nope_head_dim;
   const int64_t dr = c_.qk_rope_head_dim, dv = c_.v_head_dim, dq = c_.qk_head_dim();
   const int64_t R = c_.kv_lora_rank;
-  // Queries.
-  Tensor cq, q = F32(N, H * dq);
+  const IndexerWeights& xw = w_.layers[l].indexer;
+  const bool index_here = indexer_live_ && xw.present;  // this layer scores the past tokens
+  const int64_t nI = c_.index_n_heads, dI = c_.index_head_dim;
+  // Every projection of h in one call (as the engines' fused q_a/kv_a projection): the queries'
+  // (q_a, or q_proj without a q LoRA), the latent KV's and, where the indexer runs, its key's and
+  // head weights'. Then those of the normed query LoRA cq: q_b and the indexer's wq_b.
+  Tensor cq, q = F32(N, H * dq), kva = F32(N, R + dr);
+  IndexerProjections ip;
+  std::vector<const Weight*> ws;
+  std::vector<Tensor*> ys;
   if (c_.q_lora_rank > 0) {
     cq = F32(N, c_.q_lora_rank);
-    ops_.Linear(h, a.q_a, cq);
-    ops_.RmsNorm(cq, a.q_a_norm, kLatentNormEps, cq);
-    ops_.Linear(cq, a.q_b, q);
+    ws = {&a.q_a, &a.kv_a};
+    ys = {&cq, &kva};
   } else {
-    ops_.Linear(h, a.q_proj, q);
+    ws = {&a.q_proj, &a.kv_a};
+    ys = {&q, &kva};
+  }
+  if (index_here) {
+    ip.k = F32(N, dI);
+    ip.w = F32(N, nI);
+    ws.insert(ws.end(), {&xw.wk, &xw.weights_proj});
+    ys.insert(ys.end(), {&ip.k, &ip.w});
+  }
+  ops_.LinearMany(h, ws, ys);
+  if (c_.q_lora_rank > 0) {
+    ops_.RmsNorm(cq, a.q_a_norm, kLatentNormEps, cq);
+    if (index_here) {
+      ip.q = F32(N, nI * dI);
+      const Weight* wq[] = {&a.q_b, &xw.wq_b};
+      Tensor* yq[] = {&q, &ip.q};
+      ops_.LinearMany(cq, wq, yq);
+    } else {
+      ops_.Linear(cq, a.q_b, q);
+    }
   }
   ops_.Rope(q, H, dq, dn, rope_, s.positions, StyleOf(c_.mla_rope_layout));
   Check(q, l, "q_proj", s);
   // Latent KV for the new tokens, written to the cache.
-  Tensor kva = F32(N, R + dr);
-  ops_.Linear(h, a.kv_a, kva);
   Check(kva, l, "kv_a_proj", s);
   Tensor ckv = F32(N, R), kpe = F32(N, dr);
   CopyGroup(kva, R + dr, 0, 0, R, ckv);
@@ -256,7 +289,7 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
     for (int64_t hd = 0; hd < H; ++hd)
       std::memcpy(q_rope.data<float>() + (t * H + hd) * dr,
                   q.data<float>() + t * H * dq + hd * dq + dn, dr * 4);
-  SelectTokens(l, h, cq, s, pool, selected, sel_stride);
+  SelectTokens(l, N, index_here ? &ip : nullptr, s, pool, selected, sel_stride);
   Tensor out_lat = F32(N, H * R);
   MlaAttentionArgs args;
   args.heads = H;
@@ -302,9 +335,9 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
 }
 
 // Fills selected[span] = [count per row (sp.count ints), then rows of *sel_stride indices].
-// Full indexer layers compute it; shared layers keep the previous layer's; deepseek_v3 takes every
-// causal token.
-void DeepseekV3Model::SelectTokens(int64_t l, const Tensor& h, const Tensor& cq,
+// Full indexer layers compute it from *ip (their projections, given whenever the indexer runs
+// here); shared layers keep the previous layer's; deepseek_v3 takes every causal token.
+void DeepseekV3Model::SelectTokens(int64_t l, int64_t N, IndexerProjections* ip,
                                    const StepLayout& s, KvPool& pool,
                                    std::vector<std::vector<int32_t>>& selected,
                                    int64_t* sel_stride) {
@@ -316,14 +349,14 @@ void DeepseekV3Model::SelectTokens(int64_t l, const Tensor& h, const Tensor& cq,
   const int64_t K = indexer_live_ ? std::min(index_topk_, max_ctx) : max_ctx;
   *sel_stride = K;
   selected.assign(s.spans.size(), {});
-  const int64_t N = h.size(0), nI = c_.index_n_heads, dI = c_.index_head_dim;
+  const int64_t nI = c_.index_n_heads, dI = c_.index_head_dim;
   Tensor qi, w;
   if (indexer_live_) {
-    qi = F32(N, nI * dI);
-    ops_.Linear(cq, x.wq_b, qi);
+    LUCID_CHECK(ip != nullptr, "SelectTokens: the indexer runs at layer " + std::to_string(l) +
+                                   " but its projections were not given");
+    qi = ip->q;
     ops_.Rope(qi, nI, dI, 0, rope_, s.positions, StyleOf(c_.indexer_rope_layout));
-    Tensor ki = F32(N, dI);
-    ops_.Linear(h, x.wk, ki);
+    Tensor ki = ip->k;
     ops_.LayerNorm(ki, x.k_norm_w, x.k_norm_b, kIndexerNormEps, ki);
     ops_.Rope(ki, 1, dI, 0, rope_, s.positions, StyleOf(c_.indexer_rope_layout));
     Check(qi, l, "indexer_q", s);
@@ -331,8 +364,7 @@ void DeepseekV3Model::SelectTokens(int64_t l, const Tensor& h, const Tensor& cq,
     for (const auto& sp : s.spans)
       for (int64_t i = 0; i < sp.count; ++i)
         pool.WriteIndexerKey(l, *sp.seq, sp.start_pos + i, ki.data<float>() + (sp.begin + i) * dI);
-    w = F32(N, nI);
-    ops_.Linear(h, x.weights_proj, w);
+    w = ip->w;
     const float fold = static_cast<float>(1.0 / std::sqrt(static_cast<double>(nI)) /
                                           std::sqrt(static_cast<double>(dI)));
     for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] *= fold;
@@ -374,18 +406,32 @@ void DeepseekV3Model::SelectTokens(int64_t l, const Tensor& h, const Tensor& cq,
 Tensor DeepseekV3Model::Mlp(const MlpWeights& m, const Tensor& x) {
   const int64_t N = x.size(0);
   Tensor g = F32(N, m.gate.rows), u = F32(N, m.up.rows);
-  ops_.Linear(x, m.gate, g);
-  ops_.Linear(x, m.up, u);
+  const Weight* ws[] = {&m.gate, &m.up};
+  Tensor* ys[] = {&g, &u};
+  ops_.LinearMany(x, ws, ys);
+  return MlpDown(m, g, u);
+}
+
+Tensor DeepseekV3Model::MlpDown(const MlpWeights& m, Tensor& g, const Tensor& u) {
   ops_.SwiGlu(g, u, g);
-  Tensor out = F32(N, c_.hidden_size);
+  Tensor out = F32(g.size(0), c_.hidden_size);
   ops_.Linear(g, m.down, out);
   return out;
 }
 
 Tensor DeepseekV3Model::Moe(const MoeWeights& m, const Tensor& x) {
   const int64_t N = x.size(0), K = c_.num_experts_per_tok;
-  Tensor router_logits = F32(N, c_.n_routed_experts);
-  ops_.Linear(x, m.router, router_logits);
+  // The router and the shared expert's gate and up read x together.
+  Tensor router_logits = F32(N, c_.n_routed_experts), g, u;
+  if (c_.n_shared_experts > 0) {
+    g = F32(N, m.shared.gate.rows);
+    u = F32(N, m.shared.up.rows);
+    const Weight* ws[] = {&m.router, &m.shared.gate, &m.shared.up};
+    Tensor* ys[] = {&router_logits, &g, &u};
+    ops_.LinearMany(x, ws, ys);
+  } else {
+    ops_.Linear(x, m.router, router_logits);
+  }
   std::vector<int32_t> idx(N * K);
   std::vector<float> wts(N * K);
   ops_.MoeRoute(router_logits, m.router_bias.data(), c_.n_group, c_.topk_group, K,
@@ -393,7 +439,7 @@ Tensor DeepseekV3Model::Moe(const MoeWeights& m, const Tensor& x) {
                 wts.data());
   Tensor out = F32(N, c_.hidden_size);
   ops_.MoeExperts(x, m.experts, idx.data(), wts.data(), K, out);
-  if (c_.n_shared_experts > 0) AddInPlace(out, Mlp(m.shared, x));
+  if (c_.n_shared_experts > 0) AddInPlace(out, MlpDown(m.shared, g, u));
   return out;
 }
 

@@ -129,6 +129,15 @@ class Ops {
 
   // y[T, w.rows] = x[T, w.cols] · W^T.
   virtual void Linear(const Tensor& x, const Weight& w, Tensor& y) const = 0;
+  // *ys[i] = x · ws[i]^T for every i: several weights on the same input (the MLA and indexer
+  // projections of the hidden state, a shared expert's gate and up), as the engines' fused
+  // projections compute them but without concatenating the weights. Each result equals Linear's.
+  // A backend may run them in one parallel region; this default calls Linear for each.
+  virtual void LinearMany(const Tensor& x, std::span<const Weight* const> ws,
+                          std::span<Tensor* const> ys) const {
+    LUCID_CHECK(ws.size() == ys.size(), "LinearMany: as many outputs as weights");
+    for (size_t i = 0; i < ws.size(); ++i) Linear(x, *ws[i], *ys[i]);
+  }
   // y[T, w.cols] = x[T, w.rows] · W (used to absorb W_uk into the query).
   virtual void LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const = 0;
   // out[i, :] = row ids[i] of `table` (rows = vocabulary), converted to float32.

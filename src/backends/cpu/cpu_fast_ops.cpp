@@ -63,6 +63,61 @@ void CpuFastOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
   ParallelFor(N, 32, [&](int64_t b, int64_t e) { fast::MatmulRows(kt, p, 0, T, w, b, e, ys, N); });
 }
 
+void CpuFastOps::LinearMany(const Tensor& x, std::span<const Weight* const> ws,
+                            std::span<Tensor* const> ys) const {
+  LUCID_CHECK(ws.size() == ys.size(), "LinearMany: as many outputs as weights");
+  const int64_t T = x.size(0), threads = NumThreads();
+  const fast::KernelTable& kt = fast::Kernels(isa_);
+  // One region only where each weight would take Linear's row-split tile path.
+  bool together = ws.size() > 1 && threads > 1;
+  for (size_t i = 0; i < ws.size() && together; ++i) {
+    const Weight& w = *ws[i];
+    LUCID_CHECK(x.size(-1) == w.cols && ys[i]->size(-1) == w.rows && ys[i]->size(0) == T,
+                "LinearMany shape mismatch for " + w.name + ": x " + x.DebugString() + " y " +
+                    ys[i]->DebugString());
+    const int64_t g = fast::GemmMinTokens(kt, w.format, act_);
+    together =
+        FastFormat(w.format) && !(g > 0 && T >= g) && !(w.rows < 64 * threads && T >= 8 * threads);
+  }
+  if (!together) {
+    for (size_t i = 0; i < ws.size(); ++i) Linear(x, *ws[i], *ys[i]);
+    return;
+  }
+  // x packed once per weight format (what PackX makes depends on the format alone).
+  std::vector<fast::PackedX> packs(ws.size());
+  std::vector<size_t> pack_of(ws.size());
+  for (size_t i = 0; i < ws.size(); ++i) {
+    size_t j = 0;
+    while (j < i && ws[j]->format != ws[i]->format) ++j;
+    pack_of[i] = j;
+    if (j == i)
+      fast::PackX(kt, x.data<const float>(), x.size(-1), T, ws[i]->cols, ws[i]->format, act_,
+                  &packs[i]);
+  }
+  // The threads split the weights' bytes evenly: thread c takes the rows that start in its share
+  // of the concatenation, so a share runs on from one weight into the next.
+  std::vector<double> start(ws.size() + 1, 0.0);
+  for (size_t i = 0; i < ws.size(); ++i)
+    start[i + 1] = start[i] + static_cast<double>(ws[i]->StoredBytes());
+  ParallelFor(threads, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const double lo = start.back() * c / threads, hi = start.back() * (c + 1) / threads;
+      for (size_t i = 0; i < ws.size(); ++i) {
+        const Weight& w = *ws[i];
+        const double row = (start[i + 1] - start[i]) / static_cast<double>(w.rows);
+        auto first_at = [&](double byte) {  // the first row starting at or after `byte`
+          return std::clamp<int64_t>(static_cast<int64_t>(std::ceil((byte - start[i]) / row)), 0,
+                                     w.rows);
+        };
+        const int64_t n0 = c == 0 ? 0 : first_at(lo);
+        const int64_t n1 = c == threads - 1 ? w.rows : first_at(hi);
+        if (n1 > n0)
+          fast::MatmulRows(kt, packs[pack_of[i]], 0, T, w, n0, n1, ys[i]->data<float>(), w.rows);
+      }
+    }
+  });
+}
+
 void CpuFastOps::LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const {
   const int64_t T = x.size(0), R = w.rows, C = w.cols;
   LUCID_CHECK(x.size(-1) == R && y.size(-1) == C && y.size(0) == T,

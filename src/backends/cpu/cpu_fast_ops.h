@@ -26,6 +26,9 @@
 //   (and avx512/avx2) go through f32 tiles over weights decoded into an L1 sliver (bit for bit
 //   DequantizeRowSpan): never more than a block of a matrix is dequantized at once; MoE experts
 //   take the same paths.
+// - LinearMany: weights on the same input below the GEMM (and the token split) run in one
+//   parallel region, x packed once per format, the threads splitting the weights' rows by bytes
+//   (a thread's share runs on across the weights); results equal Linear's bit for bit.
 // - LinearTransposed: threads split the output columns (packed rows decoded span by span).
 // - MlaAbsorbQuery / MlaProjectOutput: all heads of the W_uk absorption / W_uv projection in one
 //   parallel region each (cpu_fast_mla.cpp).
@@ -72,6 +75,8 @@ class CpuFastOps : public CpuOps {
 
   const char* name() const override { return name_; }
   void Linear(const Tensor& x, const Weight& w, Tensor& y) const override;
+  void LinearMany(const Tensor& x, std::span<const Weight* const> ws,
+                  std::span<Tensor* const> ys) const override;
   void LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const override;
   void RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) const override;
   void SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) const override;
