@@ -116,23 +116,29 @@ BENCHMARK(BM_LinearBig)
     ->ArgsProduct({{0, 1, 2}, {1, 8, 32}, {1}})
     ->Unit(benchmark::kMillisecond);
 
-// Args: format (0 bf16, 1 fp8-block, 2 nvfp4), rows, columns. One token with bf16 activations
-// against the shapes of the 4g preset's matrices (expert down 3072 x 768, gate/up 768 x 3072,
-// q_a 1536 x 3072, kv_a 576 x 3072, o_proj 3072 x 8192), each call on the next of copies spanning
-// 128 MB: how the row length and the matrix size move the one-token tiles' rate.
-void BM_LinearShape(benchmark::State& st) {
-  const int64_t N = st.range(1), K = st.range(2);
+// One token against N x K weights of `format` (0 bf16, 1 fp8-block, 2 nvfp4) through `ops`, each
+// call on the next of copies spanning 128 MB.
+void OneTokenOnCopies(benchmark::State& st, const CpuFastOps& ops, int64_t format, int64_t N,
+                      int64_t K) {
   constexpr double kSpan = 128.0 * (1 << 20);
   const std::vector<Weight> ws =
-      CopiesSpanning(st.range(0) == 0   ? MakeWeight(WeightFormat::kBF16, N, K)
-                     : st.range(0) == 1 ? testing_util::RandomFp8(N, K, 7, /*ue8m0=*/true)
-                                        : testing_util::RandomNvfp4(N, K, 7),
+      CopiesSpanning(format == 0   ? MakeWeight(WeightFormat::kBF16, N, K)
+                     : format == 1 ? testing_util::RandomFp8(N, K, 7, /*ue8m0=*/true)
+                                   : testing_util::RandomNvfp4(N, K, 7),
                      kSpan);
   Tensor x = Tensor::Empty(DType::kF32, {1, K}), y = Tensor::Empty(DType::kF32, {1, N});
   for (int64_t i = 0; i < K; ++i) x.data<float>()[i] = 0.001f * static_cast<float>(i % 97);
   size_t next = 0;
-  for (auto _ : st) FastFor(1).Linear(x, ws[next++ % ws.size()], y);
+  for (auto _ : st) ops.Linear(x, ws[next++ % ws.size()], y);
   SetLinearCounters(st, ws[0], 1);
+}
+
+// Args: format (0 bf16, 1 fp8-block, 2 nvfp4), rows, columns. One token with bf16 activations
+// against the shapes of the 4g preset's matrices (expert down 3072 x 768, gate/up 768 x 3072,
+// q_a 1536 x 3072, kv_a 576 x 3072, o_proj 3072 x 8192): how the row length and the matrix size
+// move the one-token tiles' rate.
+void BM_LinearShape(benchmark::State& st) {
+  OneTokenOnCopies(st, FastFor(1), st.range(0), st.range(1), st.range(2));
 }
 BENCHMARK(BM_LinearShape)
     ->ArgsProduct({{2}, {3072}, {768, 8192}})
@@ -141,22 +147,10 @@ BENCHMARK(BM_LinearShape)
     ->Unit(benchmark::kMicrosecond);
 
 // Args: format (0 bf16, 1 fp8-block, 2 nvfp4), rows. One token against the short matrices of a
-// decode step (512-2048 rows of 2048 columns: 0.6-8 MB in bf16, 0.3-2 MB packed), each call on
-// the next of copies spanning 128 MB: what a short op's start (a parallel region, cold streams)
-// costs next to BM_LinearBig's long one.
+// decode step (512-2048 rows of 2048 columns: 0.6-8 MB in bf16, 0.3-2 MB packed): what a short
+// op's start (a parallel region, cold streams) costs next to BM_LinearBig's long one.
 void BM_LinearShort(benchmark::State& st) {
-  const int64_t N = st.range(1), K = 2048;
-  constexpr double kSpan = 128.0 * (1 << 20);
-  const std::vector<Weight> ws =
-      CopiesSpanning(st.range(0) == 0   ? MakeWeight(WeightFormat::kBF16, N, K)
-                     : st.range(0) == 1 ? testing_util::RandomFp8(N, K, 7, /*ue8m0=*/true)
-                                        : testing_util::RandomNvfp4(N, K, 7),
-                     kSpan);
-  Tensor x = Tensor::Empty(DType::kF32, {1, K}), y = Tensor::Empty(DType::kF32, {1, N});
-  for (int64_t i = 0; i < K; ++i) x.data<float>()[i] = 0.001f * static_cast<float>(i % 97);
-  size_t next = 0;
-  for (auto _ : st) kFast.Linear(x, ws[next++ % ws.size()], y);
-  SetLinearCounters(st, ws[0], 1);
+  OneTokenOnCopies(st, kFast, st.range(0), st.range(1), 2048);
 }
 BENCHMARK(BM_LinearShort)->ArgsProduct({{0, 1, 2}, {512, 2048}})->Unit(benchmark::kMicrosecond);
 
