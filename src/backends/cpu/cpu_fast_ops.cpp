@@ -20,6 +20,22 @@ const char* OpsName(CpuIsa isa, FastActivations act) {
   return kNames[act == FastActivations::kBf16 ? 1 : 0][static_cast<int>(isa)];
 }
 
+// How Linear splits a call across the threads: the GEMM (from the format's GemmMinTokens) by
+// 32-row panels, or by tokens where there are few panels; the tiles by tokens where there are few
+// outputs and many tokens, else by weight rows (the path LinearMany can share between weights).
+enum class LinearSplit { kGemmPanels, kGemmTokens, kTileTokens, kTileRows };
+constexpr int64_t kPanel = 32;
+
+LinearSplit SplitOf(const fast::KernelTable& kt, WeightFormat f, FastActivations act, int64_t T,
+                    int64_t N, int64_t threads) {
+  if (const int64_t g = fast::GemmMinTokens(kt, f, act); g > 0 && T >= g) {
+    const int64_t panels = (N + kPanel - 1) / kPanel;
+    return panels < 2 * threads && T >= 2 * fast::kGemmMinTokens ? LinearSplit::kGemmTokens
+                                                                 : LinearSplit::kGemmPanels;
+  }
+  return N < 64 * threads && T >= 8 * threads ? LinearSplit::kTileTokens : LinearSplit::kTileRows;
+}
+
 }  // namespace
 
 CpuFastOps::CpuFastOps(CpuIsa max_isa, FastActivations act)
@@ -39,28 +55,25 @@ void CpuFastOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
   fast::PackedX p;
   fast::PackX(kt, x.data<const float>(), w.cols, T, w.cols, w.format, act_, &p);
   float* ys = y.data<float>();
-  const int64_t threads = NumThreads();
-  if (const int64_t g = fast::GemmMinTokens(kt, w.format, act_); g > 0 && T >= g) {
-    // The GEMM: each thread takes one contiguous range of whole 32-row panels (its weights are
-    // decoded once); few outputs split the tokens instead, never below kGemmMinTokens per call
-    // (PackX packed x for the GEMM alone).
-    constexpr int64_t kPanel = 32;
-    const int64_t panels = (N + kPanel - 1) / kPanel;
-    if (panels < 2 * threads && T >= 2 * fast::kGemmMinTokens) {
+  switch (SplitOf(kt, w.format, act_, T, N, NumThreads())) {
+    case LinearSplit::kGemmTokens:  // never below kGemmMinTokens per call (x is packed for it)
       ParallelFor(T, fast::kGemmMinTokens,
                   [&](int64_t b, int64_t e) { fast::MatmulRows(kt, p, b, e, w, 0, N, ys, N); });
       return;
-    }
-    ParallelFor(panels, 1, [&](int64_t b, int64_t e) {
-      fast::MatmulRows(kt, p, 0, T, w, b * kPanel, std::min(N, e * kPanel), ys, N);
-    });
-    return;
+    case LinearSplit::kGemmPanels:  // each thread decodes its panels' weights once
+      ParallelFor((N + kPanel - 1) / kPanel, 1, [&](int64_t b, int64_t e) {
+        fast::MatmulRows(kt, p, 0, T, w, b * kPanel, std::min(N, e * kPanel), ys, N);
+      });
+      return;
+    case LinearSplit::kTileTokens:
+      ParallelFor(T, 4,
+                  [&](int64_t b, int64_t e) { fast::MatmulRows(kt, p, b, e, w, 0, N, ys, N); });
+      return;
+    case LinearSplit::kTileRows:
+      ParallelFor(N, 32,
+                  [&](int64_t b, int64_t e) { fast::MatmulRows(kt, p, 0, T, w, b, e, ys, N); });
+      return;
   }
-  if (N < 64 * threads && T >= 8 * threads) {  // few outputs, many tokens: split the tokens
-    ParallelFor(T, 4, [&](int64_t b, int64_t e) { fast::MatmulRows(kt, p, b, e, w, 0, N, ys, N); });
-    return;
-  }
-  ParallelFor(N, 32, [&](int64_t b, int64_t e) { fast::MatmulRows(kt, p, 0, T, w, b, e, ys, N); });
 }
 
 void CpuFastOps::LinearMany(const Tensor& x, std::span<const Weight* const> ws,
@@ -75,9 +88,8 @@ void CpuFastOps::LinearMany(const Tensor& x, std::span<const Weight* const> ws,
     LUCID_CHECK(x.size(-1) == w.cols && ys[i]->size(-1) == w.rows && ys[i]->size(0) == T,
                 "LinearMany shape mismatch for " + w.name + ": x " + x.DebugString() + " y " +
                     ys[i]->DebugString());
-    const int64_t g = fast::GemmMinTokens(kt, w.format, act_);
-    together =
-        FastFormat(w.format) && !(g > 0 && T >= g) && !(w.rows < 64 * threads && T >= 8 * threads);
+    together = FastFormat(w.format) &&
+               SplitOf(kt, w.format, act_, T, w.rows, threads) == LinearSplit::kTileRows;
   }
   if (!together) {
     for (size_t i = 0; i < ws.size(); ++i) Linear(x, *ws[i], *ys[i]);
