@@ -257,34 +257,10 @@ void BM_MlaDecode(benchmark::State& st) {
 }
 BENCHMARK(BM_MlaDecode)->ArgsProduct({{0, 1}, {512, 2048, 32768}})->Unit(benchmark::kMillisecond);
 
-// Batched decode as lucid bench runs it: 32 sequences, each query attending to its own 512 rows
-// (37.7 MB of f32 KV for the batch: more than the last-level cache, so rows come from DRAM).
-void BM_MlaBatchDecode(benchmark::State& st) {
-  const int64_t B = 32, n = 512, H = 16, R = 512, P = 64;
-  Tensor kv = Tensor::Empty(DType::kF32, {B * n, R + P});
-  for (int64_t i = 0; i < kv.numel(); ++i)
-    kv.data<float>()[i] = 0.001f * static_cast<float>(i % 89);
-  Tensor ql = Tensor::Empty(DType::kF32, {B, H, R}), qr = Tensor::Empty(DType::kF32, {B, H, P});
-  for (int64_t i = 0; i < ql.numel(); ++i) ql.data<float>()[i] = 0.01f * static_cast<float>(i % 7);
-  for (int64_t i = 0; i < qr.numel(); ++i) qr.data<float>()[i] = 0.01f * static_cast<float>(i % 5);
-  Tensor out = Tensor::Empty(DType::kF32, {B, H, R});
-  std::vector<int32_t> table(B * n), sel(B * n), count(B, static_cast<int32_t>(n));
-  for (int64_t i = 0; i < B * n; ++i)
-    table[i] = static_cast<int32_t>(i), sel[i] = static_cast<int32_t>(i);
-  const MlaAttentionArgs a = DecodeArgs(ql, qr, out, B, H, kv, table, sel.data(), n, count.data());
-  for (auto _ : st) Pick(st.range(0)).MlaAttention(a);
-  st.counters["GFLOP/s"] = benchmark::Counter(
-      double(B * n * H) * 2.0 * (R + P + R) * st.iterations() / 1e9, benchmark::Counter::kIsRate);
-}
-BENCHMARK(BM_MlaBatchDecode)->Arg(1)->Unit(benchmark::kMillisecond);
-
-// Args: fast?, sequences. Batched decode with the KV rows cold, as in a model step (the layers'
-// weights stream through the caches between two attention calls): each call on the next of
-// copies of the batch's KV that span 256 MB, eight times the dev box's L3.
-void BM_MlaColdDecode(benchmark::State& st) {
-  const int64_t B = st.range(1), n = 512, H = 16, R = 512, P = 64;
-  const int64_t bytes = B * n * (R + P) * 4;
-  const int64_t copies = std::max<int64_t>(2, (int64_t{256} << 20) / bytes);
+// MLA decode attention of B sequences of 16 heads, each query attending to its own 512 f32 latent
+// rows, each call on the next of `copies` copies of the batch's KV.
+void RunBatchDecode(benchmark::State& st, const Ops& ops, int64_t B, int64_t copies) {
+  const int64_t n = 512, H = 16, R = 512, P = 64;
   std::vector<Tensor> kvs;
   for (int64_t c = 0; c < copies; ++c) {
     kvs.push_back(Tensor::Empty(DType::kF32, {B * n, R + P}));
@@ -302,9 +278,22 @@ void BM_MlaColdDecode(benchmark::State& st) {
   for (Tensor& kv : kvs)
     args.push_back(DecodeArgs(ql, qr, out, B, H, kv, table, sel.data(), n, count.data()));
   size_t next = 0;
-  for (auto _ : st) Pick(st.range(0)).MlaAttention(args[next++ % args.size()]);
+  for (auto _ : st) ops.MlaAttention(args[next++ % args.size()]);
   st.counters["GFLOP/s"] = benchmark::Counter(
       double(B * n * H) * 2.0 * (R + P + R) * st.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+// Batched decode as lucid bench runs it: 32 sequences (37.7 MB of f32 KV for the batch: more than
+// the last-level cache, so rows come from DRAM).
+void BM_MlaBatchDecode(benchmark::State& st) { RunBatchDecode(st, Pick(st.range(0)), 32, 1); }
+BENCHMARK(BM_MlaBatchDecode)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// Args: fast?, sequences. Batched decode with the KV rows cold, as in a model step (the layers'
+// weights stream through the caches between two attention calls): each call on the next of
+// copies of the batch's KV that span 256 MB, eight times the dev box's L3.
+void BM_MlaColdDecode(benchmark::State& st) {
+  const int64_t B = st.range(1), bytes = B * 512 * (512 + 64) * 4;
+  RunBatchDecode(st, Pick(st.range(0)), B, std::max<int64_t>(2, (int64_t{256} << 20) / bytes));
 }
 BENCHMARK(BM_MlaColdDecode)->ArgsProduct({{1}, {1, 8}})->Unit(benchmark::kMillisecond);
 
