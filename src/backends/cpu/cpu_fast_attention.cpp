@@ -25,11 +25,9 @@ namespace {
 
 constexpr int64_t kRowBlock = 16;
 // Rows per work item at most: the value pass re-reads the item's rows, which must still be in L2
-// (256 f32 latent rows are 590 KB); longer selections are split and merged like decode splits.
-constexpr int64_t kMaxItemRows = 256;
-// How far past kMaxItemRows an item may run rather than leave a short range (32 rows: 663 KB of
-// f32 rows, still inside a 1 MB L2).
-constexpr int64_t kItemSlackRows = 32;
+// (288 f32 latent rows are 663 KB of a 1 MB L2), and rows stored in bf16 or fp8 are decoded into
+// a buffer of this many rows; longer selections are split and merged like decode splits.
+constexpr int64_t kMaxItemRows = 288;
 // Partial slots kept between calls at most (MlaAttention).
 constexpr int64_t kKeepScratchBytes = int64_t{64} << 20;
 
@@ -141,11 +139,10 @@ std::vector<AttnItem> PlanAttnItems(const MlaAttentionArgs& a, int64_t threads, 
       std::fill(a.out_latent + t * H * R, a.out_latent + (t + 1) * H * R, 0.0f);
       continue;
     }
-    // The fewest ranges of at most kMaxItemRows + kItemSlackRows rows, of equal length (blocks of
-    // 16 but the last): a selection a few rows past a multiple of 256 (a decode context of 513)
-    // makes no range of a few rows, which costs an item's set-up and a partial like a whole one.
-    const int64_t cap = kMaxItemRows + kItemSlackRows;
-    int64_t pieces = (n + cap - 1) / cap;
+    // The fewest ranges of at most kMaxItemRows rows, of equal length (blocks of 16 but the
+    // last): a selection a few rows past a multiple of 256 (a decode context of 513) makes no
+    // range of a few rows, which costs an item's set-up and a partial like a whole one.
+    int64_t pieces = (n + kMaxItemRows - 1) / kMaxItemRows;
     if (a.tokens < threads) {
       // A range per thread at least (not four: each item transposes the query and leaves a
       // partial to merge; BM_MlaDecode 512 rows 74-79 -> 65 us), of 64 rows or more, and a
@@ -223,6 +220,7 @@ void AttendItem(const fast::KernelTable& kt, const MlaAttentionArgs& a, const At
                 AttnScratch& sc, float* dec, float* partial) {
   const int64_t R = a.latent_dim, H = a.heads, len = w.j1 - w.j0, t = w.t;
   const int32_t* sel = a.selected + t * a.selected_stride + w.j0;
+  LUCID_CHECK(len <= kMaxItemRows, "MlaAttention: an item of more rows than its buffers hold");
   ScoreItem(kt, a, w, sc, dec);
   for (int64_t h = 0; h < H; ++h) {
     float* sh = sc.s.data() + h * len;

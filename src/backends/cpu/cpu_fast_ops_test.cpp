@@ -112,8 +112,10 @@ struct Paged {
   }
 };
 
+// Each row selects a random count of up to max_sel tokens (row 1 none), or exactly max_sel.
 void CheckAttention(const Ops& ops, int64_t T, int64_t H, int64_t R, int64_t P, int64_t ctx,
-                    int64_t max_sel, uint32_t seed, KvRowKind kind = KvRowKind::kF32) {
+                    int64_t max_sel, uint32_t seed, KvRowKind kind = KvRowKind::kF32,
+                    bool exact = false) {
   Paged kv(ctx, R + P, seed, kind, kind == KvRowKind::kFp8 ? R : 0, 128);
   Tensor ql = Random({T, H, R}, seed + 1), qr = Random({T, H, P}, seed + 2);
   std::vector<int32_t> sel(T * max_sel), count(T);
@@ -122,7 +124,9 @@ void CheckAttention(const Ops& ops, int64_t T, int64_t H, int64_t R, int64_t P, 
     std::vector<int32_t> all(ctx);
     for (int64_t u = 0; u < ctx; ++u) all[u] = static_cast<int32_t>(u);
     std::shuffle(all.begin(), all.end(), rng);
-    count[t] = static_cast<int32_t>(t == 1 ? 0 : std::min<int64_t>(max_sel, 1 + rng() % ctx));
+    count[t] = static_cast<int32_t>(exact    ? max_sel
+                                    : t == 1 ? 0
+                                             : std::min<int64_t>(max_sel, 1 + rng() % ctx));
     std::copy(all.begin(), all.begin() + count[t], sel.begin() + t * max_sel);
   }
   Tensor out = Tensor::Empty(DType::kF32, {T, H, R}), ref = out.Clone();
@@ -156,6 +160,11 @@ TEST_P(FastOpsTest, MlaAttentionMatchesReference) {
     CheckAttention(ops_, 1, 3, 300, 11, 300, 300, 5, kind);     // partial last scale block
     CheckAttention(ops_, 1, 5, 512, 64, 700, 513, 6, kind);     // FlashMLA's 656-byte rows
     CheckAttention(ops_, 4, 2, 512, 64, 90, 64, 7, kind);
+    // Selections past a multiple of 256 rows (the items' ranges run up to 288 rows, decoded
+    // whole into the thread's buffer): one row and three rows of 513, one of 2048.
+    CheckAttention(ops_, 1, 3, 512, 64, 600, 513, 9, kind, /*exact=*/true);
+    CheckAttention(ops_, 3, 3, 512, 64, 600, 513, 10, kind, /*exact=*/true);
+    CheckAttention(ops_, 1, 2, 512, 64, 2100, 2048, 11, kind, /*exact=*/true);
   }
 }
 
