@@ -8,6 +8,7 @@
 #include <random>
 
 #include "backends/cpu/cpu_fast_ops.h"
+#include "backends/cpu/ops_registry.h"
 #include "bench/machine_probe.h"
 #include "bench/profiling_ops.h"
 #include "formats/align_checkpoint.h"
@@ -381,11 +382,10 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
                   {"fma_gflops", mi.fma_gflops},
                   {"fma_gflops_best", mi.fma_gflops_best},
                   {"dot_bf16_gflops", mi.dot_bf16_gflops}};
-  std::unique_ptr<Ops> backend;
-  if (o.reference_ops)
-    backend = std::make_unique<CpuOps>();
-  else
-    backend = std::make_unique<CpuFastOps>(CpuIsa::kAvx512Bf16, o.activations);
+  // The set's entry in the backend registry builds the ops (as serve and generate do).
+  const OpsSetEntry* set = FindOpsSet("cpu", o.kernel_set);
+  if (set == nullptr) return InvalidArgument("bench: no cpu kernel set named " + o.kernel_set);
+  const std::unique_ptr<Ops> backend = set->make(CpuIsa::kAvx512Bf16);
   ProfilingOps prof(*backend);
   const double t0 = Now();
   LUCID_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(o.model_path));

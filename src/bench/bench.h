@@ -35,8 +35,9 @@ struct BenchOptions {
   bool reference_ops = false;     // CpuOps instead of CpuFastOps (`--cpu-kernels reference`)
   // CpuFastOps' matmul activations (`--cpu-kernels fast-bf16act`: kBf16).
   FastActivations activations = FastActivations::kF32;
-  // The set's name (`--cpu-kernels`, what the two fields above build) and why it was chosen, as
-  // the command resolved them; printed with the ops and kept in the JSON.
+  // The set's name (`--cpu-kernels`; its entry in the backend registry, backends/cpu/ops_registry.h,
+  // builds the ops, and the two fields above describe it) and why it was chosen, as the command
+  // resolved them; printed with the ops and kept in the JSON.
   std::string kernel_set = "fast";
   std::string kernel_set_reason = "given";
   bool skip_prefill = false;

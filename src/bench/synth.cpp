@@ -9,6 +9,8 @@
 #include "core/dtype.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "formats/deepseek_v3_tensors.h"
+#include "formats/model_config.h"
 #include "formats/quantize_checkpoint.h"
 #include "formats/safetensors.h"
 
@@ -58,8 +60,8 @@ struct Spec {
 Tensor Make(const Spec& s, uint64_t seed) {
   Tensor t = Tensor::Empty(s.dtype, s.shape);
   const int64_t n = t.numel();
-  const float a = s.init == Init::kSmall ? 0.01f
-                                         : std::sqrt(3.0f / static_cast<float>(s.shape.back()));
+  const float a =
+      s.init == Init::kSmall ? 0.01f : std::sqrt(3.0f / static_cast<float>(s.shape.back()));
   const uint64_t base = SplitMix(seed ^ Fnv(s.name));
   ParallelFor(n, 1 << 16, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
@@ -91,51 +93,26 @@ StatusOr<ArchDims> DimsOf(const std::string& arch) {
                          "\" (glm_moe_dsa, deepseek_v32, deepseek_v3)");
 }
 
-// Tensors of layer l (or, for l < 0, the embeddings/final norm/lm_head shard).
-std::vector<Spec> LayerSpecs(const nlohmann::json& c, int64_t l) {
-  const DType bf = DType::kBF16, f32 = DType::kF32;
-  const int64_t D = c["hidden_size"], V = c["vocab_size"];
-  if (l < 0)
-    return {{"model.embed_tokens.weight", {V, D}, bf, Init::kUniform},
-            {"model.norm.weight", {D}, bf, Init::kOnes},
-            {"lm_head.weight", {V, D}, bf, Init::kUniform}};
-  const int64_t H = c["num_attention_heads"], Rq = c["q_lora_rank"], R = c["kv_lora_rank"];
-  const int64_t dn = c["qk_nope_head_dim"], dr = c["qk_rope_head_dim"], dv = c["v_head_dim"];
-  const std::string p = "model.layers." + std::to_string(l) + ".";
-  std::vector<Spec> s = {
-      {p + "input_layernorm.weight", {D}, bf, Init::kOnes},
-      {p + "post_attention_layernorm.weight", {D}, bf, Init::kOnes},
-      {p + "self_attn.q_a_proj.weight", {Rq, D}, bf, Init::kUniform},
-      {p + "self_attn.q_a_layernorm.weight", {Rq}, bf, Init::kOnes},
-      {p + "self_attn.q_b_proj.weight", {H * (dn + dr), Rq}, bf, Init::kUniform},
-      {p + "self_attn.kv_a_proj_with_mqa.weight", {R + dr, D}, bf, Init::kUniform},
-      {p + "self_attn.kv_a_layernorm.weight", {R}, bf, Init::kOnes},
-      {p + "self_attn.kv_b_proj.weight", {H * (dn + dv), R}, bf, Init::kUniform},
-      {p + "self_attn.o_proj.weight", {D, H * dv}, bf, Init::kUniform},
-  };
-  if (c.contains("index_n_heads")) {
-    const int64_t nI = c["index_n_heads"], dI = c["index_head_dim"];
-    const std::string q = p + "self_attn.indexer.";
-    s.push_back({q + "wq_b.weight", {nI * dI, Rq}, bf, Init::kUniform});
-    s.push_back({q + "wk.weight", {dI, D}, bf, Init::kUniform});
-    s.push_back({q + "k_norm.weight", {dI}, bf, Init::kOnes});
-    s.push_back({q + "k_norm.bias", {dI}, bf, Init::kZeros});
-    s.push_back({q + "weights_proj.weight", {nI, D}, f32, Init::kUniform});
+// Tensors of layer l (or, for l < 0, the embeddings/final norm/lm_head shard): the family's
+// tensor table (formats/deepseek_v3_tensors.h), in bf16 but for the router's score-correction
+// bias and the indexer's head weights (f32, as DeepSeek's checkpoints store them); norms start
+// at one, their biases at zero.
+std::vector<Spec> LayerSpecs(const ModelConfig& c, int64_t l) {
+  const std::string weights_proj = ".indexer.weights_proj.weight";
+  std::vector<Spec> s;
+  for (const TensorSpec& t : DeepseekV3LayerTensors(c, l)) {
+    Spec x{t.name, t.shape, DType::kBF16, Init::kUniform};
+    if (t.row->kind == TensorKind::kNormWeight) x.init = Init::kOnes;
+    if (t.row->kind == TensorKind::kNormBias) x.init = Init::kZeros;
+    if (t.row->kind == TensorKind::kRouterBias) {
+      x.dtype = DType::kF32;
+      x.init = Init::kSmall;
+    }
+    if (t.name.size() > weights_proj.size() &&
+        t.name.compare(t.name.size() - weights_proj.size(), weights_proj.size(), weights_proj) == 0)
+      x.dtype = DType::kF32;
+    s.push_back(std::move(x));
   }
-  auto mlp = [&](const std::string& m, int64_t I) {
-    s.push_back({m + "gate_proj.weight", {I, D}, bf, Init::kUniform});
-    s.push_back({m + "up_proj.weight", {I, D}, bf, Init::kUniform});
-    s.push_back({m + "down_proj.weight", {D, I}, bf, Init::kUniform});
-  };
-  if (l < c["first_k_dense_replace"].get<int64_t>()) {
-    mlp(p + "mlp.", c["intermediate_size"]);
-    return s;
-  }
-  const int64_t E = c["n_routed_experts"], I = c["moe_intermediate_size"];
-  s.push_back({p + "mlp.gate.weight", {E, D}, bf, Init::kUniform});
-  s.push_back({p + "mlp.gate.e_score_correction_bias", {E}, f32, Init::kSmall});
-  for (int64_t e = 0; e < E; ++e) mlp(p + "mlp.experts." + std::to_string(e) + ".", I);
-  mlp(p + "mlp.shared_experts.", I);
   return s;
 }
 
@@ -159,7 +136,8 @@ std::vector<std::string> SynthArchNames() { return {"glm_moe_dsa", "deepseek_v32
 StatusOr<nlohmann::json> SynthConfig(const std::string& arch, const std::string& preset) {
   LUCID_ASSIGN_OR_RETURN(ArchDims a, DimsOf(arch));
   const Preset* p = FindPreset(preset);
-  if (p == nullptr) return InvalidArgument("synth: unknown --preset \"" + preset + "\" (tiny, 1g, 4g)");
+  if (p == nullptr)
+    return InvalidArgument("synth: unknown --preset \"" + preset + "\" (tiny, 1g, 4g)");
   const bool glm = arch == "glm_moe_dsa";
   nlohmann::json c = {
       {"architectures", {a.architecture}},
@@ -198,9 +176,10 @@ StatusOr<nlohmann::json> SynthConfig(const std::string& arch, const std::string&
   if (glm) {
     c["rope_parameters"] = {{"rope_theta", 1000000.0}, {"rope_type", "default"}};
   } else {
-    c["rope_parameters"] = {{"rope_theta", 10000.0}, {"rope_type", "yarn"}, {"factor", 40.0},
-                            {"original_max_position_embeddings", 4096}, {"beta_fast", 32.0},
-                            {"beta_slow", 1.0}, {"mscale", 1.0}, {"mscale_all_dim", 1.0}};
+    c["rope_parameters"] = {{"rope_theta", 10000.0}, {"rope_type", "yarn"},
+                            {"factor", 40.0},        {"original_max_position_embeddings", 4096},
+                            {"beta_fast", 32.0},     {"beta_slow", 1.0},
+                            {"mscale", 1.0},         {"mscale_all_dim", 1.0}};
   }
   if (a.indexer) {
     c["index_n_heads"] = p->index_heads;
@@ -219,7 +198,8 @@ StatusOr<SynthSummary> WriteBf16(const nlohmann::json& c, const SynthOptions& o,
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return NotFound(dir + ": cannot create: " + ec.message());
-  const int64_t L = c["num_hidden_layers"];
+  LUCID_ASSIGN_OR_RETURN(ModelConfig mc, ParseModelConfig(c));
+  const int64_t L = mc.num_hidden_layers;
   SynthSummary sum;
   sum.shards = L + 1;
   nlohmann::json weight_map = nlohmann::json::object();
@@ -228,7 +208,7 @@ StatusOr<SynthSummary> WriteBf16(const nlohmann::json& c, const SynthOptions& o,
     std::snprintf(name, sizeof(name), "model-%05lld-of-%05lld.safetensors",
                   static_cast<long long>(l + 2), static_cast<long long>(L + 1));
     std::vector<std::pair<std::string, Tensor>> tensors;
-    for (const Spec& s : LayerSpecs(c, l)) {
+    for (const Spec& s : LayerSpecs(mc, l)) {
       tensors.push_back({s.name, Make(s, o.seed)});
       sum.params += tensors.back().second.numel();
       sum.bytes += tensors.back().second.nbytes();

@@ -57,7 +57,7 @@ Status RunGenerate(const GenerateFlags& f) {
   }
   LUCID_ASSIGN_OR_RETURN(config::CpuKernelSet set,
                          config::ChooseCpuKernelSet(f.cpu_kernels, torch_dtype));
-  const std::unique_ptr<CpuOps> ops = config::MakeCpuOps(set);
+  const std::unique_ptr<Ops> ops = config::MakeCpuOps(set);
   LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(f.model_path, *ops));
   Tensor prompt_logits;
   LUCID_ASSIGN_OR_RETURN(std::vector<int32_t> out,

@@ -140,7 +140,7 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
 
   // --cpu-kernels: CpuFastOps by default, CpuOps with `reference` (the resolver validated the
   // value). Declared before the engine, so it outlives the model and the engine thread.
-  const std::unique_ptr<CpuOps> ops =
+  const std::unique_ptr<Ops> ops =
       config::MakeCpuOps(*config::ParseCpuKernelSet(StrOr(rc, "cpu-kernels", "fast")));
   std::unique_ptr<Engine> engine;  // declared before the server: destroyed after it
   server::HttpServer http(so);

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <sstream>
 
 #include "backends/cpu/cpu_fast_ops.h"
 #include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/ops_conformance.h"
 
 namespace lucid::config {
 namespace {
@@ -248,7 +250,11 @@ std::vector<SelfTestResult> RunSelfTest(const std::vector<BackendRow>& rows) {
         default:
           if (ops != &fast) continue;  // reported once
           out.push_back({FamilyName(d.family), d.name, "-", 0, 0, false, true,
-                         "no self-test yet (MoE runner and sampler checks arrive with their ops)"});
+                         d.family == KernelFamily::kMoe
+                             ? "no double-precision check: MoeRoute and MoeExperts are checked "
+                               "by the ops conformance lines below"
+                             : "no self-test yet (the sampler is not an op of the conformance "
+                               "suite)"});
           continue;
       }
       t.kernel = d.name + " (" + ops->name() + ")";
@@ -256,7 +262,32 @@ std::vector<SelfTestResult> RunSelfTest(const std::vector<BackendRow>& rows) {
       out.push_back(t);
     }
   }
+  for (const OpsSetEntry& e : OpsRegistry()) out.push_back(ConformanceSelfTest(e));
   return out;
+}
+
+SelfTestResult ConformanceSelfTest(const OpsSetEntry& e) {
+  const std::unique_ptr<Ops> ops = e.make(CpuIsa::kAvx512Bf16);
+  const std::vector<ConformanceCase> cases = RunOpsConformance(*ops, e.precision);
+  SelfTestResult t;
+  t.family = "ops conformance";
+  t.kernel = e.name + " (" + ops->name() + ")";
+  // The worst case's error as a fraction of its tolerance (exact cases count 0 or fail).
+  double worst = 0.0;
+  int failed = 0;
+  for (const ConformanceCase& c : cases) {
+    if (c.tolerance > 0) worst = std::max(worst, c.error / c.tolerance);
+    if (c.pass) continue;
+    if (failed++ < 3)
+      t.note += (t.note.empty() ? "" : "; ") + c.op + " " + c.format + " " + c.shape + " " +
+                c.input + (c.nonfinite_match ? "" : " (non-finite entries differ)");
+  }
+  t.check = std::to_string(cases.size()) + " cases vs the reference (error/tolerance)";
+  t.max_error = worst;
+  t.tolerance = 1.0;
+  t.passed = AllPassed(cases);
+  if (failed > 3) t.note += "; and " + std::to_string(failed - 3) + " more";
+  return t;
 }
 
 }  // namespace lucid::config

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/ops_registry.h"
 #include "config/kernel_catalog.h"
 
 namespace lucid::config {
@@ -34,7 +35,11 @@ struct SelfTestResult {
   bool skipped = false;
   std::string note;
 };
-// Runs every usable kernel's checks (fixed seed). Fast: small shapes, well under a second.
+// Runs every usable kernel's checks (fixed seed; small shapes), then the ops conformance suite
+// (backends/cpu/ops_conformance.h) for every set in the backend registry at this machine's
+// instruction set: one result per set, passed when every case passes.
 std::vector<SelfTestResult> RunSelfTest(const std::vector<BackendRow>& rows);
+// The conformance suite for one registered set, as a self-test line.
+SelfTestResult ConformanceSelfTest(const OpsSetEntry& e);
 
 }  // namespace lucid::config

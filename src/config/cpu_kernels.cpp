@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "backends/cpu/cpu_fast_ops.h"
+#include "backends/cpu/ops_registry.h"
 #include "config/option_table.h"
 
 namespace lucid::config {
@@ -63,16 +64,18 @@ FastActivations ActivationsOf(CpuKernelSet set) {
 
 }  // namespace
 
-std::unique_ptr<CpuOps> MakeCpuOps(CpuKernelSet set) {
-  if (set == CpuKernelSet::kReference) return std::make_unique<CpuOps>();
-  return std::make_unique<CpuFastOps>(CpuIsa::kAvx512Bf16, ActivationsOf(set));
+std::unique_ptr<Ops> MakeCpuOps(CpuKernelSet set) {
+  const OpsSetEntry* e = FindOpsSet("cpu", CpuKernelSetName(set));
+  LUCID_CHECK(e != nullptr,
+              std::string("the backend registry has no cpu set ") + CpuKernelSetName(set));
+  return e->make(CpuIsa::kAvx512Bf16);
 }
 
 CpuKernelReport DescribeCpuKernels(CpuKernelSet set, bool this_machine) {
   CpuKernelReport r;
   r.set = CpuKernelSetName(set);
   if (set == CpuKernelSet::kReference) {
-    r.ops = CpuOps().name();
+    r.ops = MakeCpuOps(set)->name();
     r.reason =
         "CpuOps, the plain reference kernels: a request's output does not depend on the "
         "batch (slow; for debugging)";
@@ -90,7 +93,7 @@ CpuKernelReport DescribeCpuKernels(CpuKernelSet set, bool this_machine) {
     return r;
   }
   const CpuFastOps fast(CpuIsa::kAvx512Bf16, ActivationsOf(set));
-  r.ops = fast.name();
+  r.ops = MakeCpuOps(set)->name();  // what serve and generate build: the registry's entry
   r.reason = std::string("CpuFastOps at ") + CpuIsaName(fast.isa()) +
              ": the best instruction set this machine supports";
   if (const char* cap = std::getenv("LUCID_CPU_ISA"); cap != nullptr && *cap != '\0')

@@ -47,8 +47,9 @@ std::string CpuKernelSetForCheckpointReason(const std::string& torch_dtype);
 // checkpoint's torch_dtype, any other value as ParseCpuKernelSet.
 StatusOr<CpuKernelSet> ChooseCpuKernelSet(const std::string& text, const std::string& torch_dtype);
 
-// The set's ops on this machine (CpuFastOps derives from CpuOps).
-std::unique_ptr<CpuOps> MakeCpuOps(CpuKernelSet set);
+// The set's ops on this machine, built by its entry in the backend registry
+// (backends/cpu/ops_registry.h), whose names are the sets' names.
+std::unique_ptr<Ops> MakeCpuOps(CpuKernelSet set);
 
 // What the resolver reports for the set.
 struct CpuKernelReport {

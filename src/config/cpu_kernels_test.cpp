@@ -4,14 +4,20 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <regex>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/cpu/cpu_fast_ops.h"
+#include "backends/cpu/ops_registry.h"
+#include "config/kernel_catalog.h"
 #include "config/option_table.h"
 #include "config/resolver.h"
 #include "config/settings.h"
@@ -192,7 +198,7 @@ TEST(CpuKernelsReportTest, SaysWhichKernelsRunHereAndWhy) {
   EXPECT_EQ(j["ops"], fast_bf16.name());
   EXPECT_EQ(j["ops"], std::string(fast.name()) + "-bf16act");
   EXPECT_NE(j["reason"].get<std::string>().find("rounded to bf16"), std::string::npos) << j.dump();
-  const std::unique_ptr<CpuOps> made = MakeCpuOps(CpuKernelSet::kFastBf16Activations);
+  const std::unique_ptr<Ops> made = MakeCpuOps(CpuKernelSet::kFastBf16Activations);
   EXPECT_EQ(made->name(), std::string(fast_bf16.name()));
   const auto* made_fast = dynamic_cast<const CpuFastOps*>(made.get());
   ASSERT_NE(made_fast, nullptr);
@@ -227,6 +233,73 @@ TEST(CpuKernelsReportTest, DescribedTargetsAndGpusAreHonest) {
   for (const std::string& n : gpu_ref->data().notes)
     noted = noted || n == "--cpu-kernels reference (user:cli) has no effect: the device is cuda";
   EXPECT_TRUE(noted) << gpu_ref->ToText();
+}
+
+// The backend registry drives the choice: its CPU sets are exactly the flag's values, forcing each
+// through --cpu-kernels makes the resolver report, and MakeCpuOps (serve, generate) build, the ops
+// that entry builds (named by the ops themselves), and the catalog's compiled_in is true exactly
+// for the (device, family, kernel) the registry serves.
+TEST(BackendRegistryTest, ForcingEachRegisteredSetRunsIt) {
+  std::vector<std::string> names;
+  for (const OpsSetEntry& e : OpsRegistry())
+    if (e.device == "cpu") names.push_back(e.name);
+  std::vector<std::string> allowed = FindOption("cpu-kernels")->allowed;
+  std::sort(names.begin(), names.end());
+  std::sort(allowed.begin(), allowed.end());
+  EXPECT_EQ(names, allowed);
+  std::set<std::string> ops_names;
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    const std::string built = FindOpsSet("cpu", name)->make(CpuIsa::kAvx512Bf16)->name();
+    ops_names.insert(built);
+    auto r = ResolveWith({{"cpu-kernels", name}});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const nlohmann::json j = r->ToJson()["cpu_kernels"];
+    EXPECT_EQ(j["set"], name);
+    EXPECT_EQ(j["ops"], built);
+    auto set = ParseCpuKernelSet(name);
+    ASSERT_TRUE(set.ok());
+    EXPECT_EQ(MakeCpuOps(*set)->name(), built);
+    auto chosen = ChooseCpuKernelSet(name, "bfloat16");  // generate and bench
+    ASSERT_TRUE(chosen.ok());
+    EXPECT_EQ(MakeCpuOps(*chosen)->name(), built);
+  }
+  EXPECT_EQ(ops_names.size(), names.size());  // every set is a different implementation
+  EXPECT_FALSE(FindOpsSet("cpu", "bogus"));
+  EXPECT_FALSE(FindOpsSet("cuda", "fast"));
+}
+
+TEST(BackendRegistryTest, ExplainMarksExactlyTheRegisteredKernelsCompiledIn) {
+  int cpu_rows = 0, compiled = 0;
+  for (const KernelDecl& d : KernelCatalog()) {
+    const bool reg = Registered(DeviceName(d.device), FamilyName(d.family), d.name);
+    EXPECT_EQ(d.compiled_in, reg) << d.name << " " << FamilyName(d.family);
+    cpu_rows += d.device == Device::kCpu;
+    compiled += d.compiled_in;
+  }
+  EXPECT_EQ(compiled, cpu_rows);  // this build registers the CPU sets and nothing else
+  EXPECT_GT(cpu_rows, 0);
+  // explain --json: every chosen kernel and every candidate, on the CPU and on a described GPU.
+  const std::map<std::string, std::string> gpus = {
+      {"target", "cuda:sm_120"}, {"gpu-memory", "96GiB"}, {"gpu-count", "8"}, {"tp-size", "8"}};
+  for (const auto& [flags, model] :
+       {std::pair{std::map<std::string, std::string>{}, TinyModel()}, std::pair{gpus, Glm5()}}) {
+    auto r = ResolveWith(flags, {}, "", model);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const nlohmann::json j = r->ToJson();
+    const std::string device = flags.empty() ? "cpu" : "cuda";
+    ASSERT_FALSE(j["kernels"].empty());
+    for (const auto& k : j["kernels"]) {
+      const std::string fam = k["family"];
+      EXPECT_EQ(k["compiled_in"].get<bool>(),
+                Registered(device, fam, k["kernel"].get<std::string>()))
+          << k.dump();
+      for (const auto& c : k["candidates"])
+        EXPECT_EQ(c["compiled_in"].get<bool>(),
+                  Registered(device, fam, c["name"].get<std::string>()))
+            << c.dump();
+    }
+  }
 }
 
 }  // namespace

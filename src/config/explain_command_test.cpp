@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/ops_registry.h"
 #include "cli/commands.h"
 #include "config/cli_options.h"
 #include "config/resolver.h"
@@ -150,8 +151,16 @@ TEST(BackendsCommandTest, ListsEveryBackendAndSelfTestPasses) {
   EXPECT_GT(cuda_rows, 20);
   int passed = 0;
   for (const auto& t : j["self_test"]) passed += t["passed"].get<bool>();
-  // matmul, dense + sparse attention, indexer: with the fast and the reference kernels.
-  EXPECT_EQ(passed, 8);
+  // matmul, dense + sparse attention, indexer: with the fast and the reference kernels; then the
+  // ops conformance suite, one line per registered set.
+  EXPECT_EQ(passed, 8 + static_cast<int>(OpsRegistry().size()));
+  int conformance = 0;
+  for (const auto& t : j["self_test"])
+    if (t["family"] == "ops conformance") {
+      ++conformance;
+      EXPECT_TRUE(t["passed"].get<bool>()) << t.dump();
+    }
+  EXPECT_EQ(conformance, static_cast<int>(OpsRegistry().size()));
 }
 
 // What explain plans for the tiny fixtures equals what the loaded model holds.

@@ -1,7 +1,9 @@
 // The declarations. CUDA rows state published capabilities of the kernels SGLang and vLLM use for
 // MLA/DSA models (FlashMLA, FlashAttention-3, FlashInfer, TRT-LLM gen, CUTLASS, DeepGEMM, TileLang,
 // Triton, Marlin); docs/CONFIG.md gives the source of each claim and marks the uncertain ones.
-// None of them is built in this repository yet: compiled_in is false for every non-CPU row.
+// None of them is built in this repository yet. compiled_in comes from the backend registry
+// (backends/cpu/ops_registry.h): a row is compiled in exactly when a registered implementation
+// serves its (device, family, name), today the CPU sets' `cpu` rows.
 // The `cpu` rows state what backends/cpu implements today: float32 compute, f32/bf16/FP8-block/
 // NVFP4 weights (dequantized block by block), f32/bf16/fp8_e4m3 KV storage (models/kv_cache.h),
 // any page size, no graph capture. Every CPU kernel set (`--cpu-kernels
@@ -11,6 +13,8 @@
 
 #include <algorithm>
 #include <map>
+
+#include "backends/cpu/ops_registry.h"
 
 namespace lucid::config {
 namespace {
@@ -33,7 +37,7 @@ KernelDecl Cuda(std::string name, KernelFamily f, int lo, int hi, std::string or
   d.compute_dtypes = kHalf;
   d.phases = kBoth;
   d.graph_capture = true;
-  d.compiled_in = false;  // no CUDA kernels in this repository yet
+  d.compiled_in = Registered(DeviceName(d.device), FamilyName(f), d.name);
   d.origin = std::move(origin);
   if (f == KernelFamily::kDenseAttention || f == KernelFamily::kSparseAttention)
     d.head_dims = {kMla};
@@ -44,6 +48,7 @@ KernelDecl Cuda(std::string name, KernelFamily f, int lo, int hi, std::string or
 KernelDecl Rocm(std::string name, KernelFamily f, std::string origin) {
   KernelDecl d = Cuda(std::move(name), f, 0, 0, std::move(origin));
   d.device = Device::kRocm;
+  d.compiled_in = Registered(DeviceName(d.device), FamilyName(f), d.name);
   return d;
 }
 
@@ -55,7 +60,7 @@ KernelDecl Cpu(KernelFamily f) {
   d.compute_dtypes = {DType::kF32};
   d.phases = kBoth;
   d.graph_capture = false;
-  d.compiled_in = true;
+  d.compiled_in = Registered(DeviceName(d.device), FamilyName(f), d.name);
   d.origin = "lucid backends/cpu (--cpu-kernels: CpuFastOps, or the CpuOps reference)";
   if (f == KernelFamily::kDenseAttention || f == KernelFamily::kSparseAttention ||
       f == KernelFamily::kIndexer)

@@ -35,13 +35,13 @@ struct TensorEntry {
 struct ModelFacts {
   std::string dir;
   ModelConfig config;
-  bool sparse_attention = false;             // has the DSA indexer
-  int max_tensor_parallel = 1;               // what the model registry implements today
-  std::string quant_method = "none";         // "none", "fp8", "modelopt"
-  std::string quant_algo;                    // "FP8_BLOCK_128", "NVFP4", "" for none
-  bool ue8m0_scales = false;                 // fp8 block scales are powers of two (scale_fmt ue8m0)
-  std::string kv_cache_quant_algo;           // ModelOpt kv_cache_quant_algo ("FP8") or ""
-  std::vector<WeightFormat> linear_formats;  // formats of non-expert linear layers, distinct
+  bool sparse_attention = false;      // has the DSA indexer
+  int max_tensor_parallel = 1;        // what the model registry implements today
+  std::string quant_method = "none";  // "none", "fp8", "modelopt"
+  std::string quant_algo;     // as formats/quant_config.h: "FP8_BLOCK", "NVFP4", "MIXED_PRECISION"
+  bool ue8m0_scales = false;  // fp8 block scales are powers of two (scale_fmt ue8m0)
+  std::string kv_cache_quant_algo;            // ModelOpt kv_cache_quant_algo ("FP8") or ""
+  std::vector<WeightFormat> linear_formats;   // formats of non-expert linear layers, distinct
   std::optional<WeightFormat> expert_format;  // routed experts (nullopt without MoE layers)
   bool sizes_from_checkpoint = false;
   // Bytes of whole-line tensors that start off a 64-byte line of their files (read more slowly by

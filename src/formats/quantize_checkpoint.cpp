@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/dtype.h"
+#include "formats/deepseek_v3_tensors.h"
 #include "formats/model_config.h"
 #include "formats/quant_encode.h"
 #include "formats/safetensors.h"
@@ -17,8 +18,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// Tensors the family's table (formats/deepseek_v3_tensors.h) does not list (the MTP layer's):
+// kept by name like the table's unquantizable ones (its embed_tokens and shared_head.head).
 const char* const kAlwaysKeep[] = {"lm_head", "*embed_tokens", "*.mlp.gate",
-                                   "*.indexer.weights_proj"};
+                                   "*.indexer.weights_proj", "*.shared_head.head"};
 const char* const kNvfp4AlsoKeep[] = {"*.indexer.wk"};
 
 std::string ModuleOf(const std::string& name) {
@@ -166,8 +169,17 @@ QuantScheme QuantizeTarget(const std::string& name, const Shape& shape, QuantSch
     if (pattern) *pattern = p;
     return true;
   };
-  for (const char* p : kAlwaysKeep)
-    if (hit(p)) return QuantScheme::kNone;
+  // A tensor of the family's table is quantized when the table says it may be (a Linear, not
+  // lm_head, the router or the indexer's weights_proj).
+  if (const TensorRow* row = FindTensorRow(name); row != nullptr) {
+    if (row->kind != TensorKind::kLinear || !row->quantizable) {
+      if (pattern) *pattern = "(not quantizable: " + std::string(row->pattern) + ")";
+      return QuantScheme::kNone;
+    }
+  } else {
+    for (const char* p : kAlwaysKeep)
+      if (hit(p)) return QuantScheme::kNone;
+  }
   if (scheme == QuantScheme::kNvfp4)
     for (const char* p : kNvfp4AlsoKeep)
       if (hit(p)) return QuantScheme::kNone;

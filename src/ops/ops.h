@@ -157,7 +157,8 @@ class Ops {
   virtual void MlaAttention(const MlaAttentionArgs& a) const = 0;
   virtual void IndexerScores(const IndexerArgs& a) const = 0;
   // Indices of the k largest of scores[0..n) in descending order of score; ties broken by the
-  // lower index first. k <= n.
+  // lower index first. k <= n. NaN ranks above every number (as torch.topk: a NaN score is
+  // chosen, not hidden), NaNs tied among themselves; -0 equals +0.
   virtual void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const = 0;
   // DeepSeek-V3 routing for T rows of router logits [T, E]: sigmoid, + bias for selection,
   // group-limited (top-2 sum per group, keep topk_group groups), top-k, weights = sigmoid scores

@@ -72,7 +72,9 @@ void CpuOps::TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const
   std::vector<int32_t> idx(n);
   std::iota(idx.begin(), idx.end(), 0);
   std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t x, int32_t y) {
-    return scores[x] > scores[y] || (scores[x] == scores[y] && x < y);
+    const float a = scores[x], b = scores[y];
+    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && (!std::isnan(b) || x < y);
+    return a > b || (a == b && x < y);
   });
   std::copy(idx.begin(), idx.begin() + k, out);
 }

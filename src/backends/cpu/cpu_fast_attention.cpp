@@ -399,7 +399,7 @@ void CpuFastOps::IndexerScores(const IndexerArgs& a) const {
 }
 
 // TopK: a radix select on order-preserving integer keys (larger score, larger key; -0 as +0, NaN
-// below every number). A histogram of the keys' top 11 bits finds the bucket holding the k-th
+// above every number, as ops.h says). A histogram of the keys' top 11 bits finds the bucket holding the k-th
 // largest; one branch-free pass keeps the (key, index) of every key in that bucket or above, in
 // index order; nth_element on the bucket alone gives the exact threshold; the keys above it and
 // the ties at it in index order are the k chosen, sorted by (score desc, index asc) as 64-bit
@@ -407,7 +407,7 @@ void CpuFastOps::IndexerScores(const IndexerArgs& a) const {
 // reference's partial_sort and ~250 us for the nth_element over all n used before.
 namespace {
 inline uint32_t OrderKey(float f) {
-  if (f != f) return 0;
+  if (f != f) return 0xFFFFFFFFu;
   if (f == 0.0f) f = 0.0f;
   uint32_t u;
   std::memcpy(&u, &f, sizeof(u));

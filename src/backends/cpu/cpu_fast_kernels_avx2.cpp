@@ -156,10 +156,12 @@ LUCID_AVX2 float SumSquares(const float* x, int64_t n) {
   return r;
 }
 
-// exp(x), x clamped to [-87, 88]; Cephes polynomial on 2^n * e^r (relative error ~1e-7).
+// exp(x), x clamped to [-87, 88]; Cephes polynomial on 2^n * e^r (relative error ~1e-7). NaN
+// stays NaN: max/min return their second operand when one is NaN, so x goes second (the clamp
+// must not turn a NaN score into e^-87, which hid a broken model from the numerics guard).
 LUCID_AVX2 inline __m256 Exp(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-  x = _mm256_min_ps(x, _mm256_set1_ps(88.0f));
+  x = _mm256_max_ps(_mm256_set1_ps(-87.0f), x);
+  x = _mm256_min_ps(_mm256_set1_ps(88.0f), x);
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
@@ -234,6 +236,7 @@ LUCID_AVX2 void WeightedRows(const float* const* rows, const float* p, int64_t n
   }
 }
 
+// relu(d) as max(0, d): a NaN d stays NaN (max returns its second operand when one is NaN).
 LUCID_AVX2 void IndexerBlock(const float* q, const float* w, int64_t heads, int64_t D,
                              const float* kt, float* out, const void* const* warm,
                              int64_t warm_bytes) {
@@ -252,17 +255,17 @@ LUCID_AVX2 void IndexerBlock(const float* q, const float* w, int64_t heads, int6
         a3 = _mm256_fmadd_ps(_mm256_set1_ps(q0[3 * D + d]), kv, a3);
       }
       const __m256 z = _mm256_setzero_ps();
-      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_max_ps(a0, z), total);
-      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j + 1]), _mm256_max_ps(a1, z), total);
-      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j + 2]), _mm256_max_ps(a2, z), total);
-      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j + 3]), _mm256_max_ps(a3, z), total);
+      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_max_ps(z, a0), total);
+      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j + 1]), _mm256_max_ps(z, a1), total);
+      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j + 2]), _mm256_max_ps(z, a2), total);
+      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j + 3]), _mm256_max_ps(z, a3), total);
     }
     for (; j < heads; ++j) {
       __m256 a = _mm256_setzero_ps();
       for (int64_t d = 0; d < D; ++d)
         a = _mm256_fmadd_ps(_mm256_set1_ps(q[j * D + d]), _mm256_loadu_ps(kt + d * 16 + 8 * half),
                             a);
-      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_max_ps(a, _mm256_setzero_ps()), total);
+      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_max_ps(_mm256_setzero_ps(), a), total);
     }
     _mm256_storeu_ps(out + 8 * half, total);
   }

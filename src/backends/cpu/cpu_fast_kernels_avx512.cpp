@@ -421,10 +421,11 @@ LUCID_AVX512 float SumSquares(const float* x, int64_t n) {
   return _mm512_reduce_add_ps(s);
 }
 
-// exp(x) for x <= ~88, Cephes-style polynomial on 2^n * e^r (relative error ~1e-7).
+// exp(x) for x <= ~88, Cephes-style polynomial on 2^n * e^r (relative error ~1e-7). NaN stays
+// NaN: max/min return their second operand when one is NaN, so x goes second.
 LUCID_AVX512 inline __m512 Exp(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  x = _mm512_min_ps(x, _mm512_set1_ps(88.0f));
+  x = _mm512_max_ps(_mm512_set1_ps(-87.0f), x);
+  x = _mm512_min_ps(_mm512_set1_ps(88.0f), x);
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
@@ -544,13 +545,14 @@ LUCID_AVX512 void WeightedRowsHeads(const float* const* rows, const float* p, in
 
 // The indexer's sum over heads of scores16's output (the AVX-512 indexer scores its keys with
 // scores16, heads in the lanes, so it needs no indexer_block: the scalar one completes the table).
+// relu as max(0, s): a NaN score stays NaN (max returns its second operand when one is NaN).
 LUCID_AVX512 void IndexerSum16(const float* s, int64_t ld, const float* w, int64_t heads,
                                float* out) {
   const __m512 z = _mm512_setzero_ps();
   __m512 total = _mm512_loadu_ps(out);
   for (int64_t h = 0; h < heads; ++h)
     total =
-        _mm512_fmadd_ps(_mm512_set1_ps(w[h]), _mm512_max_ps(_mm512_loadu_ps(s + h * ld), z), total);
+        _mm512_fmadd_ps(_mm512_set1_ps(w[h]), _mm512_max_ps(z, _mm512_loadu_ps(s + h * ld)), total);
   _mm512_storeu_ps(out, total);
 }
 

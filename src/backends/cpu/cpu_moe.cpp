@@ -22,7 +22,9 @@ void CpuOps::MoeRoute(const Tensor& logits, const float* bias, int64_t n_group, 
     if (n_group > 1) {
       for (int64_t g = 0; g < n_group; ++g) {  // group score: sum of its two best choices
         std::vector<float> v(choice.begin() + g * per_group, choice.begin() + (g + 1) * per_group);
-        std::partial_sort(v.begin(), v.begin() + 2, v.end(), std::greater<float>());
+        std::partial_sort(v.begin(), v.begin() + 2, v.end(), [](float a, float b) {
+          return std::isnan(a) ? !std::isnan(b) : a > b;  // NaN first, as TopK ranks it
+        });
         group_score[g] = v[0] + v[1];
       }
       std::vector<int32_t> groups(n_group);

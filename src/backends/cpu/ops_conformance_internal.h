@@ -1,0 +1,78 @@
+// Internal to the ops conformance suite (ops_conformance*.cpp): random inputs, planted non-finite
+// values, the comparison, and the case groups of each file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/ops_conformance.h"
+
+namespace lucid::conformance {
+
+// What a case plants in its inputs: nothing, a quiet NaN, or +infinity.
+enum class Plant { kNone, kNaN, kInf };
+inline constexpr Plant kPlants[] = {Plant::kNone, Plant::kNaN, Plant::kInf};
+const char* PlantName(Plant p);
+float PlantValue(Plant p);  // NaN or +inf (kNone: 0, unused)
+
+// Weight kinds: 0 f32, 1 bf16, 2 FP8 block (f32 scales), 3 FP8 block (UE8M0 scales), 4 NVFP4.
+inline constexpr int kWeightKinds = 5;
+const char* WeightKindName(int kind);
+Weight RandomWeight(int kind, int64_t rows, int64_t cols, uint32_t seed);
+
+// "T=1 N=45", "T=1 N=45 K=300": a case's shape.
+inline std::string Shape2(const char* a, int64_t x, const char* b, int64_t y) {
+  return std::string(a) + "=" + std::to_string(x) + " " + b + "=" + std::to_string(y);
+}
+inline std::string Shape3(const char* a, int64_t x, const char* b, int64_t y, const char* c,
+                          int64_t z) {
+  return Shape2(a, x, b, y) + " " + c + "=" + std::to_string(z);
+}
+// Plants p at element (r, c) of a tensor viewed [rows, last dim] (nothing for kNone).
+inline void PlantAt(Tensor& t, Plant p, int64_t r, int64_t c) {
+  if (p != Plant::kNone) t.data<float>()[r * t.size(-1) + c] = PlantValue(p);
+}
+inline Tensor F32(Shape s) { return Tensor::Empty(DType::kF32, std::move(s)); }
+
+// Uniform in [lo, hi), deterministic in the seed.
+Tensor RandomTensor(Shape shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
+// x with every value rounded to the nearest bf16 (ties to even; NaN and Inf kept).
+Tensor RoundedToBf16(const Tensor& x);
+
+class Suite {
+ public:
+  Suite(const Ops& candidate, ConformancePrecision precision)
+      : cand_(candidate), precision_(precision) {}
+  const Ops& cand() const { return cand_; }
+  const CpuOps& ref() const { return ref_; }
+  bool bf16act() const { return precision_ == ConformancePrecision::kBf16Act; }
+  // The matmul activations the reference is given: x, or x rounded to bf16 under kBf16Act.
+  Tensor MatmulInput(const Tensor& x) const { return bf16act() ? RoundedToBf16(x) : x; }
+
+  // Compares n floats (see ops_conformance.h for the rule) and records the case.
+  void Add(const std::string& op, const std::string& format, const std::string& shape, Plant plant,
+           const float* got, const float* want, int64_t n, double tolerance);
+  // Records an exact comparison (index outputs).
+  void AddExact(const std::string& op, const std::string& format, const std::string& shape,
+                Plant plant, bool equal);
+  std::vector<ConformanceCase> Take() { return std::move(cases_); }
+
+ private:
+  const Ops& cand_;
+  const CpuOps ref_;
+  ConformancePrecision precision_;
+  std::vector<ConformanceCase> cases_;
+};
+
+// The case groups (ops_conformance.cpp: the dense ops; ops_conformance_attention.cpp: attention,
+// the indexer, top-k and the MoE ops).
+void DenseCases(Suite& s);
+void AttentionCases(Suite& s);
+void IndexerCases(Suite& s);
+void TopKCases(Suite& s);
+void MoeCases(Suite& s);
+
+}  // namespace lucid::conformance

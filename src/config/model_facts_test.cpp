@@ -1,0 +1,123 @@
+// The planner's quantization metadata is the engine's: model_facts reads it with
+// formats/quant_config.h, so it accepts what the engine loads (MIXED_PRECISION), refuses what the
+// engine refuses with the same message, and gives each module the format the engine's
+// QuantConfig::SchemeFor gives it.
+#include "config/model_facts.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "formats/quant_config.h"
+
+namespace lucid::config {
+namespace {
+
+using json = nlohmann::json;
+
+json ReadJson(const std::string& rel) {
+  std::ifstream in(std::string(LUCID_SOURCE_DIR) + "/" + rel);
+  return json::parse(in);
+}
+const char* kGlm = "tests/fixtures/configs/GLM-5-NVFP4/";
+
+WeightFormat Expected(const QuantConfig& q, const TensorEntry& t) {
+  switch (q.SchemeFor(t.name)) {
+    case QuantScheme::kNvfp4:
+      return WeightFormat::kNvfp4;
+    case QuantScheme::kFp8Block:
+      return WeightFormat::kFp8Block;
+    case QuantScheme::kNone:
+      break;
+  }
+  return WeightFormat::kBF16;
+}
+
+// Every quantizable linear of the inventory: the engine's scheme for it. (lm_head and the
+// indexer's weights_proj are never quantized by the engine's loader either: the model keeps them
+// in high precision; the router is not a linear.)
+void ExpectFormatsAsTheEngine(const ModelFacts& f, const QuantConfig& q, int* nvfp4, int* plain) {
+  for (const TensorEntry& t : f.tensors) {
+    if (!t.linear || t.name == "lm_head" || t.name.find("weights_proj") != std::string::npos)
+      continue;
+    EXPECT_EQ(t.format, Expected(q, t)) << t.name;
+    (t.format == WeightFormat::kNvfp4 ? *nvfp4 : *plain) += 1;
+  }
+}
+
+TEST(ModelFactsQuantTest, MixedPrecisionIsPlannedAsTheEngineLoadsIt) {
+  const json config = ReadJson(std::string(kGlm) + "config.json");
+  json hf = ReadJson(std::string(kGlm) + "hf_quant_config.json");
+  hf["quantization"]["quant_algo"] = "MIXED_PRECISION";
+  hf["quantization"]["quantized_layers"] = {
+      {"model.layers.3.mlp.experts.0.gate_proj", {{"quant_algo", "NVFP4"}}},
+      {"model.layers.3.mlp.experts.0.up_proj", {{"quant_algo", "NVFP4"}}},
+      {"model.layers.0.self_attn.o_proj", {{"quant_algo", "NVFP4"}}}};
+  auto q = ParseQuantConfig(&hf, config);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  auto f = BuildModelFacts(config, hf, nullptr, "");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();  // the planner used to refuse MIXED_PRECISION
+  EXPECT_EQ(f->quant_method, "modelopt");
+  EXPECT_EQ(f->quant_algo, "MIXED_PRECISION");
+  int nvfp4 = 0, plain = 0;
+  ExpectFormatsAsTheEngine(*f, *q, &nvfp4, &plain);
+  // Exactly the listed layers the exclude list leaves quantized (the fixture excludes attention).
+  int listed = 0;
+  for (const auto& [module, spec] : hf["quantization"]["quantized_layers"].items())
+    listed += q->SchemeFor(module) == QuantScheme::kNvfp4;
+  EXPECT_EQ(listed, 2);
+  EXPECT_EQ(nvfp4, listed);
+  EXPECT_GT(plain, 100);
+}
+
+TEST(ModelFactsQuantTest, Nvfp4AndFp8FormatsAreTheEngines) {
+  const json config = ReadJson(std::string(kGlm) + "config.json");
+  const json hf = ReadJson(std::string(kGlm) + "hf_quant_config.json");
+  auto q = ParseQuantConfig(&hf, config);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  auto f = BuildModelFacts(config, hf, nullptr, "");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  int nvfp4 = 0, plain = 0;
+  ExpectFormatsAsTheEngine(*f, *q, &nvfp4, &plain);
+  EXPECT_GT(nvfp4, 1000);  // the routed experts at least
+  // FP8 block with non-default blocks (the engine takes any) and an exclusion list.
+  json fp8 = config;
+  fp8["quantization_config"] = {{"quant_method", "fp8"},
+                                {"fmt", "e4m3"},
+                                {"weight_block_size", {64, 128}},
+                                {"modules_to_not_convert", {"model.layers.0.self_attn.o_proj"}}};
+  auto q8 = ParseQuantConfig(nullptr, fp8);
+  ASSERT_TRUE(q8.ok()) << q8.status().ToString();
+  auto f8 = BuildModelFacts(fp8, json(), nullptr, "");
+  ASSERT_TRUE(f8.ok()) << f8.status().ToString();
+  for (const TensorEntry& t : f8->tensors) {
+    if (!t.linear || t.name == "lm_head" || t.name.find("weights_proj") != std::string::npos)
+      continue;
+    const WeightFormat want = q8->SchemeFor(t.name) == QuantScheme::kFp8Block
+                                  ? WeightFormat::kFp8Block
+                                  : WeightFormat::kBF16;
+    EXPECT_EQ(t.format, want) << t.name;
+    if (t.name == "model.layers.0.self_attn.o_proj") {
+      EXPECT_EQ(t.format, WeightFormat::kBF16);
+      EXPECT_EQ(t.bytes, uint64_t{2} * f8->config.hidden_size * f8->config.num_attention_heads *
+                             f8->config.v_head_dim);
+    }
+  }
+}
+
+TEST(ModelFactsQuantTest, RefusesWhatTheEngineRefusesWithTheSameMessage) {
+  const json config = ReadJson(std::string(kGlm) + "config.json");
+  json hf = ReadJson(std::string(kGlm) + "hf_quant_config.json");
+  hf["quantization"]["quant_algo"] = "W4A8_AWQ";
+  auto q = ParseQuantConfig(&hf, config);
+  ASSERT_FALSE(q.ok());
+  auto f = BuildModelFacts(config, hf, nullptr, "");
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), q.status().code());
+  EXPECT_EQ(f.status().message(), q.status().message());
+}
+
+}  // namespace
+}  // namespace lucid::config
