@@ -10,6 +10,10 @@
 //   POST /v1/tokenize, /v1/detokenize
 //   GET  /server_info       resolved configuration with provenance, model, engine stats
 //   GET  /metrics           Prometheus text format (server/server_metrics.h)
+// Connections: each request must arrive within a receive deadline (408 after), and connections are
+// bounded in total and per client (503 "too_many_connections" beyond, except /health and /metrics);
+// server/guarded_server.h. A Content-Length that is not a decimal number is refused (400) and one
+// over the body limit (413) at once, before any of the body is read.
 // Every error is an OpenAI-style {"error": {message, type, param, code}} body with its status.
 // With an api key, every route but /health and /metrics needs "Authorization: Bearer <key>".
 // Admission: at most `max_concurrent_requests` generation requests are held at once (the engine
@@ -46,13 +50,22 @@ struct Response;
 
 namespace lucid::server {
 
+class GuardedServer;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 30000;     // 0: any free port (see HttpServer::port())
   std::string api_key;  // empty: no authentication
   size_t max_body_bytes = 8u << 20;
   int64_t max_concurrent_requests = 256;
-  int http_threads = 0;  // 0: max_concurrent_requests + 16
+  // Connections (server/guarded_server.h): a request must arrive whole within receive_timeout;
+  // at most max_connections are served at once (0: max_concurrent_requests + 16), at most
+  // max_connections_per_client from one address (0: half of max_connections); beyond, 503
+  // (but /health and /metrics answer).
+  std::chrono::milliseconds receive_timeout{10000};
+  int64_t max_connections = 0;
+  int64_t max_connections_per_client = 0;
+  int http_threads = 0;  // 0: max_connections + 64 (refused connections always find a thread)
 };
 
 // What the routes know about the model being served.
@@ -121,6 +134,7 @@ class HttpServer {
   void HandleGeneration(int kind, const httplib::Request& req, httplib::Response& res);
 
   ServerOptions options_;
+  GuardedServer* guarded_ = nullptr;  // what http_ is
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
   int bound_port_ = 0;
