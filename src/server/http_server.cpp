@@ -294,6 +294,15 @@ void HttpServer::InstallRoutes() {
 
 void HttpServer::HandleHealth(httplib::Response& res) const {
   const Phase p = phase_.load();
+  auto a = attached();
+  if (p == Phase::kReady && a && a->engine) {
+    const HealthVerdict v = health_.Observe(a->engine->Stats(), Clock::now());
+    if (!v.degraded) return ReplyJson(res, {{"status", "ready"}});
+    nlohmann::json body = Unavailable("The server is degraded: " + v.reason + ".").ToJson();
+    body["error"]["code"] = "degraded";
+    body["status"] = "degraded";
+    return ReplyJson(res, body, 503);
+  }
   if (p == Phase::kReady) return ReplyJson(res, {{"status", "ready"}});
   std::string detail;
   {
@@ -365,6 +374,13 @@ void HttpServer::HandleMetrics(httplib::Response& res) const {
   if (have) st = a->engine->Stats();
   res.status = 200;
   PrometheusWriter conn;
+  const HealthVerdict health = have ? health_.Observe(st, Clock::now()) : HealthVerdict{};
+  conn.Counter("lucid_request_failures_total", "Engine requests failed, by cause.",
+               {{{{"cause", "numerics"}}, double(st.requests_numeric_error)},
+                {{{"cause", "other"}}, double(st.requests_error - st.requests_numeric_error)}});
+  conn.Gauge("lucid_server_degraded",
+             "1 while most recent requests fail the numerics guard (/health answers 503).",
+             health.degraded ? 1 : 0);
   conn.Gauge("lucid_http_connections_open", "Admitted HTTP connections open now.",
              double(guarded_->open_connections()));
   conn.Counter("lucid_http_connections_refused_total",

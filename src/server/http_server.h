@@ -2,7 +2,9 @@
 // enqueue into the engine and wait on per-request channels; they never touch the model.
 //
 // Routes (docs/SERVING.md has the full reference):
-//   GET  /health            503 while loading / warming up / shutting down, 200 once ready
+//   GET  /health            503 while loading / warming up / shutting down, 200 once ready;
+//                           503 "degraded" while most recent requests fail the numerics guard
+//                           (server/health_monitor.h)
 //   GET  /health_generate   runs a one-token generation through the engine
 //   GET  /v1/models, /v1/models/{name}
 //   POST /v1/completions, /v1/chat/completions   OpenAI schema, SSE when "stream": true
@@ -38,6 +40,7 @@
 #include "core/status.h"
 #include "runtime/engine.h"
 #include "server/api_error.h"
+#include "server/health_monitor.h"
 #include "server/server_metrics.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -144,6 +147,7 @@ class HttpServer {
   std::shared_ptr<const Attached> attached_;
   std::atomic<int64_t> in_flight_{0};
   ServerMetrics metrics_;
+  mutable HealthMonitor health_;
   int64_t started_unix_ = 0;
 };
 
