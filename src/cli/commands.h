@@ -4,7 +4,25 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/status.h"
+
 namespace lucid::cli {
+
+// The exit status for a failed command: 2 when the user's input was refused (a flag, a file, a
+// model directory: InvalidArgument, NotFound, OutOfRange, FailedPrecondition, Unimplemented),
+// 1 for internal failures (anything else).
+inline int ExitCodeFor(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kUnimplemented:
+      return 2;
+    default:
+      return 1;
+  }
+}
 
 using RegisterFn = void (*)(CLI::App& app, int* exit_code);
 

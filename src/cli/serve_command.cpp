@@ -1,8 +1,10 @@
 // `lucid serve`: resolves the configuration (config/ option table: flags, --config file, LUCID_*
 // environment), starts listening at once (GET /health answers 503 "loading"), reads the weights
 // with visible progress, builds the engine, runs a warm-up generation, and then serves until
-// SIGINT/SIGTERM. Exit status: 0 after a clean shutdown, 2 for a configuration that cannot work
-// (nothing loaded), 1 for failures while starting (port in use, unreadable model, warm-up failed).
+// SIGINT/SIGTERM. Exit status: 0 after a clean shutdown; 2 for every refusal of the user's input,
+// before or while loading (a configuration that cannot work, a model directory whose config,
+// tokenizer or weights are malformed or unsupported: cli::ExitCodeFor); 1 for internal failures
+// (port in use, warm-up failed, I/O errors).
 // Shutdown: new generation requests get 503, in-flight ones have --shutdown-grace seconds to
 // finish, then the engine fails the rest (each stream gets its final chunk and [DONE]); a second
 // signal exits at once.
@@ -154,7 +156,7 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
   StatusOr<server::ModelAssets> assets = server::LoadModelAssets(model_path);
   if (!assets.ok()) {
     LogError("lucid serve: " + assets.status().message());
-    return 1;
+    return ExitCodeFor(assets.status());
   }
   if (!assets->tokenizer)
     LogWarning("no tokenizer.json in " + model_path + ": requests must send token ids");
@@ -164,11 +166,11 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
   StatusOr<Checkpoint> ckpt = Checkpoint::Open(model_path);
   if (!ckpt.ok()) {
     LogError("lucid serve: " + ckpt.status().ToString());
-    return 1;
+    return ExitCodeFor(ckpt.status());
   }
   if (Status s = PrefetchWeights(*ckpt, signals.requested()); !s.ok()) {
     LogError("lucid serve: " + s.ToString());
-    return 1;
+    return ExitCodeFor(s);
   }
   if (const uint64_t off = MisalignedWeightBytes(*ckpt); off > 0)
     LogWarning(MisalignedWeightsMessage(off));
@@ -178,7 +180,7 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
   StatusOr<std::unique_ptr<Model>> model = LoadModel(*ckpt, *ops);
   if (!model.ok()) {
     LogError("lucid serve: " + model.status().ToString());
-    return 1;
+    return ExitCodeFor(model.status());
   }
   const ModelConfig mc = (*model)->config();
   const int64_t context = IntOr(rc, "context-length", mc.max_position_embeddings);
@@ -194,7 +196,7 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
   StatusOr<std::unique_ptr<Engine>> made = CreateEngine(std::move(*model), assets->tokenizer, eo);
   if (!made.ok()) {
     LogError("lucid serve: " + made.status().ToString());
-    return 1;
+    return ExitCodeFor(made.status());
   }
   engine = std::move(*made);
 

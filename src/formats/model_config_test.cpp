@@ -57,7 +57,7 @@ TEST(ModelConfigTest, ParsesDeepseekV32WithOldRopeScalingSpelling) {
   EXPECT_EQ(c->rope.factor, 40.0);
   EXPECT_EQ(c->indexer_rope_layout, RopeLayout::kHalfSplit);
   EXPECT_EQ(c->index_n_heads, 64);
-  EXPECT_EQ(c->index_topk, 2048);  // class default
+  EXPECT_EQ(c->index_topk, 2048);                     // class default
   EXPECT_NEAR(c->AttentionScale(), 0.1352338, 1e-7);  // documented DeepSeek-V3.2 scale
 }
 
@@ -95,6 +95,95 @@ TEST(ModelConfigTest, ErrorsNameTheField) {
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("longrope"), std::string::npos);
   EXPECT_FALSE(ParseModelConfig(nlohmann::json::array()).ok());
+}
+
+// Issue 26 item 4: every field the engine reads is type- and range-checked, and a refusal is one
+// line naming the field, the value found and what is allowed. Each case here was accepted silently
+// before (rope_parameters [1,2] fell back to theta 10000 and changed the output).
+TEST(ModelConfigTest, WrongTypeOrRangeIsRefusedNamingFieldAndValue) {
+  struct Case {
+    const char* field;
+    nlohmann::json value;
+    const char* shown;  // how the refusal spells the value
+  };
+  const std::vector<Case> cases = {
+      {"rope_parameters", {1, 2}, "[1,2]"},
+      {"rope_scaling", "yarn", "\"yarn\""},
+      {"eos_token_id", "one", "\"one\""},
+      {"eos_token_id", {1, "two"}, "[1,\"two\"]"},
+      {"eos_token_id", 154880, "154880"},  // == vocab_size: out of range
+      {"eos_token_id", -1, "-1"},
+      {"bos_token_id", "zero", "\"zero\""},
+      {"dtype", "float7", "\"float7\""},
+      {"torch_dtype", 16, "16"},
+      {"layer_types", {"full_attention"}, "[\"full_attention\"]"},
+      {"mlp_layer_types", "sparse", "\"sparse\""},
+      {"rope_theta", 0, "0"},
+      {"rope_theta", -5.0, "-5.0"},
+      {"rope_theta", "1e6", "\"1e6\""},
+      {"max_position_embeddings", 0, "0"},
+      {"rms_norm_eps", 0.0, "0.0"},
+      {"routed_scaling_factor", -2.5, "-2.5"},
+      {"hidden_size", 0, "0"},
+      {"num_hidden_layers", -1, "-1"},
+      {"n_group", 0, "0"},
+      {"index_topk", 0, "0"},
+      {"index_topk_freq", 0, "0"},
+      {"q_lora_rank", 1.5, "1.5"},
+      {"norm_topk_prob", 1, "1"},
+  };
+  for (const auto& k : cases) {
+    auto j = Glm5();
+    j[k.field] = k.value;
+    auto c = ParseModelConfig(j);
+    ASSERT_FALSE(c.ok()) << k.field << " = " << k.value.dump() << " was accepted";
+    const std::string& m = c.status().message();
+    EXPECT_NE(m.find(std::string("\"") + k.field), std::string::npos) << m;
+    EXPECT_NE(m.find(k.shown), std::string::npos) << m;
+    EXPECT_NE(m.find("allowed"), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+}
+
+TEST(ModelConfigTest, NestedRopeAndLayerListEntriesAreChecked) {
+  auto j = Glm5();
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", -1}};
+  auto c = ParseModelConfig(j);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("rope_parameters.rope_theta"), std::string::npos);
+  j = DeepseekV32();
+  j["rope_scaling"]["factor"] = 0;
+  c = ParseModelConfig(j);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("rope_scaling.factor"), std::string::npos);
+  j = DeepseekV32();
+  j["rope_scaling"]["truncate"] = "no";
+  c = ParseModelConfig(j);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("rope_scaling.truncate"), std::string::npos);
+  j = Glm5();
+  j["num_hidden_layers"] = 2;
+  j["mlp_layer_types"] = {"dense", "sprase"};
+  c = ParseModelConfig(j);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("mlp_layer_types[1]"), std::string::npos);
+  EXPECT_NE(c.status().message().find("sprase"), std::string::npos);
+}
+
+TEST(ModelConfigTest, ValidSpecialTokensAndNullsAreKept) {
+  auto j = Glm5();
+  j["eos_token_id"] = 7;
+  j["bos_token_id"] = nullptr;
+  j["q_lora_rank"] = nullptr;
+  j["rope_scaling"] = nullptr;
+  j["dtype"] = "float32";
+  auto c = ParseModelConfig(j);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->eos_token_ids, std::vector<int64_t>{7});
+  EXPECT_FALSE(c->bos_token_id.has_value());
+  EXPECT_EQ(c->q_lora_rank, 0);
+  EXPECT_EQ(c->torch_dtype, "float32");
+  EXPECT_EQ(c->rope.theta, 1e6);
 }
 
 TEST(ModelConfigTest, MissingAndMalformedFiles) {

@@ -92,6 +92,9 @@ struct EngineStats {
   // Added by the runtime (issue 6), cumulative: requests preempted for lack of pages (each is
   // recomputed later), and cached prefix pages evicted to make room.
   int64_t preemptions = 0, prefix_cache_evictions = 0;
+  // Cumulative, a part of requests_error: those failed by the numerics guard (non-finite values;
+  // their error message starts with "numerics:"). The server's health reads it (issue 26).
+  int64_t requests_numeric_error = 0;
 };
 
 class Engine {

@@ -139,6 +139,7 @@ void EngineCore::Finish(Request& r, RequestOutput& out, const std::string& reaso
   out.error = std::move(error);
   if (reason == "error") {
     ++stats_.requests_error;
+    if (out.error.message().rfind("numerics:", 0) == 0) ++stats_.requests_numeric_error;
   } else if (reason == "abort") {
     ++stats_.requests_aborted;
   } else {

@@ -152,6 +152,7 @@ TEST_P(NumericsGuardEngineTest, OnlyThePoisonedRequestFailsAndSaysWhere) {
   }
   EngineStats st = core->Stats();
   EXPECT_EQ(st.requests_error, 1);
+  EXPECT_EQ(st.requests_numeric_error, 1);
   EXPECT_EQ(st.requests_ok, 8);
   EXPECT_EQ(st.pages_used, 0);
   // The poisoned KV never entered the prefix cache: the same prompt without the poison token

@@ -89,9 +89,10 @@ class FakeEngine : public Engine {
     a.sink(o);
     if (reason == "abort")
       ++stats_.requests_aborted;
-    else if (reason == "error")
+    else if (reason == "error") {
       ++stats_.requests_error;
-    else
+      if (error.message().rfind("numerics:", 0) == 0) ++stats_.requests_numeric_error;
+    } else
       ++stats_.requests_ok;
     active_.erase(id);
   }

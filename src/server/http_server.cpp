@@ -2,10 +2,13 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <ctime>
+#include <optional>
 #include <set>
 
 #include "server/generation_job.h"
+#include "server/guarded_server.h"
 #include "server/request_parsing.h"
 #include "server/server_log.h"
 
@@ -54,8 +57,45 @@ const char* PhaseName(Phase p) {
   return "unknown";
 }
 
-HttpServer::HttpServer(ServerOptions options)
-    : options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+namespace {
+
+ServerOptions WithDefaults(ServerOptions o) {
+  if (o.max_connections <= 0) o.max_connections = o.max_concurrent_requests + 16;
+  if (o.max_connections_per_client <= 0)
+    o.max_connections_per_client = std::max<int64_t>(1, o.max_connections / 2);
+  if (o.http_threads <= 0) o.http_threads = static_cast<int>(o.max_connections + 64);
+  return o;
+}
+
+ConnectionLimits LimitsOf(const ServerOptions& o) {
+  ConnectionLimits l;
+  l.receive_timeout = o.receive_timeout;
+  l.idle_timeout = std::min(o.receive_timeout, l.idle_timeout);
+  l.max_connections = o.max_connections;
+  l.max_connections_per_client = o.max_connections_per_client;
+  return l;
+}
+
+// Content-Length, checked before the body is read: "" when acceptable, else the refusal.
+std::optional<ApiError> CheckContentLength(const httplib::Request& req, size_t max_body) {
+  if (!req.has_header("Content-Length")) return std::nullopt;
+  const std::string v = req.get_header_value("Content-Length");
+  const bool digits = !v.empty() && v.size() <= 19 &&
+                      std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits)
+    return BadRequest("Invalid Content-Length header: \"" + v.substr(0, 40) +
+                          "\" (expected a non-negative decimal number of bytes).",
+                      "", "invalid_content_length");
+  if (std::stoull(v) > max_body) return PayloadTooLarge(max_body);
+  return std::nullopt;
+}
+
+}  // namespace
+
+HttpServer::HttpServer(ServerOptions options) : options_(WithDefaults(std::move(options))) {
+  auto guarded = std::make_unique<GuardedServer>(LimitsOf(options_));
+  guarded_ = guarded.get();
+  http_ = std::move(guarded);
   started_unix_ = static_cast<int64_t>(std::time(nullptr));
 }
 
@@ -120,8 +160,7 @@ int64_t HttpServer::WaitIdle(std::chrono::milliseconds timeout) const {
 
 Status HttpServer::Start() {
   InstallRoutes();
-  const size_t threads = options_.http_threads > 0 ? size_t(options_.http_threads)
-                                                   : size_t(options_.max_concurrent_requests) + 16;
+  const size_t threads = static_cast<size_t>(options_.http_threads);
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_read_timeout(10, 0);
@@ -138,6 +177,7 @@ Status HttpServer::Start() {
                                                   " (in use, or not an address of this machine)");
     bound_port_ = options_.port;
   }
+  guarded_->RaiseListenBacklog(1024);
   thread_ = std::thread([this] { http_->listen_after_bind(); });
   for (int i = 0; i < 500 && !http_->is_running(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -153,8 +193,19 @@ void HttpServer::Stop() {
 void HttpServer::InstallRoutes() {
   httplib::Server& s = *http_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (options_.api_key.empty() || req.path == "/health" || req.path == "/metrics")
-      return httplib::Server::HandlerResponse::Unhandled;
+    const bool probe = req.path == "/health" || req.path == "/metrics";
+    if (std::string refusal = GuardedServer::CurrentRefusal(); !refusal.empty() && !probe) {
+      ApiError e = Unavailable(refusal);
+      e.code = "too_many_connections";
+      ReplyError(res, e);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (std::optional<ApiError> e = CheckContentLength(req, options_.max_body_bytes)) {
+      GuardedServer::CloseCurrentAfterResponse();  // the body stays unread
+      ReplyError(res, *e);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (options_.api_key.empty() || probe) return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
     if (auth.rfind(prefix, 0) == 0 &&
@@ -168,7 +219,19 @@ void HttpServer::InstallRoutes() {
   s.set_error_handler(httplib::Server::HandlerWithResponse(
       [this](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        if (res.status == 413) {
+        if (GuardedServer::CurrentRequestTimedOut()) {
+          std::string why = GuardedServer::CurrentRefusal();
+          if (why.empty()) why = GuardedServer::CurrentOverLimit();
+          ApiError e = BadRequest("The request did not arrive within the receive deadline (" +
+                                      std::to_string(options_.receive_timeout.count()) + " ms).",
+                                  "", "request_timeout");
+          e.status = 408;
+          if (!why.empty()) {
+            e = Unavailable(why);
+            e.code = "too_many_connections";
+          }
+          ReplyError(res, e);
+        } else if (res.status == 413) {
           ReplyError(res, PayloadTooLarge(options_.max_body_bytes));
         } else if (res.status == 404) {
           ReplyError(res, NotFoundError("Not found: " + req.method + " " + req.path, "not_found"));
@@ -231,6 +294,15 @@ void HttpServer::InstallRoutes() {
 
 void HttpServer::HandleHealth(httplib::Response& res) const {
   const Phase p = phase_.load();
+  auto a = attached();
+  if (p == Phase::kReady && a && a->engine) {
+    const HealthVerdict v = health_.Observe(a->engine->Stats(), Clock::now());
+    if (!v.degraded) return ReplyJson(res, {{"status", "ready"}});
+    nlohmann::json body = Unavailable("The server is degraded: " + v.reason + ".").ToJson();
+    body["error"]["code"] = "degraded";
+    body["status"] = "degraded";
+    return ReplyJson(res, body, 503);
+  }
   if (p == Phase::kReady) return ReplyJson(res, {{"status", "ready"}});
   std::string detail;
   {
@@ -301,8 +373,25 @@ void HttpServer::HandleMetrics(httplib::Response& res) const {
   const bool have = a && a->engine;
   if (have) st = a->engine->Stats();
   res.status = 200;
+  PrometheusWriter conn;
+  const HealthVerdict health = have ? health_.Observe(st, Clock::now()) : HealthVerdict{};
+  conn.Counter("lucid_request_failures_total", "Engine requests failed, by cause.",
+               {{{{"cause", "numerics"}}, double(st.requests_numeric_error)},
+                {{{"cause", "other"}}, double(st.requests_error - st.requests_numeric_error)}});
+  conn.Gauge("lucid_server_degraded",
+             "1 while most recent requests fail the numerics guard (/health answers 503).",
+             health.degraded ? 1 : 0);
+  conn.Gauge("lucid_http_connections_open", "Admitted HTTP connections open now.",
+             double(guarded_->open_connections()));
+  conn.Counter("lucid_http_connections_refused_total",
+               "Connections beyond the total or per-client limit (answered 503 but for probes).",
+               double(guarded_->refused_connections()));
+  conn.Counter("lucid_http_request_timeouts_total",
+               "Requests that did not arrive whole within the receive deadline (408).",
+               double(guarded_->timed_out_requests()));
   res.set_content(
-      metrics_.Render(have ? &st : nullptr, in_flight_.load(), phase_.load() == Phase::kReady),
+      metrics_.Render(have ? &st : nullptr, in_flight_.load(), phase_.load() == Phase::kReady) +
+          conn.text(),
       "text/plain; version=0.0.4; charset=utf-8");
 }
 

@@ -2,7 +2,9 @@
 // enqueue into the engine and wait on per-request channels; they never touch the model.
 //
 // Routes (docs/SERVING.md has the full reference):
-//   GET  /health            503 while loading / warming up / shutting down, 200 once ready
+//   GET  /health            503 while loading / warming up / shutting down, 200 once ready;
+//                           503 "degraded" while most recent requests fail the numerics guard
+//                           (server/health_monitor.h)
 //   GET  /health_generate   runs a one-token generation through the engine
 //   GET  /v1/models, /v1/models/{name}
 //   POST /v1/completions, /v1/chat/completions   OpenAI schema, SSE when "stream": true
@@ -10,6 +12,10 @@
 //   POST /v1/tokenize, /v1/detokenize
 //   GET  /server_info       resolved configuration with provenance, model, engine stats
 //   GET  /metrics           Prometheus text format (server/server_metrics.h)
+// Connections: each request must arrive within a receive deadline (408 after), and connections are
+// bounded in total and per client (503 "too_many_connections" beyond, except /health and /metrics);
+// server/guarded_server.h. A Content-Length that is not a decimal number is refused (400) and one
+// over the body limit (413) at once, before any of the body is read.
 // Every error is an OpenAI-style {"error": {message, type, param, code}} body with its status.
 // With an api key, every route but /health and /metrics needs "Authorization: Bearer <key>".
 // Admission: at most `max_concurrent_requests` generation requests are held at once (the engine
@@ -34,6 +40,7 @@
 #include "core/status.h"
 #include "runtime/engine.h"
 #include "server/api_error.h"
+#include "server/health_monitor.h"
 #include "server/server_metrics.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -46,13 +53,22 @@ struct Response;
 
 namespace lucid::server {
 
+class GuardedServer;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 30000;     // 0: any free port (see HttpServer::port())
   std::string api_key;  // empty: no authentication
   size_t max_body_bytes = 8u << 20;
   int64_t max_concurrent_requests = 256;
-  int http_threads = 0;  // 0: max_concurrent_requests + 16
+  // Connections (server/guarded_server.h): a request must arrive whole within receive_timeout;
+  // at most max_connections are served at once (0: max_concurrent_requests + 16), at most
+  // max_connections_per_client from one address (0: half of max_connections); beyond, 503
+  // (but /health and /metrics answer).
+  std::chrono::milliseconds receive_timeout{10000};
+  int64_t max_connections = 0;
+  int64_t max_connections_per_client = 0;
+  int http_threads = 0;  // 0: max_connections + 64 (refused connections always find a thread)
 };
 
 // What the routes know about the model being served.
@@ -121,6 +137,7 @@ class HttpServer {
   void HandleGeneration(int kind, const httplib::Request& req, httplib::Response& res);
 
   ServerOptions options_;
+  GuardedServer* guarded_ = nullptr;  // what http_ is
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
   int bound_port_ = 0;
@@ -130,6 +147,7 @@ class HttpServer {
   std::shared_ptr<const Attached> attached_;
   std::atomic<int64_t> in_flight_{0};
   ServerMetrics metrics_;
+  mutable HealthMonitor health_;
   int64_t started_unix_ = 0;
 };
 

@@ -201,8 +201,7 @@ Err ParseStreamFlags(const ordered_json& body, ParsedRequest* out) {
     if (!out->stream)
       return BadRequest("The 'stream_options' parameter is only allowed when 'stream' is enabled.",
                         "stream_options");
-    LUCID_API_RETURN_IF_ERROR(
-        CheckKnown(*so, {"include_usage"}, "stream_options"));
+    LUCID_API_RETURN_IF_ERROR(CheckKnown(*so, {"include_usage"}, "stream_options"));
     LUCID_API_RETURN_IF_ERROR(GetBool(*so, "include_usage", "stream_options", &out->include_usage));
   }
   return std::nullopt;
@@ -258,7 +257,8 @@ Err ParsePrompt(const ordered_json& v, const std::string& param, ParsedRequest* 
       "a string, an array of strings, an array of token ids or an array "
       "of arrays of token ids";
   if (!v.is_array()) return WrongType(param, expected, v);
-  if (v.empty()) return BadRequest("Invalid '" + param + "': the prompt is empty.", param);
+  if (v.empty())
+    return BadRequest("Invalid '" + param + "': the prompt is empty.", param, "empty_array");
   if (v[0].is_number()) {
     PromptSpec p;
     LUCID_API_RETURN_IF_ERROR(AsIdList(v, param, &p.ids));
@@ -272,7 +272,8 @@ Err ParsePrompt(const ordered_json& v, const std::string& param, ParsedRequest* 
       p.is_text = true;
       p.text = item.get<std::string>();
     } else if (item.is_array()) {
-      if (item.empty()) return BadRequest("Invalid '" + param + "': a prompt is empty.", param);
+      if (item.empty())
+        return BadRequest("Invalid '" + param + "': a prompt is empty.", param, "empty_array");
       LUCID_API_RETURN_IF_ERROR(AsIdList(item, param, &p.ids));
     } else {
       return WrongType(param, expected, v);
@@ -375,8 +376,9 @@ std::optional<ApiError> ParseJsonBody(const std::string& body, ordered_json* out
       in_string = true;
     else if (c == '[' || c == '{') {
       if (++depth > kMaxJsonDepth)
-        return BadRequest("The JSON body is nested deeper than " + std::to_string(kMaxJsonDepth) +
-                          " levels.");
+        return BadRequest(
+            "The JSON body is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels.", "",
+            "invalid_json");
     } else if (c == ']' || c == '}')
       --depth;
   }
@@ -556,7 +558,7 @@ std::optional<ApiError> ApplyLengthLimits(const ParsedRequest& req, int64_t prom
   const std::string param = req.kind == ApiKind::kChat       ? "messages"
                             : req.kind == ApiKind::kGenerate ? "text"
                                                              : "prompt";
-  if (prompt_len < 1) return BadRequest("The prompt is empty (0 tokens).", param);
+  if (prompt_len < 1) return BadRequest("The prompt is empty (0 tokens).", param, "empty_array");
   const int64_t room = context_length - prompt_len;
   if (room < 1)
     return ContextTooLong("This model's maximum context length is " +

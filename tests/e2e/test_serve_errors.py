@@ -248,6 +248,22 @@ class StartupErrorTest(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("--max-request-bytes", r.stderr)
 
+    def test_malformed_model_files_exit_2_like_a_bad_configuration(self):
+        # Refusals of the model directory's files exit 2 whichever step reads them (issue 26).
+        import shutil
+        cases = (("model.safetensors", b"\x08\x00\x00\x00\x00\x00\x00\x00{broken}"),
+                 ("tokenizer.json", b"{\"model\": 3"),
+                 ("config.json", b'{"model_type": "glm_moe_dsa", "dtype": "float7"}'))
+        for name, content in cases:
+            d = os.path.join(TMP.name, "bad-" + name)
+            shutil.copytree(MODEL_DIR, d)
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(content)
+            r = self.run_serve("--model-path", d, "--port", str(ls.free_port()),
+                               "--max-total-tokens", "1024")
+            self.assertEqual(r.returncode, 2, f"{name}: {r.stderr[-2000:]}")
+            self.assertIn("lucid serve: ", r.stderr)
+
     def test_port_in_use_exits_1_naming_it(self):
         import socket
         with socket.socket() as s:
