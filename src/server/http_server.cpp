@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <ctime>
 #include <set>
 
@@ -17,9 +18,10 @@ namespace lucid::server {
 namespace {
 
 const std::set<std::string> kRoutes = {
-    "/health",   "/health_generate", "/v1/models",     "/v1/completions", "/v1/chat/completions",
-    "/generate", "/v1/tokenize",     "/v1/detokenize", "/server_info",    "/get_model_info",
-    "/metrics"};
+    "/health",   "/health_generate", "/v1/models",     "/v1/completions",  "/v1/chat/completions",
+    "/generate", "/v1/tokenize",     "/v1/detokenize", "/server_info",     "/get_model_info",
+    "/metrics",  "/tokenize",        "/detokenize",    "/get_server_info", "/version",
+    "/ping"};
 
 std::string RouteLabel(const std::string& path) {
   if (kRoutes.count(path)) return path;
@@ -153,7 +155,12 @@ void HttpServer::Stop() {
 void HttpServer::InstallRoutes() {
   httplib::Server& s = *http_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (options_.api_key.empty() || req.path == "/health" || req.path == "/metrics")
+    if (ApplyCors(req, res)) {  // a preflight: answered here, without authentication
+      res.status = 204;
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (options_.api_key.empty() || req.path == "/health" || req.path == "/metrics" ||
+        req.path == "/ping" || req.path == "/version")
       return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
@@ -204,8 +211,13 @@ void HttpServer::InstallRoutes() {
         [this](const httplib::Request& req, httplib::Response& res) { HandleModels(req, res); });
   s.Get("/v1/models/(.+)",
         [this](const httplib::Request& req, httplib::Response& res) { HandleModels(req, res); });
-  s.Get("/server_info",
-        [this](const httplib::Request&, httplib::Response& res) { HandleServerInfo(res); });
+  for (const char* path : {"/server_info", "/get_server_info"})
+    s.Get(path, [this](const httplib::Request&, httplib::Response& res) { HandleServerInfo(res); });
+  s.Get("/version", [this](const httplib::Request&, httplib::Response& res) {
+    ReplyJson(res, {{"version", LUCID_VERSION}});
+  });
+  s.Get("/ping", [this](const httplib::Request&, httplib::Response& res) { HandlePing(res); });
+  s.Post("/ping", [this](const httplib::Request&, httplib::Response& res) { HandlePing(res); });
   s.Get("/get_model_info", [this](const httplib::Request&, httplib::Response& res) {
     auto a = attached();
     if (!a) return ReplyError(res, Unavailable("The model is still loading."));
@@ -213,11 +225,14 @@ void HttpServer::InstallRoutes() {
   });
   s.Get("/metrics",
         [this](const httplib::Request&, httplib::Response& res) { HandleMetrics(res); });
-  s.Post("/v1/tokenize",
-         [this](const httplib::Request& req, httplib::Response& res) { HandleTokenize(req, res); });
-  s.Post("/v1/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleDetokenize(req, res);
-  });
+  for (const char* path : {"/v1/tokenize", "/tokenize"})
+    s.Post(path, [this](const httplib::Request& req, httplib::Response& res) {
+      HandleTokenize(req, res);
+    });
+  for (const char* path : {"/v1/detokenize", "/detokenize"})
+    s.Post(path, [this](const httplib::Request& req, httplib::Response& res) {
+      HandleDetokenize(req, res);
+    });
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     HandleGeneration(static_cast<int>(ApiKind::kCompletions), req, res);
   });
@@ -253,6 +268,34 @@ void HttpServer::HandleHealthGenerate(httplib::Response& res) {
   Status s = RunTestGeneration(*a->engine, bos, 1, std::chrono::seconds(60));
   if (!s.ok()) return ReplyError(res, Unavailable("Test generation failed: " + s.ToString()));
   ReplyJson(res, {{"status", "ok"}});
+}
+
+void HttpServer::HandlePing(httplib::Response& res) const {
+  if (phase_.load() == Phase::kReady) {
+    res.status = 200;
+    return;
+  }
+  ReplyError(res, Unavailable(std::string("The server is ") + PhaseName(phase_.load()) + "."));
+}
+
+bool HttpServer::ApplyCors(const httplib::Request& req, httplib::Response& res) const {
+  const bool preflight = req.method == "OPTIONS";
+  const std::string origin = req.get_header_value("Origin");
+  const auto& allowed = options_.allowed_origins;
+  const bool any = std::find(allowed.begin(), allowed.end(), "*") != allowed.end();
+  if (origin.empty() ||
+      !(any || std::find(allowed.begin(), allowed.end(), origin) != allowed.end()))
+    return preflight;  // no CORS headers: the browser refuses; a preflight still gets its 204
+  res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
+  if (!any) res.set_header("Vary", "Origin");
+  res.set_header("Access-Control-Expose-Headers", "X-Lucid-Ignored-Fields");
+  if (!preflight) return false;
+  res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+  const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+  res.set_header("Access-Control-Allow-Headers",
+                 asked.empty() ? "Authorization, Content-Type" : asked);
+  res.set_header("Access-Control-Max-Age", "600");
+  return true;
 }
 
 void HttpServer::HandleModels(const httplib::Request& req, httplib::Response& res) const {
@@ -302,7 +345,8 @@ void HttpServer::HandleMetrics(httplib::Response& res) const {
   if (have) st = a->engine->Stats();
   res.status = 200;
   res.set_content(
-      metrics_.Render(have ? &st : nullptr, in_flight_.load(), phase_.load() == Phase::kReady),
+      metrics_.Render(have ? &st : nullptr, in_flight_.load(), phase_.load() == Phase::kReady) +
+          metrics_.RenderPeerAliases(have ? &st : nullptr, a ? a->model.name : ""),
       "text/plain; version=0.0.4; charset=utf-8");
 }
 
