@@ -47,8 +47,12 @@ def setUpModule():
     port_file = os.path.join(TMP.name, "port")
     PROC = subprocess.Popen([SCRIPTED, port_file] + SCRIPT)
     for _ in range(600):
-        if os.path.exists(port_file) and open(port_file).read().strip():
-            URL = "http://127.0.0.1:" + open(port_file).read().strip()
+        port = ""
+        if os.path.exists(port_file):
+            with open(port_file) as f:
+                port = f.read().strip()
+        if port:
+            URL = "http://127.0.0.1:" + port
             return
         if PROC.poll() is not None:
             raise RuntimeError(f"lucid_scripted_server exited with {PROC.returncode}")
