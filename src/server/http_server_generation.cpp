@@ -165,7 +165,7 @@ ChatParsing ChatParsingFor(const ParsedRequest& r, const ServingModel& m,
   ChatParsing p;
   p.reasoning = m.reasoning_parser;
   p.starts_in_reasoning = p.reasoning && PromptOpensReasoning(prompt);
-  if (m.tool_call_format && r.tools.is_array() && !r.tools.empty()) {
+  if (m.tool_call_format && r.tools.is_array() && !r.tools.empty() && !r.tool_choice_none) {
     p.tool_format = m.tool_call_format;
     p.tools = r.tools;
   }

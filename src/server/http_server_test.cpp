@@ -541,6 +541,12 @@ TEST_F(HttpServerTest, ChatToolCallsAndReasoningFromAScriptedModel) {
   EXPECT_EQ(name, "get_weather");
   EXPECT_EQ(json::parse(args), json::parse(R"({"city": "Paris", "days": 3})"));
   EXPECT_EQ(finish, "tool_calls");
+  // tool_choice "none": no calls parsed (as vLLM).
+  r = Post("/v1/chat/completions", body.substr(0, body.size() - 1) + R"(, "tool_choice": "none"})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  j = json::parse(r->body);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_FALSE(j["choices"][0]["message"].contains("tool_calls"));
   // Without tools the markup stays text (reasoning still split); a malformed call is content.
   engine_->Script(
       {"<think>x</think>", "<tool_call>get_weather<arg_key>city</arg_value>", "</tool_call>"});

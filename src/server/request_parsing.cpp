@@ -559,6 +559,8 @@ std::optional<ApiError> ParseChatRequest(const ordered_json& body, ParsedRequest
     if (!tools->is_array()) return WrongType("tools", "an array", *tools);
     out->tools = *tools;
   }
+  if (const ordered_json* tc = Field(body, "tool_choice"))
+    out->tool_choice_none = tc->is_string() && *tc == "none";
   if (const ordered_json* kw = Field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) return WrongType("chat_template_kwargs", "an object", *kw);
     out->chat_template_kwargs = *kw;

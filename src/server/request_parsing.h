@@ -64,6 +64,7 @@ struct ParsedRequest {
   int top_logprobs = 0;
   // vLLM extras (issue 24): logit_bias, min_tokens, include_stop_str_in_output live in sampling.
   bool return_token_ids = false;                  // choices carry token_ids, prompt_token_ids
+  bool tool_choice_none = false;                  // chat: tool_choice "none" (calls not parsed)
   std::optional<int64_t> truncate_prompt_tokens;  // keep the last k prompt tokens; -1: context
   bool continuous_usage_stats = false;            // stream: usage on every chunk (with
                                                   // include_usage)
