@@ -421,6 +421,21 @@ bool StreamStep(StreamState& st, httplib::DataSink& sink) {
   return true;
 }
 
+// Answers `res` with the SSE stream of `st`; a client that goes away aborts the job.
+void ServeStream(std::shared_ptr<StreamState> st, httplib::Response& res) {
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream", [st](size_t, httplib::DataSink& sink) { return StreamStep(*st, sink); },
+      [st](bool) {
+        if (!st->done) {
+          LogInfo("stream " + st->meta.id + ": client gone; aborting its requests");
+          st->job->AbortUnfinished();
+        }
+        st->slot.reset();
+      });
+}
+
 }  // namespace
 
 void HttpServer::HandleGeneration(int kind_int, const httplib::Request& http_req,
@@ -479,18 +494,7 @@ void HttpServer::HandleGeneration(int kind_int, const httplib::Request& http_req
     st->text_offset.assign(job->choices().size(), 0);
     if (parsing.active())
       for (size_t i = 0; i < job->choices().size(); ++i) st->chat_parsers.emplace_back(parsing);
-    res.set_header("Cache-Control", "no-cache");
-    res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [st](size_t, httplib::DataSink& sink) { return StreamStep(*st, sink); },
-        [st](bool) {
-          if (!st->done) {
-            LogInfo("stream " + st->meta.id + ": client gone; aborting its requests");
-            st->job->AbortUnfinished();
-          }
-          st->slot.reset();
-        });
+    ServeStream(st, res);
     return;
   }
 
