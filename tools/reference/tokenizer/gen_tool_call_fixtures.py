@@ -120,8 +120,6 @@ def main():
             cases.append({"format": "glm45", "source": "GLM-4.6.jinja", "name": calls_name,
                           "prompt_tail": prefix[-40:], "output": out, "calls": calls,
                           "content": content})
-            if content:  # the V3.1 template writes content before the calls only when present
-                pass
             prefix, out = rendered_output("deepseek-ai-DeepSeek-V3.1.jinja",
                                           "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>",
                                           calls, content, {})
