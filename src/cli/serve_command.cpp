@@ -137,6 +137,15 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
   so.port = static_cast<int>(IntOr(rc, "port", 30000));
   so.api_key = StrOr(rc, "api-key", "");
   so.max_concurrent_requests = flags.max_concurrent_requests;
+  so.strict_request_fields = rc.Value("strict-request-fields") == true;
+  for (std::string rest = StrOr(rc, "allowed-origins", ""); !rest.empty();) {
+    const size_t comma = rest.find(',');
+    std::string origin = rest.substr(0, comma);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    origin.erase(0, origin.find_first_not_of(' '));
+    origin.erase(origin.find_last_not_of(' ') + 1);
+    if (!origin.empty()) so.allowed_origins.push_back(origin);
+  }
   so.max_body_bytes = static_cast<size_t>(config::ParseBytes(flags.max_request_bytes).value());
   const std::string model_path = StrOr(rc, "model-path", "");
 
@@ -210,6 +219,8 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
   sm.bos_token = assets->bos_token;
   sm.eos_token = assets->eos_token;
   sm.model_path = model_path;
+  sm.tool_call_format = server::ToolCallFormatFromName(StrOr(rc, "tool-call-parser", "none"));
+  sm.reasoning_parser = StrOr(rc, "reasoning-parser", "none") != "none";
   http.AttachEngine(engine.get(), sm, {{"config", rc.ToJson()}});
   http.SetPhase(server::Phase::kWarmingUp, "running a warm-up generation");
   const int32_t bos = mc.bos_token_id ? static_cast<int32_t>(*mc.bos_token_id) : 0;

@@ -116,6 +116,21 @@ std::vector<OptionSpec> BuildTable() {
   t.push_back(key);
   t.push_back(
       Enum("log-level", "info", {"debug", "info", "warning", "error"}, kServer, "Log verbosity"));
+  t.push_back(Opt("strict-request-fields", OptionType::kBool, "false", kServer,
+                  "Answer 400 to unknown request fields, as OpenAI does (default: ignore them and "
+                  "name them in the X-Lucid-Ignored-Fields header and the log, as vLLM and "
+                  "SGLang accept them)"));
+  t.push_back(Enum("tool-call-parser", "auto",
+                   {"none", "glm45", "glm47", "deepseekv31", "deepseekv32"}, kServer,
+                   "How chat completions read tool calls in the model's output into "
+                   "message.tool_calls (SGLang's names; auto: by the model type)"));
+  t.push_back(Enum("reasoning-parser", "auto",
+                   {"none", "glm45", "deepseek-r1", "deepseek-v3", "qwen3"}, kServer,
+                   "How chat completions split <think>...</think> into reasoning_content "
+                   "(SGLang's names, one <think> parser; auto: by the model type)"));
+  t.push_back(Opt("allowed-origins", OptionType::kString, "", kServer,
+                  "CORS: comma-separated origins whose browser pages may call the API, or * for "
+                  "any (default: none, no CORS headers)"));
   t.push_back(Enum("nan-check", "logits", {"off", "logits", "layers"}, kDebug,
                    "Non-finite checks: off, on the logits before sampling, or after every layer "
                    "(names the first layer and op)"));

@@ -60,6 +60,39 @@ std::vector<Rule> BuildRules() {
         return json(p.filename().string());
       },
       [](const Ctx&) { return "the model directory's name"; });
+  // Output parsers of the chat route (issue 24), by the checkpoint's model_type.
+  add(
+      "tool-parser-from-model-type", "tool-call-parser",
+      "always: glm_moe_dsa -> glm47, glm4_moe -> glm45, deepseek_v32 -> deepseekv32, "
+      "deepseek_v3 -> deepseekv31, else none",
+      always,
+      [](const Ctx& c) {
+        const std::string& t = c.model.config.model_type;
+        return json(t == "glm_moe_dsa"    ? "glm47"
+                    : t == "glm4_moe"     ? "glm45"
+                    : t == "deepseek_v32" ? "deepseekv32"
+                    : t == "deepseek_v3"  ? "deepseekv31"
+                                          : "none");
+      },
+      [](const Ctx& c) {
+        return "the tool-call markup models of type '" + c.model.config.model_type +
+               "' write (GLM-5 writes GLM-4.7's; DeepSeek-V3-0324's older markup is not parsed)";
+      });
+  add(
+      "reasoning-parser-from-model-type", "reasoning-parser",
+      "always: glm_moe_dsa, glm4_moe -> glm45; deepseek_v32, deepseek_v3 -> deepseek-v3; "
+      "else none",
+      always,
+      [](const Ctx& c) {
+        const std::string& t = c.model.config.model_type;
+        return json(t == "glm_moe_dsa" || t == "glm4_moe"       ? "glm45"
+                    : t == "deepseek_v32" || t == "deepseek_v3" ? "deepseek-v3"
+                                                                : "none");
+      },
+      [](const Ctx& c) {
+        return "models of type '" + c.model.config.model_type +
+               "' write their reasoning as <think>...</think>";
+      });
   add(
       "cpu-kernels-from-dtype", "cpu-kernels", "always", always,
       [](const Ctx& c) {

@@ -40,11 +40,22 @@ struct SamplingParams {
   bool ignore_eos = false;
   int32_t logprobs = -1;  // -1: none; k >= 0: the chosen token's logprob plus top-k alternatives
   bool skip_special_tokens = true;
+  // Added by the agent API (issue 24), as vLLM's fields of the same names:
+  std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logits before sampling
+  int64_t min_tokens = 0;  // EOS and stop_token_ids cannot be sampled before this many tokens
+  bool include_stop_str_in_output = false;  // a matched stop string ends the text, not cut
 };
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;  // token ids (text requests are tokenized by the server)
   SamplingParams sampling;
+  // Prompt logprobs (issue 24; vLLM's prompt_logprobs, SGLang's return_logprob with
+  // logprob_start_len): k >= 0 returns, with the first event, the raw logprob of every prompt
+  // token from position prompt_logprobs_start (>= 1: token 0 has no context) with its k most
+  // likely alternatives; -1: none. The prefix cache reuses at most the tokens before
+  // prompt_logprobs_start - 1, so that the rows needed are computed.
+  int32_t prompt_logprobs = -1;
+  int64_t prompt_logprobs_start = 1;
 };
 
 struct TokenLogprob {
@@ -58,6 +69,9 @@ struct RequestOutput {
   std::vector<int32_t> new_tokens;  // tokens generated since the previous event
   std::string text;                 // their detokenized text (empty without a tokenizer)
   std::vector<TokenLogprob> logprobs;
+  // The prompt logprobs asked for (GenerationRequest::prompt_logprobs), in the first event only:
+  // prompt positions prompt_logprobs_start, start + 1, ... in order.
+  std::vector<TokenLogprob> prompt_logprobs;
   bool finished = false;
   std::string finish_reason;  // "stop", "length", "abort", "error" (when finished)
   Status error;               // set when finish_reason == "error": says what failed and where
@@ -105,7 +119,8 @@ class Engine {
   // Validates (prompt non-empty, ids in range, prompt + max_tokens within the context and the KV
   // pool, sampling values in range: temperature >= 0, top_p in (0, 1], top_k >= -1 (-1 and 0 are
   // off), min_p in [0, 1], repetition_penalty > 0, frequency/presence in [-2, 2], max_tokens >= 1,
-  // logprobs in [-1, 20], stop strings non-empty and only with a tokenizer) and enqueues. Errors
+  // logprobs in [-1, 20], stop strings non-empty and only with a tokenizer, logit_bias ids in the
+  // vocabulary with finite values, min_tokens in [0, max_tokens]) and enqueues. Errors
   // (InvalidArgument; Unavailable after Stop) are returned here, synchronously, and no event
   // follows. Semantics of each sampling field: runtime/sampler.h. Token events: new_tokens
   // includes a stop token id (EOS or stop_token_ids) but text never includes its text, nor a stop

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -17,6 +18,10 @@ struct EngineCore::Request {
   StopStringFilter stops;
   int64_t prompt_tokens = 0;
   int64_t generated = 0;
+  // Prompt logprobs: k (-1: off), the first position, and what the computed rows gave so far.
+  int32_t prompt_lp_top = -1;
+  int64_t prompt_lp_start = 1;
+  std::vector<TokenLogprob> prompt_lps;
 };
 
 namespace {
@@ -110,6 +115,18 @@ Status EngineCore::Validate(const GenerationRequest& request) const {
                               "logprobs must be in [-1, " + std::to_string(kMaxTopLogprobs) + "]"));
   for (const std::string& s : p.stop)
     LUCID_RETURN_IF_ERROR(Range(!s.empty(), "stop strings must not be empty"));
+  for (const auto& [id, bias] : p.logit_bias)
+    LUCID_RETURN_IF_ERROR(Range(
+        id >= 0 && id < vocab && std::isfinite(bias),
+        "logit_bias: id " + std::to_string(id) + " outside the vocabulary or a non-finite bias"));
+  LUCID_RETURN_IF_ERROR(Range(p.min_tokens >= 0 && p.min_tokens <= p.max_tokens,
+                              "min_tokens must be in [0, max_tokens]"));
+  LUCID_RETURN_IF_ERROR(
+      Range(request.prompt_logprobs >= -1 && request.prompt_logprobs <= kMaxTopLogprobs &&
+                (request.prompt_logprobs < 0 ||
+                 (request.prompt_logprobs_start >= 1 && request.prompt_logprobs_start <= prompt)),
+            "prompt_logprobs must be in [-1, " + std::to_string(kMaxTopLogprobs) +
+                "] with a start position in [1, prompt length]"));
   LUCID_RETURN_IF_ERROR(Range(p.stop.empty() || tokenizer_ != nullptr,
                               "stop strings need a tokenizer; this model has none"));
   return OkStatus();
@@ -119,9 +136,22 @@ void EngineCore::Add(uint64_t id, GenerationRequest request, Engine::Sink sink) 
   const uint64_t seed = request.sampling.seed ? *request.sampling.seed : seed_source_();
   if (request.sampling.top_k < 0) request.sampling.top_k = 0;
   auto r = std::unique_ptr<Request>(new Request{
-      id, request.sampling, std::move(sink),
-      RequestSampler(request.sampling, seed, request.prompt, model_->config().vocab_size), nullptr,
-      StopStringFilter(request.sampling.stop), static_cast<int64_t>(request.prompt.size()), 0});
+      id,
+      request.sampling,
+      std::move(sink),
+      RequestSampler(request.sampling, seed, request.prompt, model_->config().vocab_size),
+      nullptr,
+      StopStringFilter(request.sampling.stop),
+      static_cast<int64_t>(request.prompt.size()),
+      0,
+      -1,
+      1,
+      {}});
+  if (request.sampling.min_tokens > 0) {
+    std::vector<int32_t> ids = request.sampling.stop_token_ids;
+    if (!request.sampling.ignore_eos) ids.insert(ids.end(), eos_ids_.begin(), eos_ids_.end());
+    r->sampler.SuppressUntilMinTokens(std::move(ids));
+  }
   if (tokenizer_ != nullptr) {
     const size_t n = request.prompt.size(), k = std::min(n, kDetokContext);
     r->detok = std::make_unique<tok::IncrementalDetokenizer>(
@@ -129,8 +159,14 @@ void EngineCore::Add(uint64_t id, GenerationRequest request, Engine::Sink sink) 
         std::span<const int32_t>(request.prompt.data() + n - k, k));
   }
   stats_.prompt_tokens += r->prompt_tokens;
+  int64_t max_reuse = std::numeric_limits<int64_t>::max();
+  if (request.prompt_logprobs >= 0) {
+    r->prompt_lp_top = request.prompt_logprobs;
+    r->prompt_lp_start = request.prompt_logprobs_start;
+    max_reuse = request.prompt_logprobs_start - 1;  // the row of position start - 1 is needed
+  }
   requests_.emplace(id, std::move(r));
-  scheduler_.Add(id, std::move(request.prompt));
+  scheduler_.Add(id, std::move(request.prompt), max_reuse);
 }
 
 void EngineCore::Finish(Request& r, RequestOutput& out, const std::string& reason, Status error) {
@@ -259,7 +295,24 @@ void EngineCore::Step() {
       continue;
     }
     scheduler_.Commit(c);
-    if (c.completes()) SampleAndEmit(*requests_.at(id), rows + (c.count - 1) * V);
+    Request& r = *requests_.at(id);
+    if (r.prompt_lp_top >= 0) CollectPromptLogprobs(r, c, rows);
+    if (c.completes()) SampleAndEmit(r, rows + (c.count - 1) * V);
+  }
+}
+
+void EngineCore::CollectPromptLogprobs(Request& r, const ScheduledChunk& c, const float* rows) {
+  const int64_t V = model_->config().vocab_size;
+  const auto& tokens = c.seq->tokens;
+  for (int64_t j = 0; j < c.count; ++j) {
+    // Row j sees positions up to c.begin + j and predicts the next one. A recomputation after a
+    // preemption gives rows already taken: only the next wanted position is appended.
+    const int64_t target = c.begin + j + 1;
+    if (target >= r.prompt_tokens ||
+        target != r.prompt_lp_start + static_cast<int64_t>(r.prompt_lps.size()))
+      continue;
+    r.prompt_lps.push_back(
+        RawLogprobs({rows + j * V, static_cast<size_t>(V)}, tokens[target], r.prompt_lp_top));
   }
 }
 
@@ -273,6 +326,7 @@ void EngineCore::SampleAndEmit(Request& r, const float* logits_row) {
   ++stats_.generated_tokens;
   out.new_tokens.push_back(token);
   if (r.params.logprobs >= 0) out.logprobs.push_back(std::move(lp));
+  if (r.generated == 1) out.prompt_logprobs = std::move(r.prompt_lps);
   const auto& stop_ids = r.params.stop_token_ids;
   const bool stop_token = (!r.params.ignore_eos &&
                            std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) ||
@@ -281,14 +335,17 @@ void EngineCore::SampleAndEmit(Request& r, const float* logits_row) {
   if (stop_token) {
     reason = "stop";
     if (r.detok) out.text = r.stops.Push(r.detok->Finish());
+    if (r.stops.stopped() && r.params.include_stop_str_in_output) out.text += r.stops.matched();
     out.text += r.stops.Flush();
   } else {
     if (r.detok) out.text = r.stops.Push(r.detok->Add(token));
     if (r.stops.stopped()) {
       reason = "stop";
+      if (r.params.include_stop_str_in_output) out.text += r.stops.matched();
     } else if (r.generated >= r.params.max_tokens) {
       if (r.detok) out.text += r.stops.Push(r.detok->Finish());
       reason = r.stops.stopped() ? "stop" : "length";
+      if (r.stops.stopped() && r.params.include_stop_str_in_output) out.text += r.stops.matched();
       out.text += r.stops.Flush();
     }
   }

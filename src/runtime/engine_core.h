@@ -80,6 +80,8 @@ class EngineCore {
   Status CheckChunk(const ScheduledChunk& chunk, const float* rows,
                     const std::optional<NonFiniteSite>& site) const;
   void SampleAndEmit(Request& r, const float* logits_row);
+  // Prompt logprobs: the positions of chunk `c` whose rows predict a wanted prompt token.
+  void CollectPromptLogprobs(Request& r, const ScheduledChunk& c, const float* rows);
   void Finish(Request& r, RequestOutput& out, const std::string& reason, Status error = {});
   void Fail(uint64_t id, const Status& error);
   void FailBatch(const StepPlan& plan, const Status& error);

@@ -15,6 +15,8 @@ void ResultCollector::Add(const RequestOutput& out) {
   r.tokens.insert(r.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
   r.text += out.text;
   r.logprobs.insert(r.logprobs.end(), out.logprobs.begin(), out.logprobs.end());
+  r.prompt_logprobs.insert(r.prompt_logprobs.end(), out.prompt_logprobs.begin(),
+                           out.prompt_logprobs.end());
   r.prompt_tokens = out.prompt_tokens;
   r.completion_tokens = out.completion_tokens;
   r.cached_tokens = out.cached_tokens;

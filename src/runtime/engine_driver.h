@@ -23,6 +23,7 @@ struct GenerationResult {
   std::vector<int32_t> tokens;  // every generated token, in order
   std::string text;             // concatenated event texts
   std::vector<TokenLogprob> logprobs;
+  std::vector<TokenLogprob> prompt_logprobs;  // GenerationRequest::prompt_logprobs
   std::string finish_reason;
   Status error;
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;

@@ -322,6 +322,38 @@ TEST(EngineTest, LogprobsAreTheRawLogSoftmax) {
   EXPECT_LE(lp.top[1].second, lp.top[0].second);
 }
 
+TEST(EngineTest, PromptLogprobsAreTheRawLogSoftmaxOfEveryChunkRowEvenAfterACacheHit) {
+  auto ref = LoadTiny("tiny_glm_moe_dsa");
+  const auto p = RandomPrompts(1, 40, 40, 3)[0];
+  Tensor logits;  // one forward over the whole prompt: row t predicts token t + 1
+  ASSERT_TRUE(GreedyGenerate(*ref, p, 0, &logits).ok());
+  const int64_t V = ref->config().vocab_size;
+  EngineOptions o = SmallOptions();
+  o.chunked_prefill_size = 7;  // the prompt in several chunks
+  auto core = MakeCore(LoadTiny("tiny_glm_moe_dsa"), o);
+  ASSERT_TRUE(RunToCompletion(*core, {Greedy(p, 1)}).ok());  // caches the prompt's pages
+  for (int64_t start : {1, 20}) {
+    GenerationRequest r = Greedy(p, 2);
+    r.prompt_logprobs = 2;
+    r.prompt_logprobs_start = start;
+    auto got = RunToCompletion(*core, {r});
+    ASSERT_TRUE(got.ok());
+    const auto& lps = (*got)[0].prompt_logprobs;
+    ASSERT_EQ(lps.size(), p.size() - size_t(start)) << "start " << start;
+    for (size_t k = 0; k < lps.size(); ++k) {
+      const int64_t t = start + int64_t(k);
+      const TokenLogprob want =
+          RawLogprobs({logits.data<float>() + (t - 1) * V, static_cast<size_t>(V)}, p[t], 2);
+      EXPECT_EQ(lps[k].token, p[t]);
+      EXPECT_NEAR(lps[k].logprob, want.logprob, 1e-4) << "position " << t;
+      ASSERT_EQ(lps[k].top.size(), 2u);
+      EXPECT_EQ(lps[k].top[0].first, want.top[0].first);
+    }
+    // The cache still served what lies before start - 1 (whole pages of 16).
+    EXPECT_EQ((*got)[0].cached_tokens, start == 20 ? 16 : 0);
+  }
+}
+
 TEST(EngineTest, SubmitValidatesSynchronously) {
   auto engine = MakeEngine(LoadTiny("tiny_glm_moe_dsa"), nullptr, SmallOptions());
   auto sink = [](const RequestOutput&) { ADD_FAILURE() << "no event after a refused Submit"; };

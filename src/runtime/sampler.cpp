@@ -46,8 +46,11 @@ RequestSampler::RequestSampler(const SamplingParams& params, uint64_t seed,
   }
 }
 
-std::vector<float> RequestSampler::Penalized(std::span<const float> logits) const {
+std::vector<float> RequestSampler::Penalized(std::span<const float> logits, int64_t step) const {
   std::vector<float> x(logits.begin(), logits.end());
+  for (const auto& [id, bias] : params_.logit_bias) x[id] += bias;
+  if (step < params_.min_tokens)
+    for (int32_t id : suppressed_) x[id] = -std::numeric_limits<float>::infinity();
   const float r = params_.repetition_penalty;
   if (r != 1.0f)
     for (int32_t id : seen_) x[id] = x[id] > 0 ? x[id] / r : x[id] * r;
@@ -101,7 +104,7 @@ int32_t RequestSampler::Draw(std::vector<float>& x, int64_t step) const {
 
 int32_t RequestSampler::Sample(std::span<const float> logits, int64_t step,
                                TokenLogprob* logprobs) {
-  std::vector<float> x = Penalized(logits);
+  std::vector<float> x = Penalized(logits, step);
   const int32_t token = params_.temperature == 0.0f ? ArgMaxLowest(x) : Draw(x, step);
   if (logprobs != nullptr && params_.logprobs >= 0)
     *logprobs = RawLogprobs(logits, token, params_.logprobs);

@@ -1,4 +1,7 @@
 // Sampler: picks one request's next token from its logits row. Semantics follow vLLM / OpenAI:
+//   0. logit_bias: bias[id] is added to the raw logit (OpenAI / vLLM); for the first min_tokens
+//      output tokens the ids given to SuppressUntil (EOS, stop_token_ids) are -inf (vLLM's
+//      min_tokens).
 //   1. Penalties, on a copy of the raw logits:
 //      repetition_penalty r (HF / vLLM): for every token id seen in the prompt or the output,
 //        a positive logit is divided by r, a negative one multiplied by r;
@@ -44,8 +47,12 @@ class RequestSampler {
   // params.logprobs >= 0, fills it for the chosen token.
   int32_t Sample(std::span<const float> logits, int64_t step, TokenLogprob* logprobs);
 
-  // The penalized logits (step 1 above) for `logits`, given the tokens recorded so far.
-  std::vector<float> Penalized(std::span<const float> logits) const;
+  // The biased and penalized logits (steps 0-1 above) for `logits`, given the tokens recorded so
+  // far; `step` as in Sample (the min_tokens suppression applies while step < min_tokens).
+  std::vector<float> Penalized(std::span<const float> logits, int64_t step = 0) const;
+
+  // The ids that min_tokens keeps from being sampled (the engine's EOS ids and stop_token_ids).
+  void SuppressUntilMinTokens(std::vector<int32_t> ids) { suppressed_ = std::move(ids); }
 
  private:
   int32_t Draw(std::vector<float>& x, int64_t step) const;
@@ -55,6 +62,7 @@ class RequestSampler {
   int64_t vocab_;
   std::vector<int32_t> seen_;  // sorted unique ids of the prompt and output (repetition penalty)
   std::unordered_map<int32_t, int32_t> output_counts_;
+  std::vector<int32_t> suppressed_;
 };
 
 // log_softmax of `logits` at `token`, and the k most likely tokens with their log-probabilities.

@@ -132,6 +132,32 @@ TEST(SamplerTest, FrequencyAndPresencePenalizeGeneratedTokensOnly) {
   EXPECT_FLOAT_EQ(x[2], 2.0f);  // prompt tokens are not penalized by these two
 }
 
+TEST(SamplerTest, LogitBiasShiftsTheRawLogitsAndCanForceOrBanATokenGreedyOrSampled) {
+  SamplingParams p = Params(0);
+  p.logit_bias = {{2, 10.0f}, {1, -100.0f}};
+  const std::vector<int32_t> prompt = {0};
+  RequestSampler s(p, 1, prompt, 3);
+  const std::vector<float> logits = {1.0f, 5.0f, 2.0f};
+  EXPECT_EQ(s.Penalized(logits), (std::vector<float>{1.0f, -95.0f, 12.0f}));
+  EXPECT_EQ(s.Sample(logits, 0, nullptr), 2);
+  p.temperature = 1.0f;
+  p.logit_bias = {{1, -100.0f}};
+  RequestSampler t(p, 7, prompt, 3);
+  for (int64_t step = 0; step < 50; ++step) EXPECT_NE(t.Sample(logits, step, nullptr), 1);
+}
+
+TEST(SamplerTest, MinTokensSuppressesTheStopIdsForTheFirstSteps) {
+  SamplingParams p = Params(0);
+  p.min_tokens = 2;
+  const std::vector<int32_t> prompt = {0};
+  RequestSampler s(p, 1, prompt, 3);
+  s.SuppressUntilMinTokens({1});
+  const std::vector<float> logits = {1.0f, 5.0f, 2.0f};  // 1 (the "EOS") is the argmax
+  EXPECT_EQ(s.Sample(logits, 0, nullptr), 2);
+  EXPECT_EQ(s.Sample(logits, 1, nullptr), 2);
+  EXPECT_EQ(s.Sample(logits, 2, nullptr), 1);  // min_tokens reached
+}
+
 TEST(SamplerTest, LogprobsAreTheRawDistributionBeforePenaltiesAndTemperature) {
   SamplingParams p = Params(0.5f);
   p.logprobs = 2;

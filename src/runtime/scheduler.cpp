@@ -18,12 +18,13 @@ Scheduler::Scheduler(const SchedulerOptions& options, KvBlockManager& blocks)
               "scheduler limits must be positive");
 }
 
-void Scheduler::Add(uint64_t id, std::vector<int32_t> prompt) {
+void Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, int64_t max_prefix_reuse) {
   LUCID_CHECK(!prompt.empty(), "empty prompt");
   LUCID_CHECK(seqs_.count(id) == 0, "duplicate sequence id");
   auto s = std::make_unique<ScheduledSequence>();
   s->id = id;
   s->prompt_len = static_cast<int64_t>(prompt.size());
+  s->max_prefix_reuse = max_prefix_reuse;
   s->tokens = std::move(prompt);
   s->arrival = next_arrival_++;
   waiting_.push_back(s.get());
@@ -104,7 +105,8 @@ void Scheduler::AdmitWaiting(StepPlan& plan, int64_t& budget) {
   while (budget > 0 && running() < options_.max_running_requests && !waiting_.empty()) {
     ScheduledSequence* s = waiting_.front();
     const int64_t known = static_cast<int64_t>(s->tokens.size());
-    const int64_t hit = blocks_.AcquirePrefix(s->tokens, known - 1, s->kv, s->chain);
+    const int64_t hit =
+        blocks_.AcquirePrefix(s->tokens, std::min(known - 1, s->max_prefix_reuse), s->kv, s->chain);
     const int64_t n = std::min(known - s->kv.length, budget);
     if (!blocks_.Grow(s->kv, s->kv.length + n).ok()) {
       blocks_.Release(s->kv, s->chain);  // FIFO: nobody overtakes the head of the queue

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -44,6 +45,7 @@ struct ScheduledSequence {
   PageChain chain;
   uint64_t arrival = 0;        // order of Add
   int64_t cached_tokens = -1;  // prompt tokens reused at first admission (-1: not admitted yet)
+  int64_t max_prefix_reuse = std::numeric_limits<int64_t>::max();
   int64_t preemptions = 0;
   bool running = false;
 };
@@ -72,7 +74,10 @@ class Scheduler {
   Scheduler(const SchedulerOptions& options, KvBlockManager& blocks);
 
   // Queues a new sequence (id unique, prompt non-empty).
-  void Add(uint64_t id, std::vector<int32_t> prompt);
+  // `max_prefix_reuse` bounds the tokens taken from the prefix cache (prompt logprobs need the
+  // rows of the positions after it).
+  void Add(uint64_t id, std::vector<int32_t> prompt,
+           int64_t max_prefix_reuse = std::numeric_limits<int64_t>::max());
   // Releases the sequence's pages and forgets it. False if unknown.
   bool Finish(uint64_t id);
   ScheduledSequence* Find(uint64_t id);

@@ -14,7 +14,9 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "runtime/engine.h"
 
@@ -64,6 +66,12 @@ class FakeEngine : public Engine {
       cv_.notify_all();
     }
     thread_.join();
+  }
+  // Makes every later request emit these texts, one per step, then finish with "stop" (a model
+  // that writes a scripted answer); empty: the "<t>" texts.
+  void Script(std::vector<std::string> pieces) {
+    std::lock_guard<std::mutex> lock(mu_);
+    script_ = std::move(pieces);
   }
   // Makes every later request fail with this error at its first step (empty: none).
   void FailWith(std::string message) {
@@ -118,6 +126,8 @@ class FakeEngine : public Engine {
       const auto& st = a.req.sampling.stop_token_ids;
       const bool stop_id = std::find(st.begin(), st.end(), tok) != st.end();
       if (!eos && !stop_id) o.text = "<" + std::to_string(tok) + ">";
+      const bool scripted_end = !script_.empty() && a.generated >= int64_t(script_.size());
+      if (!script_.empty()) o.text = script_[size_t(a.generated - 1) % script_.size()];
       if (a.req.sampling.logprobs >= 0) {
         TokenLogprob lp{tok, -0.5f, {}};
         for (int k = 0; k < a.req.sampling.logprobs; ++k)
@@ -127,9 +137,9 @@ class FakeEngine : public Engine {
       o.prompt_tokens = int64_t(a.req.prompt.size());
       o.completion_tokens = a.generated;
       const bool length = a.generated >= a.req.sampling.max_tokens;
-      if (eos || stop_id || length) {
+      if (eos || stop_id || length || scripted_end) {
         o.finished = true;
-        o.finish_reason = (eos || stop_id) ? "stop" : "length";
+        o.finish_reason = (eos || stop_id || scripted_end) ? "stop" : "length";
         ++stats_.requests_ok;
         a.sink(o);
         active_.erase(id);
@@ -170,6 +180,7 @@ class FakeEngine : public Engine {
   uint64_t next_id_ = 1;
   bool stopped_ = false;
   std::string fail_;
+  std::vector<std::string> script_;
   std::thread thread_;
 };
 

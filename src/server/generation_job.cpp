@@ -90,6 +90,8 @@ void GenerationJob::Fold(const ChoiceEvent& e) {
   c.tokens.insert(c.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
   c.text += o.text;
   c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+  c.prompt_logprobs.insert(c.prompt_logprobs.end(), o.prompt_logprobs.begin(),
+                           o.prompt_logprobs.end());
   if (o.prompt_tokens > 0) c.prompt_tokens = o.prompt_tokens;
   c.completion_tokens = std::max<int64_t>(o.completion_tokens, c.tokens.size());
   c.cached_tokens = std::max(c.cached_tokens, o.cached_tokens);

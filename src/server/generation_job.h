@@ -55,6 +55,7 @@ struct ChoiceState {
   std::vector<int32_t> tokens;
   std::string text;
   std::vector<TokenLogprob> logprobs;
+  std::vector<TokenLogprob> prompt_logprobs;  // when the request asked for them
   bool finished = false;
   std::string finish_reason;
   Status error;

@@ -20,9 +20,10 @@ namespace lucid::server {
 namespace {
 
 const std::set<std::string> kRoutes = {
-    "/health",   "/health_generate", "/v1/models",     "/v1/completions", "/v1/chat/completions",
-    "/generate", "/v1/tokenize",     "/v1/detokenize", "/server_info",    "/get_model_info",
-    "/metrics"};
+    "/health",   "/health_generate", "/v1/models",     "/v1/completions",  "/v1/chat/completions",
+    "/generate", "/v1/tokenize",     "/v1/detokenize", "/server_info",     "/get_model_info",
+    "/metrics",  "/tokenize",        "/detokenize",    "/get_server_info", "/version",
+    "/ping"};
 
 std::string RouteLabel(const std::string& path) {
   if (kRoutes.count(path)) return path;
@@ -205,7 +206,12 @@ void HttpServer::InstallRoutes() {
       ReplyError(res, *e);
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (options_.api_key.empty() || probe) return httplib::Server::HandlerResponse::Unhandled;
+    if (ApplyCors(req, res)) {  // a preflight: answered here, without authentication
+      res.status = 204;
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (options_.api_key.empty() || probe || req.path == "/ping" || req.path == "/version")
+      return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
     if (auth.rfind(prefix, 0) == 0 &&
@@ -267,8 +273,13 @@ void HttpServer::InstallRoutes() {
         [this](const httplib::Request& req, httplib::Response& res) { HandleModels(req, res); });
   s.Get("/v1/models/(.+)",
         [this](const httplib::Request& req, httplib::Response& res) { HandleModels(req, res); });
-  s.Get("/server_info",
-        [this](const httplib::Request&, httplib::Response& res) { HandleServerInfo(res); });
+  for (const char* path : {"/server_info", "/get_server_info"})
+    s.Get(path, [this](const httplib::Request&, httplib::Response& res) { HandleServerInfo(res); });
+  s.Get("/version", [this](const httplib::Request&, httplib::Response& res) {
+    ReplyJson(res, {{"version", LUCID_VERSION}});
+  });
+  s.Get("/ping", [this](const httplib::Request&, httplib::Response& res) { HandlePing(res); });
+  s.Post("/ping", [this](const httplib::Request&, httplib::Response& res) { HandlePing(res); });
   s.Get("/get_model_info", [this](const httplib::Request&, httplib::Response& res) {
     auto a = attached();
     if (!a) return ReplyError(res, Unavailable("The model is still loading."));
@@ -276,11 +287,14 @@ void HttpServer::InstallRoutes() {
   });
   s.Get("/metrics",
         [this](const httplib::Request&, httplib::Response& res) { HandleMetrics(res); });
-  s.Post("/v1/tokenize",
-         [this](const httplib::Request& req, httplib::Response& res) { HandleTokenize(req, res); });
-  s.Post("/v1/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleDetokenize(req, res);
-  });
+  for (const char* path : {"/v1/tokenize", "/tokenize"})
+    s.Post(path, [this](const httplib::Request& req, httplib::Response& res) {
+      HandleTokenize(req, res);
+    });
+  for (const char* path : {"/v1/detokenize", "/detokenize"})
+    s.Post(path, [this](const httplib::Request& req, httplib::Response& res) {
+      HandleDetokenize(req, res);
+    });
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     HandleGeneration(static_cast<int>(ApiKind::kCompletions), req, res);
   });
@@ -325,6 +339,34 @@ void HttpServer::HandleHealthGenerate(httplib::Response& res) {
   Status s = RunTestGeneration(*a->engine, bos, 1, std::chrono::seconds(60));
   if (!s.ok()) return ReplyError(res, Unavailable("Test generation failed: " + s.ToString()));
   ReplyJson(res, {{"status", "ok"}});
+}
+
+void HttpServer::HandlePing(httplib::Response& res) const {
+  if (phase_.load() == Phase::kReady) {
+    res.status = 200;
+    return;
+  }
+  ReplyError(res, Unavailable(std::string("The server is ") + PhaseName(phase_.load()) + "."));
+}
+
+bool HttpServer::ApplyCors(const httplib::Request& req, httplib::Response& res) const {
+  const bool preflight = req.method == "OPTIONS";
+  const std::string origin = req.get_header_value("Origin");
+  const auto& allowed = options_.allowed_origins;
+  const bool any = std::find(allowed.begin(), allowed.end(), "*") != allowed.end();
+  if (origin.empty() ||
+      !(any || std::find(allowed.begin(), allowed.end(), origin) != allowed.end()))
+    return preflight;  // no CORS headers: the browser refuses; a preflight still gets its 204
+  res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
+  if (!any) res.set_header("Vary", "Origin");
+  res.set_header("Access-Control-Expose-Headers", "X-Lucid-Ignored-Fields");
+  if (!preflight) return false;
+  res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+  const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+  res.set_header("Access-Control-Allow-Headers",
+                 asked.empty() ? "Authorization, Content-Type" : asked);
+  res.set_header("Access-Control-Max-Age", "600");
+  return true;
 }
 
 void HttpServer::HandleModels(const httplib::Request& req, httplib::Response& res) const {
@@ -391,6 +433,7 @@ void HttpServer::HandleMetrics(httplib::Response& res) const {
                double(guarded_->timed_out_requests()));
   res.set_content(
       metrics_.Render(have ? &st : nullptr, in_flight_.load(), phase_.load() == Phase::kReady) +
+          metrics_.RenderPeerAliases(have ? &st : nullptr, a ? a->model.name : "") +
           conn.text(),
       "text/plain; version=0.0.4; charset=utf-8");
 }

@@ -9,9 +9,15 @@
 //   GET  /v1/models, /v1/models/{name}
 //   POST /v1/completions, /v1/chat/completions   OpenAI schema, SSE when "stream": true
 //   POST /generate          SGLang's native schema (text or input_ids, sampling_params, stream)
-//   POST /v1/tokenize, /v1/detokenize
+//   POST /v1/tokenize, /v1/detokenize (also /tokenize, /detokenize, vLLM's paths)
 //   GET  /server_info       resolved configuration with provenance, model, engine stats
-//   GET  /metrics           Prometheus text format (server/server_metrics.h)
+//                           (also /get_server_info, SGLang's path)
+//   GET  /version           {"version"};  GET|POST /ping: 200 when ready, else 503 (vLLM)
+//   GET  /metrics           Prometheus text format (server/server_metrics.h), with vllm: and
+//                           sglang: aliases
+//   OPTIONS *               CORS preflight (allowed_origins); no authentication
+// Unknown request fields: ignored and named in the X-Lucid-Ignored-Fields header (or 400 with
+// strict_request_fields).
 // Connections: each request must arrive within a receive deadline (408 after), and connections are
 // bounded in total and per client (503 "too_many_connections" beyond, except /health and /metrics);
 // server/guarded_server.h. A Content-Length that is not a decimal number is refused (400) and one
@@ -22,6 +28,8 @@
 // queues those beyond its max-running-requests); one more is answered 429 at once.
 // A streaming client that disconnects has its engine requests aborted (pages freed) at the next
 // write: token events, or a keep-alive comment sent every second while nothing else is sent.
+// A non-streaming client that disconnects is noticed within ~200 ms (its socket is polled while
+// the handler waits) and its requests are aborted the same way.
 // Lifecycle: Start() (listening, phase kLoading) -> AttachEngine() -> SetPhase(kWarmingUp /
 // kReady) -> BeginShutdown() (new generation requests get 503) -> WaitIdle() -> Stop().
 // Thread-safety: every public method may be called from any thread. The engine passed to
@@ -34,14 +42,17 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/status.h"
 #include "runtime/engine.h"
 #include "server/api_error.h"
 #include "server/health_monitor.h"
 #include "server/server_metrics.h"
+#include "server/tool_call_parser.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -69,6 +80,11 @@ struct ServerOptions {
   int64_t max_connections = 0;
   int64_t max_connections_per_client = 0;
   int http_threads = 0;  // 0: max_connections + 64 (refused connections always find a thread)
+  // Unknown request fields: false (default) ignores them and names them in the
+  // X-Lucid-Ignored-Fields header and the log, as vLLM and SGLang accept them; true answers 400.
+  bool strict_request_fields = false;
+  // CORS: origins whose browsers may call the API ("*": any); empty: no CORS headers.
+  std::vector<std::string> allowed_origins;
 };
 
 // What the routes know about the model being served.
@@ -81,6 +97,10 @@ struct ServingModel {
   std::string chat_error;  // why there is no chat template (shown in the chat route's 400)
   std::string bos_token, eos_token;  // for the chat template
   std::string model_path;
+  // Chat output parsers (--tool-call-parser, --reasoning-parser): tool calls are parsed when a
+  // request has tools; nullopt / false: the text is returned as it is.
+  std::optional<ToolCallFormat> tool_call_format;
+  bool reasoning_parser = false;
 };
 
 enum class Phase { kLoading, kWarmingUp, kReady, kShuttingDown };
@@ -130,6 +150,9 @@ class HttpServer {
   void HandleHealthGenerate(httplib::Response& res);
   void HandleModels(const httplib::Request& req, httplib::Response& res) const;
   void HandleServerInfo(httplib::Response& res) const;
+  void HandlePing(httplib::Response& res) const;
+  // Sets the CORS headers of a request from an allowed origin; true for a preflight (OPTIONS).
+  bool ApplyCors(const httplib::Request& req, httplib::Response& res) const;
   void HandleMetrics(httplib::Response& res) const;
   void HandleTokenize(const httplib::Request& req, httplib::Response& res) const;
   void HandleDetokenize(const httplib::Request& req, httplib::Response& res) const;

@@ -58,6 +58,10 @@ class HttpServerTest : public ::testing::Test {
         "{% if add_generation_prompt %}assistant:{% endif %}");
     ASSERT_TRUE(tmpl.ok()) << tmpl.status().ToString();
     m.chat_template = std::make_shared<tok::ChatTemplate>(std::move(*tmpl));
+    if (parsers_) {
+      m.tool_call_format = ToolCallFormat::kGlm45;
+      m.reasoning_parser = true;
+    }
     server_->AttachEngine(engine_.get(), m,
                           {{"config", {{"port", {{"value", 0}, {"source", "default"}}}}}});
     if (ready) server_->SetPhase(Phase::kReady);
@@ -104,6 +108,7 @@ class HttpServerTest : public ::testing::Test {
 
   std::unique_ptr<FakeEngine> engine_;
   std::unique_ptr<HttpServer> server_;
+  bool parsers_ = false;  // serve with the glm45 tool-call and reasoning parsers
 };
 
 TEST_F(HttpServerTest, HealthFollowsThePhase) {
@@ -257,6 +262,7 @@ TEST_F(HttpServerTest, NativeGenerate) {
 TEST_F(HttpServerTest, BadInputsGetTheRightStatusAndBody) {
   ServerOptions o;
   o.max_body_bytes = 4096;
+  o.strict_request_fields = true;
   Start(o);
   ExpectError(Post("/v1/completions", "{not json"), 400, "", "invalid_json");
   ExpectError(Post("/v1/completions", R"({"prompt": "x", "max_tokens": "3"})"), 400, "max_tokens",
@@ -333,6 +339,229 @@ TEST_F(HttpServerTest, DisconnectMidStreamAbortsAndFreesPages) {
   EXPECT_EQ(engine_->Stats().pages_used, 0);
   for (int i = 0; i < 200 && server_->in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
   EXPECT_EQ(server_->in_flight(), 0);
+}
+
+TEST_F(HttpServerTest, DisconnectWithoutStreamingAbortsAndFreesPages) {
+  Start({}, 20ms);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string body = R"({"prompt": [5], "max_tokens": 60, "ignore_eos": true})";
+  const std::string req =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(write(fd, req.data(), req.size()), ssize_t(req.size()));
+  for (int i = 0; i < 200 && engine_->Stats().running == 0; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(engine_->Stats().pages_used, 1);
+  close(fd);  // 60 tokens at 20 ms each would take 1.2 s; the abort comes well before
+  for (int i = 0; i < 100 && engine_->Stats().requests_aborted == 0; ++i)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(engine_->Stats().requests_aborted, 1);
+  EXPECT_EQ(engine_->Stats().pages_used, 0);
+  for (int i = 0; i < 200 && server_->in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(server_->in_flight(), 0);
+}
+
+TEST_F(HttpServerTest, UnknownFieldsAreIgnoredAndNamedUnlessStrict) {
+  Start();
+  auto r = Post("/v1/completions", R"({"prompt": [5], "max_tokens": 1, "foo": 1, "bar": {}})");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("X-Lucid-Ignored-Fields"), "foo, bar");
+  r = Post("/v1/completions", R"({"prompt": [5], "max_tokens": 1})");
+  EXPECT_FALSE(r->has_header("X-Lucid-Ignored-Fields"));
+  r = Post("/v1/tokenize", R"({"prompt": "A", "extra": true})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("X-Lucid-Ignored-Fields"), "extra");
+  server_->Stop();
+  engine_->Stop();
+  ServerOptions o;
+  o.strict_request_fields = true;
+  Start(o);
+  ExpectError(
+      Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "foo": 1})"),
+      400, "foo", "unknown_parameter");
+  ExpectError(Post("/v1/detokenize", R"({"tokens": [65], "foo": 1})"), 400, "foo",
+              "unknown_parameter");
+}
+
+TEST_F(HttpServerTest, PeerRoutesAndMetricAliases) {
+  Start();
+  for (const char* path : {"/get_server_info", "/server_info"}) {
+    auto r = Client().Get(path);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << path;
+    EXPECT_EQ(json::parse(r->body)["model"]["context_length"], 64) << path;
+  }
+  auto r = Client().Get("/version");
+  ASSERT_EQ(r->status, 200);
+  EXPECT_TRUE(json::parse(r->body)["version"].is_string());
+  EXPECT_EQ(Client().Get("/ping")->status, 200);
+  EXPECT_EQ(Post("/ping", "")->status, 200);
+  r = Post("/tokenize", R"({"prompt": "AB"})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["tokens"], json::array({65, 66}));
+  r = Post("/detokenize", R"({"tokens": [65, 66]})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["prompt"], "AB");
+  ASSERT_EQ(Post("/v1/completions", R"({"prompt": [5], "max_tokens": 2})")->status, 200);
+  r = Client().Get("/metrics");
+  ASSERT_EQ(r->status, 200);
+  for (const char* line :
+       {"vllm:num_requests_running{model_name=\"tiny\"} 0",
+        "vllm:generation_tokens_total{model_name=\"tiny\"} 2",
+        "sglang:generation_tokens_total{model_name=\"tiny\"} 2",
+        "vllm:e2e_request_latency_seconds_count{model_name=\"tiny\"} 1",
+        "sglang:time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"+Inf\"} 1",
+        "vllm:kv_cache_usage_perc{model_name=\"tiny\"} 0", "lucid_generation_tokens_total 2"})
+    EXPECT_NE(r->body.find(line), std::string::npos) << line;
+  server_->SetPhase(Phase::kShuttingDown);
+  EXPECT_EQ(Client().Get("/ping")->status, 503);
+}
+
+TEST_F(HttpServerTest, CorsPreflightAndHeadersForAllowedOrigins) {
+  ServerOptions o;
+  o.allowed_origins = {"http://ui.example"};
+  o.api_key = "k";
+  Start(o);
+  // The preflight carries no credentials and is answered without them.
+  auto r = Client().Options("/v1/chat/completions",
+                            {{"Origin", "http://ui.example"},
+                             {"Access-Control-Request-Method", "POST"},
+                             {"Access-Control-Request-Headers", "authorization, content-type"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 204);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "http://ui.example");
+  EXPECT_NE(r->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Headers"), "authorization, content-type");
+  r = Client().Get("/v1/models", {{"Origin", "http://ui.example"}, {"Authorization", "Bearer k"}});
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "http://ui.example");
+  // Errors carry the header too (the browser can read the 401).
+  r = Client().Get("/v1/models", {{"Origin", "http://ui.example"}});
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "http://ui.example");
+  // Another origin: no CORS headers.
+  r = Client().Options("/v1/models", {{"Origin", "http://evil.example"}});
+  EXPECT_EQ(r->status, 204);
+  EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));
+}
+
+TEST_F(HttpServerTest, VllmExtrasTokenIdsTruncationUsageAndChecks) {
+  Start();
+  auto r = Post("/v1/completions", R"({"prompt": [3, 4, 5, 6], "max_tokens": 2,
+                                       "return_token_ids": true, "truncate_prompt_tokens": 2})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = json::parse(r->body);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 2);
+  EXPECT_EQ(j["choices"][0]["prompt_token_ids"], json::array({5, 6}));
+  EXPECT_EQ(j["choices"][0]["token_ids"], json::array({7, 8}));
+  r = Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}],
+                                       "max_tokens": 1, "return_token_ids": true})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  j = json::parse(r->body);
+  EXPECT_EQ(j["prompt_token_ids"].size(), std::string("user: hi\nassistant:").size());
+  EXPECT_EQ(j["choices"][0]["token_ids"], json::array({59}));
+  // continuous_usage_stats: every chunk with a choice carries that choice's usage so far.
+  r = Post("/v1/completions", R"({"prompt": [5], "max_tokens": 3, "stream": true,
+                                  "return_token_ids": true, "stream_options":
+                                  {"include_usage": true, "continuous_usage_stats": true}})");
+  bool done = false;
+  auto ev = SseEvents(r->body, &done);
+  int64_t last = 0;
+  std::vector<int32_t> ids;
+  for (const auto& e : ev) {
+    ASSERT_TRUE(e.contains("usage")) << e.dump();
+    if (e["choices"].empty()) continue;
+    EXPECT_GE(e["usage"]["completion_tokens"].get<int64_t>(), last);
+    last = e["usage"]["completion_tokens"];
+    EXPECT_EQ(e["usage"]["prompt_tokens"], 1);
+    for (int32_t t : e["choices"][0]["token_ids"]) ids.push_back(t);
+  }
+  EXPECT_EQ(last, 3);
+  EXPECT_EQ(ids, (std::vector<int32_t>{6, 7, 8}));
+  ExpectError(Post("/v1/completions", R"({"prompt": [5], "logit_bias": {"256": 1}})"), 400,
+              "logit_bias", "invalid_token_id");
+  ExpectError(Post("/v1/completions", R"({"prompt": [5], "max_tokens": 2, "min_tokens": 3})"), 400,
+              "min_tokens", "invalid_value");
+  ExpectError(Post("/v1/completions", R"({"prompt": [5], "priority": 2})"), 400, "priority",
+              "unsupported_parameter");
+}
+
+TEST_F(HttpServerTest, ChatToolCallsAndReasoningFromAScriptedModel) {
+  parsers_ = true;
+  Start();
+  // GLM-5's markup, in pieces that split the markers.
+  engine_->Script({"<thi", "nk>Need the weather.</th", "ink>On it.<tool", "_call>get_weather",
+                   "<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>days</arg_key>",
+                   "<arg_value>3</arg_value></tool_call>"});
+  const std::string body = R"({"messages": [{"role": "user", "content": "weather?"}],
+      "tools": [{"type": "function", "function": {"name": "get_weather", "parameters":
+        {"type": "object", "properties": {"city": {"type": "string"},
+                                          "days": {"type": "integer"}}}}}]})";
+  auto r = Post("/v1/chat/completions", body);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = json::parse(r->body);
+  const json& msg = j["choices"][0]["message"];
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(msg["reasoning_content"], "Need the weather.");
+  EXPECT_EQ(msg["content"], "On it.");
+  ASSERT_EQ(msg["tool_calls"].size(), 1u);
+  EXPECT_EQ(msg["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(msg["tool_calls"][0]["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+            json::parse(R"({"city": "Paris", "days": 3})"));
+  // Streaming: the same, assembled the way the openai client does.
+  r = Post("/v1/chat/completions", body.substr(0, body.size() - 1) + R"(, "stream": true})");
+  bool done = false;
+  std::string reasoning, content, name, args, finish;
+  for (const auto& e : SseEvents(r->body, &done)) {
+    const json& d = e["choices"][0]["delta"];
+    reasoning += d.value("reasoning_content", "");
+    if (d.contains("content") && d["content"].is_string()) content += d["content"];
+    if (d.contains("tool_calls")) {
+      EXPECT_EQ(d["tool_calls"][0]["index"], 0);
+      const json& f = d["tool_calls"][0]["function"];
+      if (f.contains("name")) {
+        EXPECT_TRUE(args.empty()) << "the name comes first";
+        name += f["name"];
+      }
+      args += f.value("arguments", "");
+    }
+    if (!e["choices"][0]["finish_reason"].is_null()) finish = e["choices"][0]["finish_reason"];
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(reasoning, "Need the weather.");
+  EXPECT_EQ(content, "On it.");
+  EXPECT_EQ(name, "get_weather");
+  EXPECT_EQ(json::parse(args), json::parse(R"({"city": "Paris", "days": 3})"));
+  EXPECT_EQ(finish, "tool_calls");
+  // tool_choice "none": no calls parsed (as vLLM).
+  r = Post("/v1/chat/completions", body.substr(0, body.size() - 1) + R"(, "tool_choice": "none"})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  j = json::parse(r->body);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_FALSE(j["choices"][0]["message"].contains("tool_calls"));
+  // Without tools the markup stays text (reasoning still split); a malformed call is content.
+  engine_->Script(
+      {"<think>x</think>", "<tool_call>get_weather<arg_key>city</arg_value>", "</tool_call>"});
+  r = Post("/v1/chat/completions", body);
+  ASSERT_EQ(r->status, 200) << r->body;
+  j = json::parse(r->body);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(j["choices"][0]["message"]["content"],
+            "<tool_call>get_weather<arg_key>city</arg_value></tool_call>");
+  EXPECT_FALSE(j["choices"][0]["message"].contains("tool_calls"));
+  r = Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}]})");
+  j = json::parse(r->body);
+  EXPECT_EQ(j["choices"][0]["message"]["reasoning_content"], "x");
+  EXPECT_EQ(j["choices"][0]["message"]["content"],
+            "<tool_call>get_weather<arg_key>city</arg_value></tool_call>");
 }
 
 TEST_F(HttpServerTest, TooManyConcurrentRequestsIs429) {

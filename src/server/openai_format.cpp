@@ -31,20 +31,31 @@ json Bytes(const std::string& s) {
 
 }  // namespace
 
+size_t Utf8Chars(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
 json CompletionLogprobs(const std::vector<TokenLogprob>& lps, const tok::Tokenizer* tokenizer,
-                        int top, size_t text_offset) {
+                        int top, size_t* text_offset) {
   json tokens = json::array(), token_lps = json::array(), tops = json::array(),
        offsets = json::array();
   for (const TokenLogprob& lp : lps) {
     const std::string t = TokenText(tokenizer, lp.token);
     tokens.push_back(t);
     token_lps.push_back(lp.logprob);
-    offsets.push_back(text_offset);
-    text_offset += t.size();
+    offsets.push_back(*text_offset);
+    *text_offset += Utf8Chars(t);
+    // As vLLM: the chosen token first, then the `top` alternatives (keys are texts, so equal
+    // texts share one entry).
     json alts = json::object();
-    for (size_t k = 0; k < lp.top.size() && int(k) < top; ++k)
-      alts[TokenText(tokenizer, lp.top[k].first)] = lp.top[k].second;
-    tops.push_back(top > 0 ? alts : json(nullptr));
+    alts[t] = lp.logprob;
+    for (size_t k = 0; k < lp.top.size() && int(k) < top; ++k) {
+      const std::string a = TokenText(tokenizer, lp.top[k].first);
+      if (!alts.contains(a)) alts[a] = lp.top[k].second;
+    }
+    tops.push_back(alts);
   }
   return {{"tokens", tokens},
           {"token_logprobs", token_lps},
@@ -99,11 +110,12 @@ json CompletionResponse(const ResponseMeta& meta, const std::vector<ChoiceState>
     const ChoiceState& c = choices[i];
     const std::string prefix =
         c.prompt_index < echo_prefix.size() ? echo_prefix[c.prompt_index] : std::string();
+    size_t text_offset = Utf8Chars(prefix);
     out.push_back(
         {{"index", i},
          {"text", prefix + c.text},
          {"logprobs",
-          logprobs ? CompletionLogprobs(c.logprobs, tokenizer, top, prefix.size()) : json(nullptr)},
+          logprobs ? CompletionLogprobs(c.logprobs, tokenizer, top, &text_offset) : json(nullptr)},
          {"finish_reason", FinishReason(c.finish_reason)}});
   }
   return {{"id", meta.id},           {"object", "text_completion"},

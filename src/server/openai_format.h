@@ -37,8 +37,15 @@ std::string NewResponseId(const std::string& prefix);
 
 std::string TokenText(const tok::Tokenizer* tokenizer, int32_t id);
 
+// Characters (code points) of UTF-8 text, as clients count them (Python's len).
+size_t Utf8Chars(const std::string& s);
+
+// Legacy completions logprobs. `top_logprobs` entries hold the chosen token plus up to `top`
+// alternatives (so logprobs 0 gives one entry), as vLLM. `text_offset` is in characters: each
+// token starts at *text_offset, which advances by the characters of the token's text (the same
+// sum streaming and not).
 json CompletionLogprobs(const std::vector<TokenLogprob>& lps, const tok::Tokenizer* tokenizer,
-                        int top, size_t text_offset);
+                        int top, size_t* text_offset);
 json ChatLogprobs(const std::vector<TokenLogprob>& lps, const tok::Tokenizer* tokenizer, int top);
 
 // Usage over a job: prompt tokens counted once per prompt, completion tokens over every choice.

@@ -114,13 +114,18 @@ void PrometheusWriter::Gauge(const std::string& name, const std::string& help, d
 }
 
 void PrometheusWriter::HistogramFamily(const std::string& name, const std::string& help,
-                                       const HistogramSnapshot& h) {
+                                       const HistogramSnapshot& h, const Labels& labels) {
   Header(name, help, "histogram");
+  const auto with_le = [&](std::string le) {
+    Labels l = labels;
+    l.push_back({"le", std::move(le)});
+    return l;
+  };
   for (size_t i = 0; i < h.bounds.size(); ++i)
-    Sample(name + "_bucket", {{"le", FormatValue(h.bounds[i])}}, double(h.cumulative[i]));
-  Sample(name + "_bucket", {{"le", "+Inf"}}, double(h.count));
-  Sample(name + "_sum", {}, h.sum);
-  Sample(name + "_count", {}, double(h.count));
+    Sample(name + "_bucket", with_le(FormatValue(h.bounds[i])), double(h.cumulative[i]));
+  Sample(name + "_bucket", with_le("+Inf"), double(h.count));
+  Sample(name + "_sum", labels, h.sum);
+  Sample(name + "_count", labels, double(h.count));
 }
 
 }  // namespace lucid::server

@@ -52,8 +52,9 @@ class PrometheusWriter {
   void Gauge(const std::string& name, const std::string& help,
              const std::vector<std::pair<Labels, double>>& samples);
   void Gauge(const std::string& name, const std::string& help, double value);
-  void HistogramFamily(const std::string& name, const std::string& help,
-                       const HistogramSnapshot& h);
+  // `labels` go on every sample (before "le" on the buckets).
+  void HistogramFamily(const std::string& name, const std::string& help, const HistogramSnapshot& h,
+                       const Labels& labels = {});
 
   const std::string& text() const { return out_; }
 

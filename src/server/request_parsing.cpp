@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -28,12 +29,18 @@ const ordered_json* Field(const ordered_json& obj, const char* key) {
   return &*it;
 }
 
+// Unknown fields: a 400 naming the first when `out->strict_fields` (OpenAI), else each is
+// recorded in `out->ignored_fields` and otherwise ignored (vLLM, SGLang).
 Err CheckKnown(const ordered_json& obj, const std::set<std::string>& known,
-               const std::string& prefix) {
+               const std::string& prefix, ParsedRequest* out) {
   for (auto it = obj.begin(); it != obj.end(); ++it) {
-    if (!known.count(it.key()))
-      return BadRequest("Unrecognized request argument supplied: " + Join(prefix, it.key()),
-                        Join(prefix, it.key()), "unknown_parameter");
+    if (known.count(it.key())) continue;
+    if (!out->strict_fields) {
+      out->ignored_fields.push_back(Join(prefix, it.key()));
+      continue;
+    }
+    return BadRequest("Unrecognized request argument supplied: " + Join(prefix, it.key()),
+                      Join(prefix, it.key()), "unknown_parameter");
   }
   return std::nullopt;
 }
@@ -201,8 +208,11 @@ Err ParseStreamFlags(const ordered_json& body, ParsedRequest* out) {
     if (!out->stream)
       return BadRequest("The 'stream_options' parameter is only allowed when 'stream' is enabled.",
                         "stream_options");
-    LUCID_API_RETURN_IF_ERROR(CheckKnown(*so, {"include_usage"}, "stream_options"));
+    LUCID_API_RETURN_IF_ERROR(
+        CheckKnown(*so, {"include_usage", "continuous_usage_stats"}, "stream_options", out));
     LUCID_API_RETURN_IF_ERROR(GetBool(*so, "include_usage", "stream_options", &out->include_usage));
+    LUCID_API_RETURN_IF_ERROR(
+        GetBool(*so, "continuous_usage_stats", "stream_options", &out->continuous_usage_stats));
   }
   return std::nullopt;
 }
@@ -217,8 +227,6 @@ Err ParseModel(const ordered_json& body, ParsedRequest* out) {
 
 // Fields OpenAI knows that lucid does not implement: accepted only at their neutral value.
 Err RejectUnsupported(const ordered_json& body) {
-  if (const ordered_json* v = Field(body, "logit_bias"))
-    if (!(v->is_object() && v->empty())) return Unsupported("logit_bias", "");
   if (const ordered_json* v = Field(body, "suffix"))
     if (!(v->is_string() && v->get<std::string>().empty())) return Unsupported("suffix", "");
   if (const ordered_json* v = Field(body, "response_format")) {
@@ -236,6 +244,57 @@ Err RejectUnsupported(const ordered_json& body) {
                           "web_search_options", "functions", "function_call"}) {
     if (Field(body, key)) return Unsupported(key, "");
   }
+  return std::nullopt;
+}
+
+// OpenAI's logit_bias and vLLM's extra request fields of the OpenAI routes (issue 24).
+const std::set<std::string> kVllmExtras = {"logit_bias",
+                                           "min_tokens",
+                                           "include_stop_str_in_output",
+                                           "return_token_ids",
+                                           "truncate_prompt_tokens",
+                                           "priority"};
+
+Err ParseVllmExtras(const ordered_json& body, ParsedRequest* out) {
+  SamplingParams& s = out->sampling;
+  if (const ordered_json* v = Field(body, "logit_bias")) {
+    if (!v->is_object()) return WrongType("logit_bias", "an object of token id -> bias", *v);
+    for (auto it = v->begin(); it != v->end(); ++it) {
+      const std::string& key = it.key();
+      char* end = nullptr;
+      const long long id = std::strtoll(key.c_str(), &end, 10);
+      if (key.empty() || *end != '\0' || id < 0 || id > std::numeric_limits<int32_t>::max())
+        return BadRequest("Invalid 'logit_bias': key '" + key + "' is not a token id.",
+                          "logit_bias", "invalid_value");
+      if (!it->is_number()) return WrongType("logit_bias", "an object of token id -> bias", *v);
+      const double bias = it->get<double>();
+      if (!std::isfinite(bias) || bias < -100 || bias > 100)
+        return BadRequest("Invalid 'logit_bias': the bias of token " + key +
+                              " must be in [-100, 100], got " + Num(bias) + ".",
+                          "logit_bias", "invalid_value");
+      s.logit_bias.push_back({static_cast<int32_t>(id), static_cast<float>(bias)});
+    }
+  }
+  std::optional<int64_t> min_tokens, truncate, priority;
+  LUCID_API_RETURN_IF_ERROR(
+      GetInt(body, "min_tokens", "", 0, std::numeric_limits<int32_t>::max(), &min_tokens));
+  if (min_tokens) s.min_tokens = *min_tokens;
+  LUCID_API_RETURN_IF_ERROR(
+      GetBool(body, "include_stop_str_in_output", "", &s.include_stop_str_in_output));
+  LUCID_API_RETURN_IF_ERROR(GetBool(body, "return_token_ids", "", &out->return_token_ids));
+  LUCID_API_RETURN_IF_ERROR(GetInt(body, "truncate_prompt_tokens", "", -1,
+                                   std::numeric_limits<int32_t>::max(), &truncate));
+  if (truncate && *truncate == 0)
+    return BadRequest("Invalid 'truncate_prompt_tokens': 0 would leave an empty prompt.",
+                      "truncate_prompt_tokens", "invalid_value");
+  out->truncate_prompt_tokens = truncate;
+  LUCID_API_RETURN_IF_ERROR(GetInt(body, "priority", "", std::numeric_limits<int32_t>::min(),
+                                   std::numeric_limits<int32_t>::max(), &priority));
+  if (priority && *priority != 0)
+    return Unsupported("priority",
+                       "the scheduler serves requests first come, first served, so only "
+                       "priority 0 applies (vLLM answers the same without --scheduling-policy "
+                       "priority)");
   return std::nullopt;
 }
 
@@ -394,15 +453,17 @@ std::optional<ApiError> ParseJsonBody(const std::string& body, ordered_json* out
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseCompletionRequest(const ordered_json& body, ParsedRequest* out) {
+std::optional<ApiError> ParseCompletionRequest(const ordered_json& body, ParsedRequest* out,
+                                               bool strict_fields) {
   *out = ParsedRequest{};
+  out->strict_fields = strict_fields;
   out->kind = ApiKind::kCompletions;
   static const std::set<std::string> kKnown =
       With({"model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream",
             "stream_options", "stop", "seed", "logprobs", "echo", "presence_penalty",
             "frequency_penalty", "best_of", "logit_bias", "suffix", "user"},
-           kSamplingExtras);
-  LUCID_API_RETURN_IF_ERROR(CheckKnown(body, kKnown, ""));
+           With(kSamplingExtras, kVllmExtras));
+  LUCID_API_RETURN_IF_ERROR(CheckKnown(body, kKnown, "", out));
   LUCID_API_RETURN_IF_ERROR(RejectUnsupported(body));
   LUCID_API_RETURN_IF_ERROR(ParseModel(body, out));
   const ordered_json* prompt = Field(body, "prompt");
@@ -423,15 +484,23 @@ std::optional<ApiError> ParseCompletionRequest(const ordered_json& body, ParsedR
     out->top_logprobs = static_cast<int>(*logprobs);
     out->sampling.logprobs = out->top_logprobs;
   }
+  LUCID_API_RETURN_IF_ERROR(ParseVllmExtras(body, out));
   LUCID_API_RETURN_IF_ERROR(GetBool(body, "echo", "", &out->echo));
-  if (out->echo && out->want_logprobs)
-    return Unsupported("echo", "echo together with logprobs (prompt logprobs are not computed)");
   LUCID_API_RETURN_IF_ERROR(ParseStreamFlags(body, out));
+  if (out->echo && out->want_logprobs) {
+    if (out->stream)
+      return Unsupported("echo",
+                         "echo with logprobs while streaming (prompt logprobs are returned by "
+                         "non-streaming requests)");
+    out->prompt_logprobs_from = 0;
+  }
   return CheckChoiceCount(*out);
 }
 
-std::optional<ApiError> ParseChatRequest(const ordered_json& body, ParsedRequest* out) {
+std::optional<ApiError> ParseChatRequest(const ordered_json& body, ParsedRequest* out,
+                                         bool strict_fields) {
   *out = ParsedRequest{};
+  out->strict_fields = strict_fields;
   out->kind = ApiKind::kChat;
   static const std::set<std::string> kKnown = With({"model",
                                                     "messages",
@@ -466,8 +535,8 @@ std::optional<ApiError> ParseChatRequest(const ordered_json& body, ParsedRequest
                                                     "function_call",
                                                     "chat_template_kwargs",
                                                     "add_generation_prompt"},
-                                                   kSamplingExtras);
-  LUCID_API_RETURN_IF_ERROR(CheckKnown(body, kKnown, ""));
+                                                   With(kSamplingExtras, kVllmExtras));
+  LUCID_API_RETURN_IF_ERROR(CheckKnown(body, kKnown, "", out));
   LUCID_API_RETURN_IF_ERROR(RejectUnsupported(body));
   LUCID_API_RETURN_IF_ERROR(ParseModel(body, out));
   LUCID_API_RETURN_IF_ERROR(ParseMessages(body, out));
@@ -493,24 +562,29 @@ std::optional<ApiError> ParseChatRequest(const ordered_json& body, ParsedRequest
     if (!tools->is_array()) return WrongType("tools", "an array", *tools);
     out->tools = *tools;
   }
+  if (const ordered_json* tc = Field(body, "tool_choice"))
+    out->tool_choice_none = tc->is_string() && *tc == "none";
   if (const ordered_json* kw = Field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) return WrongType("chat_template_kwargs", "an object", *kw);
     out->chat_template_kwargs = *kw;
   }
   LUCID_API_RETURN_IF_ERROR(
       GetBool(body, "add_generation_prompt", "", &out->add_generation_prompt));
+  LUCID_API_RETURN_IF_ERROR(ParseVllmExtras(body, out));
   LUCID_API_RETURN_IF_ERROR(ParseStreamFlags(body, out));
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseGenerateRequest(const ordered_json& body, ParsedRequest* out) {
+std::optional<ApiError> ParseGenerateRequest(const ordered_json& body, ParsedRequest* out,
+                                             bool strict_fields) {
   *out = ParsedRequest{};
+  out->strict_fields = strict_fields;
   out->kind = ApiKind::kGenerate;
   LUCID_API_RETURN_IF_ERROR(CheckKnown(
       body,
       {"text", "input_ids", "sampling_params", "stream", "return_logprob", "top_logprobs_num",
        "logprob_start_len", "return_text_in_logprobs", "rid", "model"},
-      ""));
+      "", out));
   LUCID_API_RETURN_IF_ERROR(ParseModel(body, out));
   const ordered_json* text = Field(body, "text");
   const ordered_json* ids = Field(body, "input_ids");
@@ -537,7 +611,7 @@ std::optional<ApiError> ParseGenerateRequest(const ordered_json& body, ParsedReq
                          "sampling_seed", "frequency_penalty", "presence_penalty", "no_stop_trim",
                          "spaces_between_special_tokens"},
                         kSamplingExtras),
-                   "sampling_params"));
+                   "sampling_params", out));
     LUCID_API_RETURN_IF_ERROR(ParseCommonSampling(*sp, "sampling_params", 1e6, out));
     LUCID_API_RETURN_IF_ERROR(GetInt(*sp, "max_new_tokens", "sampling_params", 1,
                                      std::numeric_limits<int32_t>::max(), &out->max_tokens));
@@ -550,6 +624,12 @@ std::optional<ApiError> ParseGenerateRequest(const ordered_json& body, ParsedReq
     out->top_logprobs = top ? static_cast<int>(*top) : 0;
     out->sampling.logprobs = out->top_logprobs;
   }
+  // SGLang: logprob_start_len -1 (default) gives output logprobs only; L >= 0 also the input
+  // tokens' from position L.
+  std::optional<int64_t> start;
+  LUCID_API_RETURN_IF_ERROR(
+      GetInt(body, "logprob_start_len", "", -1, std::numeric_limits<int32_t>::max(), &start));
+  if (out->want_logprobs && start && *start >= 0) out->prompt_logprobs_from = *start;
   return CheckChoiceCount(*out);
 }
 

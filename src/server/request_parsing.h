@@ -4,9 +4,10 @@
 //
 // What is rejected, each with a 400 OpenAI-style error naming the parameter:
 // - a body that is not JSON, is nested deeper than kMaxJsonDepth, or is not an object;
-// - unknown fields (as OpenAI does: "Unrecognized request argument supplied: x"); fields OpenAI
-//   knows but lucid does not implement (logit_bias, suffix, response_format other than text,
-//   tool_choice "required", ...) when set to anything but their neutral value;
+// - with strict_fields, unknown fields (as OpenAI: "Unrecognized request argument supplied: x");
+//   without, they are ignored and named in ParsedRequest::ignored_fields (as vLLM, SGLang); fields
+//   OpenAI knows but lucid does not implement (suffix, response_format other than text, priority !=
+//   0, tool_choice "required", ...) when set to anything but their neutral value;
 // - wrong JSON types (code "invalid_type"); values out of range: temperature outside [0, 2]
 //   (OpenAI routes) or < 0 (/generate), top_p outside (0, 1], max_tokens < 1, n outside
 //   [1, kMaxChoices], logprobs / top_logprobs outside [0, 20], penalties outside [-2, 2];
@@ -61,14 +62,31 @@ struct ParsedRequest {
   bool want_logprobs =
       false;  // completions: logprobs given; chat: logprobs; generate: return_logprob
   int top_logprobs = 0;
+  // vLLM extras (issue 24): logit_bias, min_tokens, include_stop_str_in_output live in sampling.
+  bool return_token_ids = false;                  // choices carry token_ids, prompt_token_ids
+  bool tool_choice_none = false;                  // chat: tool_choice "none" (calls not parsed)
+  std::optional<int64_t> truncate_prompt_tokens;  // keep the last k prompt tokens; -1: context
+  bool continuous_usage_stats = false;            // stream: usage on every chunk (with
+                                                  // include_usage)
+  // Prompt logprobs (completions echo + logprobs; /generate return_logprob with
+  // logprob_start_len >= 0): -1 off, else the first prompt position wanted (0 is reported
+  // without a logprob: it has no context).
+  int64_t prompt_logprobs_from = -1;
+  bool strict_fields = true;                // unknown fields are a 400
+  std::vector<std::string> ignored_fields;  // unknown fields ignored (when not strict_fields)
 };
 
 // Parses `body` into `out` (object, depth-checked). The error is a 400.
 std::optional<ApiError> ParseJsonBody(const std::string& body, ordered_json* out);
 
-std::optional<ApiError> ParseCompletionRequest(const ordered_json& body, ParsedRequest* out);
-std::optional<ApiError> ParseChatRequest(const ordered_json& body, ParsedRequest* out);
-std::optional<ApiError> ParseGenerateRequest(const ordered_json& body, ParsedRequest* out);
+// `strict_fields`: an unknown field is a 400 (OpenAI's behaviour, --strict-request-fields);
+// otherwise unknown fields are ignored and named in `out->ignored_fields`.
+std::optional<ApiError> ParseCompletionRequest(const ordered_json& body, ParsedRequest* out,
+                                               bool strict_fields = true);
+std::optional<ApiError> ParseChatRequest(const ordered_json& body, ParsedRequest* out,
+                                         bool strict_fields = true);
+std::optional<ApiError> ParseGenerateRequest(const ordered_json& body, ParsedRequest* out,
+                                             bool strict_fields = true);
 
 // Checks a tokenized prompt of `prompt_len` tokens against `context_length` and sets
 // `sampling->max_tokens`: the given max_tokens, else the route's default (completions 16,

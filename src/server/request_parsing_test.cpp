@@ -103,7 +103,12 @@ TEST(ParseCompletion, RejectsBadValuesNamingTheParameter) {
       {R"({"prompt": "x", "stop": 3})", "stop", "invalid_type"},
       {R"({"prompt": "x", "stop": [""]})", "stop", ""},
       {R"({"prompt": "x", "foo": 1})", "foo", "unknown_parameter"},
-      {R"({"prompt": "x", "logit_bias": {"1": 2}})", "logit_bias", "unsupported_parameter"},
+      {R"({"prompt": "x", "logit_bias": {"a": 2}})", "logit_bias", "invalid_value"},
+      {R"({"prompt": "x", "logit_bias": {"1": 101}})", "logit_bias", "invalid_value"},
+      {R"({"prompt": "x", "priority": 1})", "priority", "unsupported_parameter"},
+      {R"({"prompt": "x", "min_tokens": -1})", "min_tokens", "integer_below_min_value"},
+      {R"({"prompt": "x", "truncate_prompt_tokens": 0})", "truncate_prompt_tokens",
+       "invalid_value"},
       {R"({"prompt": "x", "suffix": "s"})", "suffix", "unsupported_parameter"},
       {R"({"prompt": "x", "best_of": 3})", "best_of", "unsupported_parameter"},
       {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options", ""},
@@ -214,6 +219,56 @@ TEST(ApplyLengthLimits, DefaultsAndContext) {
   EXPECT_EQ(e->code, "context_length_exceeded");
   EXPECT_EQ(e->param, "messages");
   EXPECT_TRUE(ApplyLengthLimits(r, 0, 100, &sp));
+}
+
+TEST(VllmExtras, ReadIntoSamplingAndRequest) {
+  ParsedRequest r;
+  auto e = ParseCompletionRequest(
+      J(R"({"prompt": "x", "logit_bias": {"5": 2.5, "7": -100}, "min_tokens": 3,
+             "include_stop_str_in_output": true, "return_token_ids": true,
+             "truncate_prompt_tokens": 4, "priority": 0, "stream": true,
+             "stream_options": {"include_usage": true, "continuous_usage_stats": true}})"),
+      &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.sampling.logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{5, 2.5f}, {7, -100.0f}}));
+  EXPECT_EQ(r.sampling.min_tokens, 3);
+  EXPECT_TRUE(r.sampling.include_stop_str_in_output);
+  EXPECT_TRUE(r.return_token_ids);
+  EXPECT_EQ(r.truncate_prompt_tokens, 4);
+  EXPECT_TRUE(r.continuous_usage_stats);
+  e = ParseChatRequest(J(R"({"messages": [{"role": "user", "content": "x"}],
+                             "logit_bias": {"9": 1}, "min_tokens": 2})"),
+                       &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.sampling.logit_bias.size(), 1u);
+  EXPECT_EQ(r.sampling.min_tokens, 2);
+  // priority names why it does not apply.
+  EXPECT_NE(CompletionError(R"({"prompt": "x", "priority": -5})").message.find("first come"),
+            std::string::npos);
+}
+
+TEST(UnknownFields, IgnoredAndNamedUnlessStrict) {
+  ParsedRequest r;
+  auto e = ParseCompletionRequest(
+      J(R"({"prompt": "x", "foo": 1, "stream": true, "stream_options": {"bar": 2}})"), &r,
+      /*strict_fields=*/false);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.ignored_fields, (std::vector<std::string>{"foo", "stream_options.bar"}));
+  e = ParseChatRequest(J(R"({"messages": [{"role": "user", "content": "x"}], "langchain": {}})"),
+                       &r, false);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.ignored_fields, (std::vector<std::string>{"langchain"}));
+  e = ParseGenerateRequest(J(R"({"text": "a", "sampling_params": {"bogus": 1}})"), &r, false);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.ignored_fields, (std::vector<std::string>{"sampling_params.bogus"}));
+  // Strict: the first unknown field is the 400; known fields keep their checks when lenient.
+  e = ParseCompletionRequest(J(R"({"prompt": "x", "foo": 1})"), &r, /*strict_fields=*/true);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, "unknown_parameter");
+  e = ParseCompletionRequest(J(R"({"prompt": "x", "foo": 1, "max_tokens": "3"})"), &r, false);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "max_tokens");
 }
 
 TEST(CheckTokenIds, Vocabulary) {

@@ -60,4 +60,49 @@ std::string ServerMetrics::Render(const EngineStats* stats, int64_t in_flight, b
   return w.text();
 }
 
+std::string ServerMetrics::RenderPeerAliases(const EngineStats* stats,
+                                             const std::string& model_name) const {
+  PrometheusWriter w;
+  const EngineStats s = stats ? *stats : EngineStats{};
+  const Labels m = {{"model_name", model_name}};
+  const double usage = s.pages_total > 0 ? double(s.pages_used) / double(s.pages_total) : 0.0;
+  const HistogramSnapshot ttft = ttft_.Snapshot(), itl = itl_.Snapshot(), e2e = e2e_.Snapshot();
+  const auto one = [&](double v) { return std::vector<std::pair<Labels, double>>{{m, v}}; };
+  // vLLM (V1 engine names).
+  w.Gauge("vllm:num_requests_running", "Alias of lucid_num_requests_running.", one(s.running));
+  w.Gauge("vllm:num_requests_waiting", "Alias of lucid_num_requests_waiting.", one(s.queued));
+  w.Gauge("vllm:kv_cache_usage_perc", "KV cache pages used / total (1 = full).", one(usage));
+  w.Counter("vllm:prompt_tokens_total", "Alias of lucid_prompt_tokens_total.",
+            one(double(s.prompt_tokens)));
+  w.Counter("vllm:generation_tokens_total", "Alias of lucid_generation_tokens_total.",
+            one(double(s.generated_tokens)));
+  w.Counter("vllm:prefix_cache_hits_total", "Alias of lucid_prefix_cache_hit_tokens_total.",
+            one(double(s.prefix_hit_tokens)));
+  w.Counter("vllm:num_preemptions_total", "Requests preempted for lack of KV pages.",
+            one(double(s.preemptions)));
+  w.Counter("vllm:request_success_total", "Engine requests finished without error or abort.",
+            one(double(s.requests_ok)));
+  w.HistogramFamily("vllm:time_to_first_token_seconds",
+                    "Alias of lucid_time_to_first_token_seconds.", ttft, m);
+  w.HistogramFamily("vllm:inter_token_latency_seconds",
+                    "Alias of lucid_inter_token_latency_seconds.", itl, m);
+  w.HistogramFamily("vllm:e2e_request_latency_seconds",
+                    "Alias of lucid_e2e_request_latency_seconds.", e2e, m);
+  // SGLang.
+  w.Gauge("sglang:num_running_reqs", "Alias of lucid_num_requests_running.", one(s.running));
+  w.Gauge("sglang:num_queue_reqs", "Alias of lucid_num_requests_waiting.", one(s.queued));
+  w.Gauge("sglang:token_usage", "KV cache pages used / total (1 = full).", one(usage));
+  w.Counter("sglang:prompt_tokens_total", "Alias of lucid_prompt_tokens_total.",
+            one(double(s.prompt_tokens)));
+  w.Counter("sglang:generation_tokens_total", "Alias of lucid_generation_tokens_total.",
+            one(double(s.generated_tokens)));
+  w.HistogramFamily("sglang:time_to_first_token_seconds",
+                    "Alias of lucid_time_to_first_token_seconds.", ttft, m);
+  w.HistogramFamily("sglang:inter_token_latency_seconds",
+                    "Alias of lucid_inter_token_latency_seconds.", itl, m);
+  w.HistogramFamily("sglang:e2e_request_latency_seconds",
+                    "Alias of lucid_e2e_request_latency_seconds.", e2e, m);
+  return w.text();
+}
+
 }  // namespace lucid::server

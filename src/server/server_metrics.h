@@ -13,6 +13,8 @@
 //   http_requests_in_flight                      gauge    generation requests held by HTTP
 //   kv_pages_total / _used / _free / _cached     gauge    from the engine's pool
 //   server_ready                                 gauge    1 once warm-up succeeded
+// RenderPeerAliases adds the same measurements under the names that dashboards built for vLLM
+// (vllm:) and SGLang (sglang:) query, each with a model_name label (docs/SERVING.md maps them).
 // Thread-safety: every method is safe to call from any thread.
 #pragma once
 
@@ -38,6 +40,8 @@ class ServerMetrics {
 
   // The exposition text; `stats` is null before the engine exists.
   std::string Render(const EngineStats* stats, int64_t in_flight, bool ready) const;
+  // The vllm: and sglang: alias families (appended to Render's text by /metrics).
+  std::string RenderPeerAliases(const EngineStats* stats, const std::string& model_name) const;
 
   // Requests counted for (route, status) so far (tests).
   uint64_t RequestCount(const std::string& route, int status) const;
