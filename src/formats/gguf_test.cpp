@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -303,6 +304,51 @@ TEST(GgufFile, OpenNamesMissingAndEmptyFiles) {
   std::ofstream(p).close();
   auto e = GgufFile::Open(p);
   EXPECT_EQ(e.status().code(), StatusCode::kDataLoss);
+}
+
+// The real SmolLM2 GGUF (installed by scripts/setup.sh into .cache/models, never committed):
+// its header as the gguf package reads it, and rows of its Q8_0 / Q4_1 / F32 tensors decoded
+// bit for bit as gguf.quants.dequantize does (tests/fixtures/gguf/smollm2_rows.gguf, written by
+// tools/reference/gguf/smollm2_rows.py).
+std::string SmolLm2Path() {
+  const char* env = std::getenv("LUCID_MODEL_CACHE");
+  const std::string dir = env ? env : std::string(LUCID_SOURCE_DIR) + "/.cache/models";
+  return dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+TEST(GgufFile, ReadsTheSmolLm2FileAndDecodesItsRowsAsTheGgufPackage) {
+  if (!std::filesystem::exists(SmolLm2Path())) {
+    GTEST_SKIP() << SmolLm2Path() << " is not installed (scripts/setup.sh installs it)";
+  }
+  auto f = GgufFile::Open(SmolLm2Path());
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const GgufFile& g = **f;
+  EXPECT_EQ(g.tensors().size(), 272u);
+  EXPECT_EQ(*g.GetUint("llama.block_count"), 30u);
+  EXPECT_EQ(*g.GetUint("llama.attention.head_count_kv"), 3u);
+  EXPECT_EQ(*g.GetFloat("llama.rope.freq_base"), 100000.0);
+  EXPECT_EQ(g.GetStringArray("tokenizer.ggml.tokens")->size(), 49152u);
+  const auto& emb = g.tensors().at("token_embd.weight");
+  EXPECT_EQ(emb.type, GgmlType::kQ8_0);
+  EXPECT_EQ(emb.shape, (Shape{49152, 576}));
+  EXPECT_EQ(g.tensors().at("blk.0.attn_k.weight").shape, (Shape{192, 576}));
+  auto rows =
+      GgufFile::Open(std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/gguf/smollm2_rows.gguf");
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  int checked = 0;
+  for (const auto& [key, ti] : (*rows)->tensors()) {
+    const std::string name = key.substr(0, key.find('#'));
+    const int64_t row = std::stoll(key.substr(key.find('#') + 1));
+    const GgufTensorInfo& src = g.tensors().at(name);
+    const int64_t cols = src.dims[0];
+    std::vector<float> got(cols);
+    DequantizeGgmlRowSpan(src.type, g.TensorData(src) + row * GgmlRowBytes(src.type, cols), 0, cols,
+                          got.data());
+    ASSERT_EQ(ti.dims[0], cols);
+    EXPECT_EQ(std::memcmp(got.data(), (*rows)->TensorData(ti), cols * 4), 0) << key;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 8);
 }
 
 }  // namespace
