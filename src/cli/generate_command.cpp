@@ -1,5 +1,9 @@
-// `lucid generate`: greedy decoding of a token-id prompt, prefill then incremental decode through
-// the KV cache. Prints the new token ids (text or JSON) and can dump the prompt's logits as .npy.
+// `lucid generate`: greedy decoding of a prompt, prefill then incremental decode through the KV
+// cache. The prompt is token ids (--prompt-ids; prints the new ids) or text (--prompt, encoded by
+// the model's tokenizer with its special tokens, or rendered by its chat template with --chat, as
+// transformers' apply_chat_template(add_generation_prompt=True) does; prints the new text, cut at
+// the first EOS id of config.json). JSON output has token_ids, and prompt_ids and text for a text
+// prompt. Can dump the prompt's logits as .npy.
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -11,6 +15,7 @@
 #include "formats/npy.h"
 #include "models/registry.h"
 #include "runtime/greedy_generate.h"
+#include "server/model_assets.h"
 
 namespace lucid::cli {
 namespace {
@@ -18,6 +23,8 @@ namespace {
 struct GenerateFlags {
   std::string model_path;
   std::string prompt_ids;
+  std::string prompt;
+  bool chat = false;
   int64_t max_new_tokens = 16;
   std::string output = "text";
   std::string dump_logits;
@@ -45,16 +52,41 @@ StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
   return ids;
 }
 
+// The prompt's ids from --prompt (text, or a chat turn with --chat) with the model's tokenizer.
+StatusOr<std::vector<int32_t>> EncodeTextPrompt(const GenerateFlags& f,
+                                                const server::ModelAssets& assets) {
+  if (!assets.tokenizer) {
+    return InvalidArgument("--prompt: " + f.model_path +
+                           " has no tokenizer (tokenizer.json); use --prompt-ids");
+  }
+  if (!f.chat) return assets.tokenizer->Encode(f.prompt, /*add_special_tokens=*/true);
+  if (!assets.chat_template) return InvalidArgument("--chat: " + assets.chat_error);
+  tok::ChatRequest req;
+  req.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", f.prompt}}});
+  req.add_generation_prompt = true;
+  req.bos_token = assets.bos_token;
+  req.eos_token = assets.eos_token;
+  LUCID_ASSIGN_OR_RETURN(std::string text, assets.chat_template->Apply(req));
+  return assets.tokenizer->Encode(text, /*add_special_tokens=*/false);
+}
+
 Status RunGenerate(const GenerateFlags& f) {
-  LUCID_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, ParseIds(f.prompt_ids));
+  if (f.prompt_ids.empty() == f.prompt.empty())
+    return InvalidArgument("give one of --prompt-ids and --prompt");
+  if (f.chat && f.prompt.empty()) return InvalidArgument("--chat needs --prompt");
+  server::ModelAssets assets;
+  std::vector<int32_t> prompt;
+  if (!f.prompt.empty()) {
+    LUCID_ASSIGN_OR_RETURN(assets, server::LoadModelAssets(f.model_path));
+    LUCID_ASSIGN_OR_RETURN(prompt, EncodeTextPrompt(f, assets));
+  } else {
+    LUCID_ASSIGN_OR_RETURN(prompt, ParseIds(f.prompt_ids));
+  }
   LUCID_ASSIGN_OR_RETURN(KvDtype kv_dtype, ParseKvCacheDtype(f.kv_cache_dtype));
   // CpuFastOps by default (tested against the CpuOps reference; LUCID_CPU_ISA caps its level),
   // with bf16 matmul inputs for a bf16 checkpoint (`auto`, config/cpu_kernels.h).
-  std::string torch_dtype;
-  if (f.cpu_kernels == "auto") {
-    LUCID_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(f.model_path));
-    torch_dtype = config.torch_dtype;
-  }
+  LUCID_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(f.model_path));
+  const std::string torch_dtype = f.cpu_kernels == "auto" ? config.torch_dtype : "";
   LUCID_ASSIGN_OR_RETURN(config::CpuKernelSet set,
                          config::ChooseCpuKernelSet(f.cpu_kernels, torch_dtype));
   const std::unique_ptr<Ops> ops = config::MakeCpuOps(set);
@@ -64,7 +96,19 @@ Status RunGenerate(const GenerateFlags& f) {
                          GreedyGenerate(*model, prompt, f.max_new_tokens, &prompt_logits,
                                         /*page_size=*/64, kv_dtype));
   if (!f.dump_logits.empty()) LUCID_RETURN_IF_ERROR(WriteNpy(f.dump_logits, prompt_logits));
-  if (f.output == "json") {
+  if (!f.prompt.empty()) {
+    auto eos = std::find_if(out.begin(), out.end(), [&](int32_t id) {
+      return std::count(config.eos_token_ids.begin(), config.eos_token_ids.end(), id) > 0;
+    });
+    const std::vector<int32_t> kept(out.begin(), eos);
+    const std::string text = assets.tokenizer->Decode(kept, /*skip_special_tokens=*/true);
+    if (f.output == "json") {
+      nlohmann::json j = {{"prompt_ids", prompt}, {"token_ids", out}, {"text", text}};
+      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else {
+      std::printf("%s\n", text.c_str());
+    }
+  } else if (f.output == "json") {
     std::printf("%s\n", nlohmann::json{{"token_ids", out}}.dump().c_str());
   } else {
     for (size_t i = 0; i < out.size(); ++i) std::printf("%s%d", i ? "," : "", out[i]);
@@ -77,11 +121,15 @@ Status RunGenerate(const GenerateFlags& f) {
 
 void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<GenerateFlags>();
-  CLI::App* cmd = app.add_subcommand("generate", "Greedy generation from token ids (no server)");
+  CLI::App* cmd =
+      app.add_subcommand("generate", "Greedy generation from token ids or text (no server)");
   cmd->add_option("--model-path", flags->model_path, "Model directory (config.json + safetensors)")
       ->required();
-  cmd->add_option("--prompt-ids", flags->prompt_ids, "Comma-separated prompt token ids")
-      ->required();
+  cmd->add_option("--prompt-ids", flags->prompt_ids, "Comma-separated prompt token ids");
+  cmd->add_option("--prompt", flags->prompt,
+                  "Prompt text, encoded by the model's tokenizer (prints the new text)");
+  cmd->add_flag("--chat", flags->chat,
+                "Send --prompt as a user turn through the model's chat template");
   cmd->add_option("--max-new-tokens", flags->max_new_tokens, "Tokens to generate")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   cmd->add_option("--output", flags->output, "Output format")

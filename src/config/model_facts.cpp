@@ -91,6 +91,8 @@ uint64_t LinearBytes(const QuantConfig& q, WeightFormat f, int64_t out, int64_t 
       return o * i * 4;
     case WeightFormat::kBF16:
       return o * i * plain_bytes;
+    case WeightFormat::kGgml:  // no config-driven model stores GGUF blocks yet
+      return o * i * plain_bytes;
   }
   return o * i * plain_bytes;
 }

@@ -10,6 +10,7 @@ const char* WeightFormatName(WeightFormat f) {
     case WeightFormat::kBF16: return "bf16";
     case WeightFormat::kFp8Block: return "fp8-block";
     case WeightFormat::kNvfp4: return "nvfp4";
+    case WeightFormat::kGgml: return "ggml";
   }
   return "?";
 }

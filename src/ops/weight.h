@@ -9,6 +9,8 @@
 //   zero-pads `in` to a multiple of the group), `scale` f8_e4m3 [out, ceil(in/16)], `scale2` f32
 //   scalar: W[o,i] = (e2m1(nibble) * e4m3(scale[o, i/16])) * scale2, computed in f32 in that
 //   order (the first product is exact, so W is the exact product rounded once).
+// - kGgml: a GGUF tensor of ggml type `ggml_type` (core/ggml_types.h defines each type's blocks and
+//   math); `data` u8 [out, row bytes], row o holding in/block_elems blocks.
 // A Weight may be a row range of a bigger matrix (`RowRange`): `row_begin` is the first row of the
 // parent, kept so that block scales are found at the right place. Weights never own more than a
 // view: the tensors borrow the checkpoint mapping (or own converted storage).
@@ -17,11 +19,12 @@
 #include <cstdint>
 #include <string>
 
+#include "core/ggml_types.h"
 #include "core/tensor.h"
 
 namespace lucid {
 
-enum class WeightFormat { kF32, kBF16, kFp8Block, kNvfp4 };
+enum class WeightFormat { kF32, kBF16, kFp8Block, kNvfp4, kGgml };
 const char* WeightFormatName(WeightFormat f);
 
 struct Weight {
@@ -32,6 +35,7 @@ struct Weight {
   int64_t row_begin = 0;  // first row of this view within `data`'s full matrix
   int64_t block_rows = 0;  // kFp8Block: rows per scale block (128); kNvfp4: 1
   int64_t block_cols = 0;  // kFp8Block: columns per scale block (128); kNvfp4: group size (16)
+  GgmlType ggml_type = GgmlType::kF32;  // kGgml only
   Tensor data;
   Tensor scale;
   Tensor scale2;

@@ -5,6 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "formats/gguf.h"
+#include "formats/gguf_tokenizer.h"
+
 namespace lucid::server {
 namespace {
 
@@ -26,9 +29,38 @@ std::string TokenString(const nlohmann::json& v) {
   return "";
 }
 
+// The text side of a GGUF file: its tokenizer.* metadata.
+StatusOr<ModelAssets> LoadGgufAssets(const std::string& path) {
+  ModelAssets a;
+  LUCID_ASSIGN_OR_RETURN(auto file, GgufFile::Open(path));
+  LUCID_ASSIGN_OR_RETURN(GgufTextAssets text, TextAssetsFromGguf(*file));
+  a.bos_token = text.bos_token;
+  a.eos_token = text.eos_token;
+  if (file->Find("tokenizer.ggml.model")) {
+    auto json = TokenizerJsonFromGguf(*file);
+    if (!json.ok()) return json.status().WithContext("loading the tokenizer");
+    auto t = tok::Tokenizer::FromJsonString(*json);
+    if (!t.ok()) return t.status().WithContext(path + ": loading the tokenizer");
+    a.tokenizer = std::shared_ptr<const tok::Tokenizer>(std::move(*t));
+  }
+  if (!text.chat_template) {
+    a.chat_error = path + " has no chat template (tokenizer.chat_template)";
+  } else if (!a.tokenizer) {
+    a.chat_error = path + " has a chat template but no tokenizer";
+  } else {
+    auto t = tok::ChatTemplate::Parse(*text.chat_template);
+    if (t.ok())
+      a.chat_template = std::make_shared<const tok::ChatTemplate>(std::move(*t));
+    else
+      a.chat_error = "the chat template does not parse: " + t.status().message();
+  }
+  return a;
+}
+
 }  // namespace
 
 StatusOr<ModelAssets> LoadModelAssets(const std::string& model_dir) {
+  if (fs::is_regular_file(model_dir)) return LoadGgufAssets(model_dir);
   ModelAssets a;
   const fs::path dir(model_dir);
   if (fs::exists(dir / "tokenizer.json")) {

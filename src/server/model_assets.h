@@ -6,6 +6,8 @@
 //   or a list of {name, template} where "default" is used). A template that does not parse is
 //   not an error for serving: the chat route answers 400 naming the parse error (chat_error).
 // - bos_token / eos_token strings from tokenizer_config.json (a string or {"content": ...}).
+// A path to a file instead of a directory is read as a GGUF file: the tokenizer, chat template and
+// BOS / EOS strings come from its tokenizer.* metadata (formats/gguf_tokenizer.h).
 // Thread-safety: the loaded objects are immutable and shared.
 #pragma once
 

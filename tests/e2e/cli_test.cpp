@@ -13,6 +13,7 @@
 #include "e2e_util.h"
 #include "formats/npy.h"
 #include "formats/safetensors.h"
+#include "tokenizer/tokenizer.h"
 
 namespace lucid {
 namespace {
@@ -47,6 +48,47 @@ TEST(CliTest, GenerateJsonAndDumpedLogitsMatchGolden) {
   }
   EXPECT_LE(err, 1e-4f * mx);
   std::filesystem::remove(npy);
+}
+
+// A text prompt is the tokenizer's ids of it: the same continuation as --prompt-ids with those ids,
+// printed as the tokenizer's text of the new ids; --chat renders the chat template first.
+TEST(CliTest, GenerateFromTextAndChatPrompts) {
+  // The tiny GLM-5 with the byte-level tokenizer and chat template scripts/serve.sh pairs it with.
+  const std::string root = ::testing::TempDir() + "/lucid_cli_text_model";
+  Result made = e2e::Shell("python3 -c 'import sys; sys.path.insert(0, \"" + Src("tests/e2e") +
+                           "\"); import lucid_server as ls; print(ls.make_model_dir(\"" + root +
+                           "\"), end=\"\")'");
+  ASSERT_EQ(made.code, 0) << made.out;
+  const std::string model = made.out;
+  auto tok = tok::Tokenizer::FromFile(model + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  Result r = RunLucid("generate --model-path " + model +
+                      " --prompt 'Hello there' --max-new-tokens 5 --output json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  const std::vector<int32_t> prompt = j["prompt_ids"];
+  EXPECT_EQ(prompt, *(*tok)->Encode("Hello there", /*add_special_tokens=*/true));
+  const std::vector<int32_t> out = j["token_ids"];
+  ASSERT_EQ(out.size(), 5u);
+  std::string ids;
+  for (int32_t id : prompt) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  Result by_ids = RunLucid("generate --model-path " + model + " --prompt-ids " + ids +
+                           " --max-new-tokens 5 --output json");
+  ASSERT_EQ(by_ids.code, 0) << by_ids.out;
+  EXPECT_EQ(nlohmann::json::parse(by_ids.out)["token_ids"], j["token_ids"]);
+  EXPECT_EQ(j["text"].get<std::string>(), (*tok)->Decode(out, /*skip_special_tokens=*/true));
+  Result chat = RunLucid("generate --model-path " + model +
+                         " --prompt 'Hello there' --chat --max-new-tokens 2 --output json");
+  ASSERT_EQ(chat.code, 0) << chat.out;
+  const std::vector<int32_t> chat_ids = nlohmann::json::parse(chat.out)["prompt_ids"];
+  EXPECT_GT(chat_ids.size(), prompt.size());  // the template's turn markers around the text
+  // Both prompt forms at once, --chat without text, and text without a tokenizer are refused.
+  EXPECT_EQ(RunLucid("generate --model-path " + model + " --prompt a --prompt-ids 1").code, 2);
+  EXPECT_EQ(RunLucid("generate --model-path " + model + " --chat --prompt-ids 1").code, 2);
+  Result no_tok = RunLucid("generate --model-path " +
+                           Src("tests/fixtures/models/tiny_deepseek_v3") + " --prompt hi");
+  EXPECT_EQ(no_tok.code, 2) << no_tok.out;
+  EXPECT_NE(no_tok.out.find("no tokenizer"), std::string::npos) << no_tok.out;
 }
 
 TEST(CliTest, VersionHelpAndBadFlags) {

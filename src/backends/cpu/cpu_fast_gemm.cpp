@@ -89,6 +89,8 @@ void PrefetchRows(const Weight& w, int64_t r0, int64_t r1, int64_t k0, int64_t k
         PrefetchBytes<kLocality>(w.scale.raw(), row * sb + k0 / 16, row * sb + (k1 + 15) / 16);
         break;
       }
+      case WeightFormat::kGgml:  // never reaches the fast kernels (CpuFastOps::Linear)
+        break;
     }
   }
 }
@@ -189,6 +191,8 @@ int64_t GemmMinTokens(const KernelTable& kt, WeightFormat f, FastActivations act
     case WeightFormat::kFp8Block:
     case WeightFormat::kNvfp4:
       return kGemmMinTokens;
+    case WeightFormat::kGgml:  // no fast kernel: CpuFastOps::Linear takes the reference path
+      return 0;
   }
   return 0;
 }

@@ -47,6 +47,8 @@ bool CpuFastOps::FastFormat(WeightFormat f) {
 }
 
 void CpuFastOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
+  // GGUF block types have no fast kernel yet: the reference matmul (same results, slower).
+  if (w.format == WeightFormat::kGgml) return LinearQuantReference(x, w, y);
   const int64_t T = x.size(0), N = w.rows;
   LUCID_CHECK(
       x.size(-1) == w.cols && y.size(-1) == w.rows && y.size(0) == T,

@@ -18,7 +18,8 @@ float Dot(const float* a, const float* b, int64_t n) {
 }  // namespace
 
 void CpuOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
-  if (w.format == WeightFormat::kNvfp4 || w.format == WeightFormat::kFp8Block)
+  if (w.format == WeightFormat::kNvfp4 || w.format == WeightFormat::kFp8Block ||
+      w.format == WeightFormat::kGgml)
     return LinearQuantReference(x, w, y);
   const int64_t T = x.size(0);
   LUCID_CHECK(

@@ -84,6 +84,10 @@ void DequantizeRowSpan(const Weight& w, int64_t r, int64_t c0, int64_t n, float*
     case WeightFormat::kFp8Block:
       DequantFp8Block(w, row, c0, n, out);
       return;
+    case WeightFormat::kGgml:
+      DequantizeGgmlRowSpan(w.ggml_type, w.data.data<const uint8_t>() + row * w.data.size(1), c0, n,
+                            out);
+      return;
   }
   LUCID_CHECK(false, std::string("DequantizeRow: unknown format ") + WeightFormatName(w.format));
 }

