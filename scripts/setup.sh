@@ -7,6 +7,7 @@ PKGS=(
   libpcre2-dev libicu-dev libhwy-dev libxxhash-dev libcpp-httplib-dev libomp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv
+  curl ca-certificates
   clang-14 libclang-rt-14-dev
 )
 missing=()
@@ -32,4 +33,28 @@ if [ ! -x "$VENV/bin/python" ] || ! cmp -s "$REQ" "$VENV/requirements.installed"
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REQ"
   cp "$REQ" "$VENV/requirements.installed"
+fi
+
+# xgrammar (the grammar engine behind structured output, src/grammar): its PyPI sdist ships the C++
+# sources, built with the project (CMakeLists.txt). Pinned by version and sha256; unpacked into
+# third_party/ (ignored), never committed.
+XGRAMMAR_VERSION=0.2.8
+XGRAMMAR_SHA256=8305646fd2b319d6c3003f51a1665e54cbbe9cba1fb636bc41d0b46434ccbb80
+XGRAMMAR_URL=https://files.pythonhosted.org/packages/03/0f/29f521535729be740779c2c98b630ef6607cf28be9b669895dd2b821ff63/xgrammar-$XGRAMMAR_VERSION.tar.gz
+XGRAMMAR_DIR=third_party/xgrammar-$XGRAMMAR_VERSION
+if [ ! -f "$XGRAMMAR_DIR/.unpacked" ]; then
+  echo "setup: fetching xgrammar $XGRAMMAR_VERSION (PyPI sdist)"
+  mkdir -p third_party
+  tarball=third_party/xgrammar-$XGRAMMAR_VERSION.tar.gz
+  if ! { [ -f "$tarball" ] && echo "$XGRAMMAR_SHA256  $tarball" | sha256sum -c --quiet - 2>/dev/null; }; then
+    curl -fsSL --retry 3 -o "$tarball.part" "$XGRAMMAR_URL"
+    mv "$tarball.part" "$tarball"
+  fi
+  if ! echo "$XGRAMMAR_SHA256  $tarball" | sha256sum -c --quiet -; then
+    echo "setup: $tarball does not have the pinned sha256 $XGRAMMAR_SHA256" >&2
+    exit 1
+  fi
+  rm -rf "$XGRAMMAR_DIR"
+  tar -xzf "$tarball" -C third_party
+  touch "$XGRAMMAR_DIR/.unpacked"
 fi

@@ -18,6 +18,7 @@
 
 #include "core/status.h"
 #include "models/model.h"
+#include "runtime/token_constraint.h"
 
 namespace lucid {
 
@@ -40,6 +41,11 @@ struct SamplingParams {
   bool ignore_eos = false;
   int32_t logprobs = -1;  // -1: none; k >= 0: the chosen token's logprob plus top-k alternatives
   bool skip_special_tokens = true;
+  // Structured output: a grammar the output must follow (null: none). Each step the tokens it
+  // forbids are masked to -inf before the penalties and the sampler (so logprobs are those of the
+  // masked distribution, as vLLM's); the request finishes with "stop" once the grammar accepts a
+  // stop token. It reaches "length" if max_tokens runs out first.
+  std::shared_ptr<const TokenConstraint> constraint;
 };
 
 struct GenerationRequest {

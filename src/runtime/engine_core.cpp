@@ -17,6 +17,8 @@ struct EngineCore::Request {
   StopStringFilter stops;
   int64_t prompt_tokens = 0;
   int64_t generated = 0;
+  std::unique_ptr<TokenMatcher> matcher;  // structured output (null: unconstrained)
+  std::vector<float> masked;              // the masked logits row (reused between steps)
 };
 
 namespace {
@@ -122,6 +124,7 @@ void EngineCore::Add(uint64_t id, GenerationRequest request, Engine::Sink sink) 
       id, request.sampling, std::move(sink),
       RequestSampler(request.sampling, seed, request.prompt, model_->config().vocab_size), nullptr,
       StopStringFilter(request.sampling.stop), static_cast<int64_t>(request.prompt.size()), 0});
+  if (request.sampling.constraint) r->matcher = request.sampling.constraint->NewMatcher();
   if (tokenizer_ != nullptr) {
     const size_t n = request.prompt.size(), k = std::min(n, kDetokContext);
     r->detok = std::make_unique<tok::IncrementalDetokenizer>(
@@ -266,7 +269,18 @@ void EngineCore::SampleAndEmit(Request& r, const float* logits_row) {
   const int64_t V = model_->config().vocab_size;
   RequestOutput out;
   TokenLogprob lp;
-  const int32_t token = r.sampler.Sample({logits_row, static_cast<size_t>(V)}, r.generated, &lp);
+  std::span<const float> row(logits_row, static_cast<size_t>(V));
+  if (r.matcher) {
+    r.masked.assign(logits_row, logits_row + V);
+    r.matcher->MaskLogits(r.masked);
+    row = r.masked;
+  }
+  const int32_t token = r.sampler.Sample(row, r.generated, &lp);
+  if (r.matcher && !r.matcher->Accept(token))
+    return Fail(r.id, Internal("structured output: request " + std::to_string(r.id) +
+                               ": the grammar refused token " + std::to_string(token) +
+                               " after its own mask allowed it (step " +
+                               std::to_string(r.generated) + ")"));
   scheduler_.Append(r.id, token);
   ++r.generated;
   ++stats_.generated_tokens;
@@ -275,7 +289,8 @@ void EngineCore::SampleAndEmit(Request& r, const float* logits_row) {
   const auto& stop_ids = r.params.stop_token_ids;
   const bool stop_token = (!r.params.ignore_eos &&
                            std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) ||
-                          std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+                          std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end() ||
+                          (r.matcher && r.matcher->IsTerminated());
   std::string reason;
   if (stop_token) {
     reason = "stop";

@@ -32,6 +32,7 @@
 #include <thread>
 
 #include "core/status.h"
+#include "grammar/grammar_compiler.h"
 #include "runtime/engine.h"
 #include "server/api_error.h"
 #include "server/server_metrics.h"
@@ -65,6 +66,10 @@ struct ServingModel {
   std::string chat_error;  // why there is no chat template (shown in the chat route's 400)
   std::string bos_token, eos_token;  // for the chat template
   std::string model_path;
+  // Structured output's grammar compiler over the tokenizer's vocabulary (null: requests that ask
+  // for structured output get a 400 saying grammar_error).
+  std::shared_ptr<grammar::GrammarCompiler> grammars;
+  std::string grammar_error;
 };
 
 enum class Phase { kLoading, kWarmingUp, kReady, kShuttingDown };

@@ -10,6 +10,7 @@
 #include "server/openai_format.h"
 #include "server/request_parsing.h"
 #include "server/server_log.h"
+#include "server/structured_output.h"
 
 namespace lucid::server {
 
@@ -100,6 +101,25 @@ std::optional<ApiError> BuildPrompts(const ParsedRequest& r, const ServingModel&
   return std::nullopt;
 }
 
+// The request's grammar as the engine's constraint (null when the output is unconstrained),
+// compiled here on the HTTP thread (cached by source text in m.grammars).
+std::optional<ApiError> CompileConstraint(const StructuredOutput& s, const ServingModel& m,
+                                          std::shared_ptr<const TokenConstraint>* out) {
+  out->reset();
+  if (!s.grammar) return std::nullopt;
+  if (!m.grammars)
+    return BadRequest("'" + s.param + "' needs structured output, which the model '" + m.name +
+                          "' cannot do: " +
+                          (m.grammar_error.empty() ? "it has no tokenizer" : m.grammar_error) + ".",
+                      s.param, "structured_output_unavailable");
+  StatusOr<std::shared_ptr<const TokenConstraint>> c = m.grammars->Compile(*s.grammar);
+  if (!c.ok())
+    return BadRequest("Invalid '" + s.param + "': " + c.status().message(), s.param,
+                      "invalid_grammar");
+  *out = std::move(*c);
+  return std::nullopt;
+}
+
 const char* ParamOf(ApiKind k) {
   return k == ApiKind::kChat ? "messages" : k == ApiKind::kGenerate ? "text" : "prompt";
 }
@@ -147,6 +167,14 @@ std::string EventChunks(StreamState& st, const ChoiceEvent& e) {
       lp = CompletionLogprobs(o.logprobs, st.tokenizer, st.req.top_logprobs, st.text_offset[i]);
     st.text_offset[i] += o.text.size();
     out += SseData(CompletionChunk(st.meta, i, o.text, lp, finish));
+  } else if (st.req.kind == ApiKind::kChat && st.req.structured.tools != ForcedTools::kNone) {
+    // A forced tool call is sent whole once the output is complete (it must parse first).
+    if (!o.finished) return "";
+    const ChoiceState& c = st.job->choices()[i];
+    std::optional<json> delta =
+        c.finish_reason == "stop" ? ForcedToolCallsDelta(st.req.structured, c.text) : std::nullopt;
+    out += SseData(ChatChunk(st.meta, i, delta ? *delta : json{{"content", c.text}}, nullptr, ""));
+    out += SseData(ChatChunk(st.meta, i, json::object(), nullptr, delta ? "tool_calls" : finish));
   } else if (st.req.kind == ApiKind::kChat) {
     if (has_content) {
       json lp = st.req.want_logprobs ? ChatLogprobs(o.logprobs, st.tokenizer, st.req.top_logprobs)
@@ -217,6 +245,9 @@ void HttpServer::HandleGeneration(int kind_int, const httplib::Request& http_req
   std::vector<PreparedPrompt> prompts;
   if (!err) err = BuildPrompts(r, a->model, &prompts);
   if (!err) err = CheckTokenIds(r.sampling.stop_token_ids, a->model.vocab_size, "stop_token_ids");
+  std::shared_ptr<const TokenConstraint> constraint;
+  if (!err) err = CompileConstraint(r.structured, a->model, &constraint);
+  r.sampling.constraint = constraint;
   std::vector<GenerationRequest> reqs;
   std::vector<size_t> prompt_index;
   for (size_t p = 0; !err && p < prompts.size(); ++p) {
@@ -279,8 +310,11 @@ void HttpServer::HandleGeneration(int kind_int, const httplib::Request& http_req
   if (kind == ApiKind::kCompletions)
     return ReplyJson(res, CompletionResponse(meta, job->choices(), echo_prefix, r.want_logprobs,
                                              r.top_logprobs, tk));
-  if (kind == ApiKind::kChat)
-    return ReplyJson(res, ChatResponse(meta, job->choices(), r.want_logprobs, r.top_logprobs, tk));
+  if (kind == ApiKind::kChat) {
+    json body = ChatResponse(meta, job->choices(), r.want_logprobs, r.top_logprobs, tk);
+    ApplyForcedToolCalls(r.structured, job->choices(), &body);
+    return ReplyJson(res, body);
+  }
   json results = json::array();
   const double e2e = std::chrono::duration<double>(Clock::now() - arrival).count();
   for (size_t i = 0; i < job->choices().size(); ++i)

@@ -222,17 +222,6 @@ Err RejectUnsupported(const ordered_json& body) {
     if (!(v->is_object() && v->empty())) return Unsupported("logit_bias", "");
   if (const ordered_json* v = Field(body, "suffix"))
     if (!(v->is_string() && v->get<std::string>().empty())) return Unsupported("suffix", "");
-  if (const ordered_json* v = Field(body, "response_format")) {
-    if (!v->is_object()) return WrongType("response_format", "an object", *v);
-    if (v->value("type", "") != "text")
-      return Unsupported("response_format", "only {\"type\": \"text\"} is implemented");
-  }
-  if (const ordered_json* v = Field(body, "tool_choice")) {
-    if (!(v->is_string() && (*v == "none" || *v == "auto")))
-      return Unsupported("tool_choice",
-                         "only \"none\" and \"auto\" are implemented (tool calls "
-                         "are returned as text)");
-  }
   for (const char* key : {"reasoning_effort", "modalities", "audio", "prediction",
                           "web_search_options", "functions", "function_call"}) {
     if (Field(body, key)) return Unsupported(key, "");
@@ -398,7 +387,8 @@ std::optional<ApiError> ParseCompletionRequest(const ordered_json& body, ParsedR
   static const std::set<std::string> kKnown =
       With({"model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream",
             "stream_options", "stop", "seed", "logprobs", "echo", "presence_penalty",
-            "frequency_penalty", "best_of", "logit_bias", "suffix", "user"},
+            "frequency_penalty", "best_of", "logit_bias", "suffix", "user", "response_format",
+            "regex", "ebnf"},
            kSamplingExtras);
   LUCID_API_RETURN_IF_ERROR(CheckKnown(body, kKnown, ""));
   LUCID_API_RETURN_IF_ERROR(RejectUnsupported(body));
@@ -425,6 +415,7 @@ std::optional<ApiError> ParseCompletionRequest(const ordered_json& body, ParsedR
   if (out->echo && out->want_logprobs)
     return Unsupported("echo", "echo together with logprobs (prompt logprobs are not computed)");
   LUCID_API_RETURN_IF_ERROR(ParseStreamFlags(body, out));
+  LUCID_API_RETURN_IF_ERROR(ParseStructuredOutput(body, false, false, nullptr, &out->structured));
   return CheckChoiceCount(*out);
 }
 
@@ -463,7 +454,9 @@ std::optional<ApiError> ParseChatRequest(const ordered_json& body, ParsedRequest
                                                     "functions",
                                                     "function_call",
                                                     "chat_template_kwargs",
-                                                    "add_generation_prompt"},
+                                                    "add_generation_prompt",
+                                                    "regex",
+                                                    "ebnf"},
                                                    kSamplingExtras);
   LUCID_API_RETURN_IF_ERROR(CheckKnown(body, kKnown, ""));
   LUCID_API_RETURN_IF_ERROR(RejectUnsupported(body));
@@ -498,7 +491,7 @@ std::optional<ApiError> ParseChatRequest(const ordered_json& body, ParsedRequest
   LUCID_API_RETURN_IF_ERROR(
       GetBool(body, "add_generation_prompt", "", &out->add_generation_prompt));
   LUCID_API_RETURN_IF_ERROR(ParseStreamFlags(body, out));
-  return std::nullopt;
+  return ParseStructuredOutput(body, true, false, out->tools, &out->structured);
 }
 
 std::optional<ApiError> ParseGenerateRequest(const ordered_json& body, ParsedRequest* out) {
@@ -533,7 +526,7 @@ std::optional<ApiError> ParseGenerateRequest(const ordered_json& body, ParsedReq
         CheckKnown(*sp,
                    With({"max_new_tokens", "temperature", "top_p", "n", "stop", "seed",
                          "sampling_seed", "frequency_penalty", "presence_penalty", "no_stop_trim",
-                         "spaces_between_special_tokens"},
+                         "spaces_between_special_tokens", "json_schema", "regex", "ebnf"},
                         kSamplingExtras),
                    "sampling_params"));
     LUCID_API_RETURN_IF_ERROR(ParseCommonSampling(*sp, "sampling_params", 1e6, out));
@@ -548,6 +541,7 @@ std::optional<ApiError> ParseGenerateRequest(const ordered_json& body, ParsedReq
     out->top_logprobs = top ? static_cast<int>(*top) : 0;
     out->sampling.logprobs = out->top_logprobs;
   }
+  LUCID_API_RETURN_IF_ERROR(ParseStructuredOutput(body, false, true, nullptr, &out->structured));
   return CheckChoiceCount(*out);
 }
 

@@ -5,8 +5,10 @@
 // What is rejected, each with a 400 OpenAI-style error naming the parameter:
 // - a body that is not JSON, is nested deeper than kMaxJsonDepth, or is not an object;
 // - unknown fields (as OpenAI does: "Unrecognized request argument supplied: x"); fields OpenAI
-//   knows but lucid does not implement (logit_bias, suffix, response_format other than text,
-//   tool_choice "required", ...) when set to anything but their neutral value;
+//   knows but lucid does not implement (logit_bias, suffix, ...) when set to anything but their
+//   neutral value;
+// - structured output fields (response_format, regex, ebnf, tool_choice) that are malformed
+//   (server/structured_output.h; their grammars are compiled by the route);
 // - wrong JSON types (code "invalid_type"); values out of range: temperature outside [0, 2]
 //   (OpenAI routes) or < 0 (/generate), top_p outside (0, 1], max_tokens < 1, n outside
 //   [1, kMaxChoices], logprobs / top_logprobs outside [0, 20], penalties outside [-2, 2];
@@ -24,6 +26,7 @@
 
 #include "runtime/engine.h"
 #include "server/api_error.h"
+#include "server/structured_output.h"
 
 namespace lucid::server {
 
@@ -61,6 +64,7 @@ struct ParsedRequest {
   bool want_logprobs =
       false;  // completions: logprobs given; chat: logprobs; generate: return_logprob
   int top_logprobs = 0;
+  StructuredOutput structured;  // response_format / regex / ebnf / forced tool_choice
 };
 
 // Parses `body` into `out` (object, depth-checked). The error is a 400.
