@@ -7,7 +7,7 @@ PKGS=(
   libpcre2-dev libicu-dev libhwy-dev libxxhash-dev libcpp-httplib-dev libomp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv
-  curl ca-certificates
+  curl ca-certificates patch
   clang-14 libclang-rt-14-dev
 )
 missing=()
@@ -37,12 +37,16 @@ fi
 
 # xgrammar (the grammar engine behind structured output, src/grammar): its PyPI sdist ships the C++
 # sources, built with the project (CMakeLists.txt). Pinned by version and sha256; unpacked into
-# third_party/ (ignored), never committed.
+# third_party/ (ignored), never committed, then patched with scripts/patches/xgrammar-*: 0.2.8's
+# JSON strings let UTF-16 surrogates (ED A0 80...) through, and its length-bounded ones control
+# characters too; both make invalid JSON.
 XGRAMMAR_VERSION=0.2.8
 XGRAMMAR_SHA256=8305646fd2b319d6c3003f51a1665e54cbbe9cba1fb636bc41d0b46434ccbb80
 XGRAMMAR_URL=https://files.pythonhosted.org/packages/03/0f/29f521535729be740779c2c98b630ef6607cf28be9b669895dd2b821ff63/xgrammar-$XGRAMMAR_VERSION.tar.gz
 XGRAMMAR_DIR=third_party/xgrammar-$XGRAMMAR_VERSION
-if [ ! -f "$XGRAMMAR_DIR/.unpacked" ]; then
+XGRAMMAR_PATCHES=(scripts/patches/xgrammar-"$XGRAMMAR_VERSION"-*.patch)
+XGRAMMAR_STAMP="$XGRAMMAR_DIR/.unpacked-$(cat "${XGRAMMAR_PATCHES[@]}" | sha256sum | cut -c1-16)"
+if [ ! -f "$XGRAMMAR_STAMP" ]; then
   echo "setup: fetching xgrammar $XGRAMMAR_VERSION (PyPI sdist)"
   mkdir -p third_party
   tarball=third_party/xgrammar-$XGRAMMAR_VERSION.tar.gz
@@ -56,5 +60,6 @@ if [ ! -f "$XGRAMMAR_DIR/.unpacked" ]; then
   fi
   rm -rf "$XGRAMMAR_DIR"
   tar -xzf "$tarball" -C third_party
-  touch "$XGRAMMAR_DIR/.unpacked"
+  for p in "${XGRAMMAR_PATCHES[@]}"; do patch -s -p1 -d "$XGRAMMAR_DIR" < "$p"; done
+  touch "$XGRAMMAR_STAMP"
 fi

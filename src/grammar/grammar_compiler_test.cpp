@@ -104,7 +104,36 @@ TEST(GrammarCompiler, JsonSchemaRefusesInvalidInstances) {
     EXPECT_FALSE(Walks(*v, kPerson, R"({"name":"a","role":"user","x":1})"));        // strict: extra
     EXPECT_FALSE(Walks(*v, kPerson, R"({"name": "ann","role":"user"})"));           // compact only
     EXPECT_FALSE(Walks(*v, kPerson, R"({"name":"ann","role":"user","tags":[1]})"));  // item type
+    // A raw control character is not JSON, in a length-bounded string too (xgrammar 0.2.8 let it
+    // through; scripts/patches/xgrammar-0.2.8-json-strings.patch).
+    EXPECT_FALSE(Walks(*v, kPerson, "{\"name\":\"a\x02\",\"role\":\"user\"}"));
+    EXPECT_FALSE(Walks(*v, kPerson, "{\"name\":\"a\x1f\",\"role\":\"user\"}"));
   }
+}
+
+// The byte vocabulary walks raw bytes (id = byte), valid UTF-8 or not.
+bool WalksBytes(const GrammarSpec& spec, const std::string& bytes) {
+  Vocab& v = ByteVocab();
+  auto c = v.compiler->Compile(spec);
+  EXPECT_TRUE(c.ok());
+  auto m = (*c)->NewMatcher();
+  for (unsigned char b : bytes)
+    if (!m->Accept(b)) return false;
+  return m->Accept(v.eos) && m->IsTerminated();
+}
+
+TEST(GrammarCompiler, StringsAreValidUtf8WithoutSurrogates) {
+  const GrammarSpec any{GrammarKind::kJsonSchema, R"({"type": "string"})"};
+  const GrammarSpec bounded{GrammarKind::kJsonSchema, R"({"type": "string", "maxLength": 3})"};
+  for (const GrammarSpec* s : {&any, &bounded}) {
+    EXPECT_TRUE(WalksBytes(*s, "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"")) << s->source;
+    EXPECT_FALSE(WalksBytes(*s, "\"\xed\xa0\x80\"")) << s->source;   // U+D800
+    EXPECT_FALSE(WalksBytes(*s, "\"\xed\xbf\xbf\"")) << s->source;   // U+DFFF
+    EXPECT_FALSE(WalksBytes(*s, "\"\xc0\x80\"")) << s->source;       // overlong
+    EXPECT_FALSE(WalksBytes(*s, "\"\xf0\x90\x80t\"")) << s->source;  // truncated
+    EXPECT_FALSE(WalksBytes(*s, "\"\x02\"")) << s->source;           // control character
+  }
+  EXPECT_TRUE(WalksBytes(any, "\"\xed\x9f\xbf\xee\x80\x80\""));  // U+D7FF, U+E000
 }
 
 TEST(GrammarCompiler, FirstMaskAllowsOnlyTheOpeningBrace) {
