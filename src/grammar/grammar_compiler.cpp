@@ -4,6 +4,7 @@
 
 #include <xgrammar/xgrammar.h>
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <fstream>
@@ -43,10 +44,16 @@ class XgrammarMatcher final : public TokenMatcher {
     const size_t n = std::min(logits.size(), static_cast<size_t>(vocab_size_));
     for (size_t w = 0; w * 32 < n; ++w) {
       const uint32_t bits = static_cast<uint32_t>(bitmask_[w]);
-      if (bits == 0xffffffffu) continue;
+      if (bits == 0xffffffffu) continue;  // most words inside strings
       const size_t end = std::min(n, w * 32 + 32);
-      for (size_t i = w * 32; i < end; ++i)
-        if (!((bits >> (i - w * 32)) & 1u)) logits[i] = kNegInf;
+      if (bits == 0) {  // most words between tokens of structure
+        std::fill(logits.begin() + w * 32, logits.begin() + end, kNegInf);
+        continue;
+      }
+      for (uint32_t rejected = ~bits; rejected != 0; rejected &= rejected - 1) {
+        const size_t i = w * 32 + static_cast<size_t>(__builtin_ctz(rejected));
+        if (i < end) logits[i] = kNegInf;
+      }
     }
     for (size_t i = n; i < logits.size(); ++i) logits[i] = kNegInf;
   }

@@ -18,7 +18,6 @@ struct EngineCore::Request {
   int64_t prompt_tokens = 0;
   int64_t generated = 0;
   std::unique_ptr<TokenMatcher> matcher;  // structured output (null: unconstrained)
-  std::vector<float> masked;              // the masked logits row (reused between steps)
 };
 
 namespace {
@@ -123,7 +122,8 @@ void EngineCore::Add(uint64_t id, GenerationRequest request, Engine::Sink sink) 
   auto r = std::unique_ptr<Request>(new Request{
       id, request.sampling, std::move(sink),
       RequestSampler(request.sampling, seed, request.prompt, model_->config().vocab_size), nullptr,
-      StopStringFilter(request.sampling.stop), static_cast<int64_t>(request.prompt.size()), 0});
+      StopStringFilter(request.sampling.stop), static_cast<int64_t>(request.prompt.size()), 0,
+      nullptr});
   if (request.sampling.constraint) r->matcher = request.sampling.constraint->NewMatcher();
   if (tokenizer_ != nullptr) {
     const size_t n = request.prompt.size(), k = std::min(n, kDetokContext);
@@ -252,7 +252,7 @@ void EngineCore::Step() {
   // Fail/Finish erase a chunk's own sequence only; the other chunks' sequences stay valid.
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
-    const float* rows = logits.data<const float>() + row * V;
+    float* rows = logits.data<float>() + row * V;  // this step's own buffer: masked in place
     row += c.count;
     const uint64_t id = c.seq->id;
     Status check = CheckChunk(c, rows, i < sites.size() ? sites[i] : std::nullopt);
@@ -265,16 +265,12 @@ void EngineCore::Step() {
   }
 }
 
-void EngineCore::SampleAndEmit(Request& r, const float* logits_row) {
+void EngineCore::SampleAndEmit(Request& r, float* logits_row) {
   const int64_t V = model_->config().vocab_size;
   RequestOutput out;
   TokenLogprob lp;
-  std::span<const float> row(logits_row, static_cast<size_t>(V));
-  if (r.matcher) {
-    r.masked.assign(logits_row, logits_row + V);
-    r.matcher->MaskLogits(r.masked);
-    row = r.masked;
-  }
+  std::span<float> row(logits_row, static_cast<size_t>(V));
+  if (r.matcher) r.matcher->MaskLogits(row);
   const int32_t token = r.sampler.Sample(row, r.generated, &lp);
   if (r.matcher && !r.matcher->Accept(token))
     return Fail(r.id, Internal("structured output: request " + std::to_string(r.id) +
