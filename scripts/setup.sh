@@ -50,7 +50,7 @@ if [ ! -f "$XGRAMMAR_STAMP" ]; then
   echo "setup: fetching xgrammar $XGRAMMAR_VERSION (PyPI sdist)"
   mkdir -p third_party
   tarball=third_party/xgrammar-$XGRAMMAR_VERSION.tar.gz
-  if ! { [ -f "$tarball" ] && echo "$XGRAMMAR_SHA256  $tarball" | sha256sum -c --quiet - 2>/dev/null; }; then
+  if ! { [ -f "$tarball" ] && echo "$XGRAMMAR_SHA256  $tarball" | sha256sum -c --quiet - >/dev/null 2>&1; }; then
     curl -fsSL --retry 3 -o "$tarball.part" "$XGRAMMAR_URL"
     mv "$tarball.part" "$tarball"
   fi
