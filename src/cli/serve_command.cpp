@@ -221,6 +221,17 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
   sm.model_path = model_path;
   sm.tool_call_format = server::ToolCallFormatFromName(StrOr(rc, "tool-call-parser", "none"));
   sm.reasoning_parser = StrOr(rc, "reasoning-parser", "none") != "none";
+  if (assets->tokenizer) {
+    std::vector<int32_t> eos(mc.eos_token_ids.begin(), mc.eos_token_ids.end());
+    auto grammars = grammar::CompilerForTokenizerFile(model_path + "/tokenizer.json",
+                                                      *assets->tokenizer, mc.vocab_size, eos);
+    if (grammars.ok()) {
+      sm.grammars = std::move(*grammars);
+    } else {
+      sm.grammar_error = grammars.status().message();
+      LogWarning("structured output unavailable: " + sm.grammar_error);
+    }
+  }
   http.AttachEngine(engine.get(), sm, {{"config", rc.ToJson()}});
   http.SetPhase(server::Phase::kWarmingUp, "running a warm-up generation");
   const int32_t bos = mc.bos_token_id ? static_cast<int32_t>(*mc.bos_token_id) : 0;

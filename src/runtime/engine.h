@@ -18,6 +18,7 @@
 
 #include "core/status.h"
 #include "models/model.h"
+#include "runtime/token_constraint.h"
 
 namespace lucid {
 
@@ -44,6 +45,11 @@ struct SamplingParams {
   std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logits before sampling
   int64_t min_tokens = 0;  // EOS and stop_token_ids cannot be sampled before this many tokens
   bool include_stop_str_in_output = false;  // a matched stop string ends the text, not cut
+  // Structured output: a grammar the output must follow (null: none). Each step the tokens it
+  // forbids are masked to -inf before the penalties and the sampler (so logprobs are those of the
+  // masked distribution, as vLLM's); the request finishes with "stop" once the grammar accepts a
+  // stop token. It reaches "length" if max_tokens runs out first.
+  std::shared_ptr<const TokenConstraint> constraint;
 };
 
 struct GenerationRequest {

@@ -22,6 +22,7 @@ struct EngineCore::Request {
   int32_t prompt_lp_top = -1;
   int64_t prompt_lp_start = 1;
   std::vector<TokenLogprob> prompt_lps;
+  std::unique_ptr<TokenMatcher> matcher;  // structured output (null: unconstrained)
 };
 
 namespace {
@@ -146,12 +147,14 @@ void EngineCore::Add(uint64_t id, GenerationRequest request, Engine::Sink sink) 
       0,
       -1,
       1,
-      {}});
+      {},
+      nullptr});
   if (request.sampling.min_tokens > 0) {
     std::vector<int32_t> ids = request.sampling.stop_token_ids;
     if (!request.sampling.ignore_eos) ids.insert(ids.end(), eos_ids_.begin(), eos_ids_.end());
     r->sampler.SuppressUntilMinTokens(std::move(ids));
   }
+  if (request.sampling.constraint) r->matcher = request.sampling.constraint->NewMatcher();
   if (tokenizer_ != nullptr) {
     const size_t n = request.prompt.size(), k = std::min(n, kDetokContext);
     r->detok = std::make_unique<tok::IncrementalDetokenizer>(
@@ -286,7 +289,7 @@ void EngineCore::Step() {
   // Fail/Finish erase a chunk's own sequence only; the other chunks' sequences stay valid.
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
-    const float* rows = logits.data<const float>() + row * V;
+    float* rows = logits.data<float>() + row * V;  // this step's own buffer: masked in place
     row += c.count;
     const uint64_t id = c.seq->id;
     Status check = CheckChunk(c, rows, i < sites.size() ? sites[i] : std::nullopt);
@@ -316,11 +319,18 @@ void EngineCore::CollectPromptLogprobs(Request& r, const ScheduledChunk& c, cons
   }
 }
 
-void EngineCore::SampleAndEmit(Request& r, const float* logits_row) {
+void EngineCore::SampleAndEmit(Request& r, float* logits_row) {
   const int64_t V = model_->config().vocab_size;
   RequestOutput out;
   TokenLogprob lp;
-  const int32_t token = r.sampler.Sample({logits_row, static_cast<size_t>(V)}, r.generated, &lp);
+  std::span<float> row(logits_row, static_cast<size_t>(V));
+  if (r.matcher) r.matcher->MaskLogits(row);
+  const int32_t token = r.sampler.Sample(row, r.generated, &lp);
+  if (r.matcher && !r.matcher->Accept(token))
+    return Fail(r.id, Internal("structured output: request " + std::to_string(r.id) +
+                               ": the grammar refused token " + std::to_string(token) +
+                               " after its own mask allowed it (step " +
+                               std::to_string(r.generated) + ")"));
   scheduler_.Append(r.id, token);
   ++r.generated;
   ++stats_.generated_tokens;
@@ -330,7 +340,8 @@ void EngineCore::SampleAndEmit(Request& r, const float* logits_row) {
   const auto& stop_ids = r.params.stop_token_ids;
   const bool stop_token = (!r.params.ignore_eos &&
                            std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) ||
-                          std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+                          std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end() ||
+                          (r.matcher && r.matcher->IsTerminated());
   std::string reason;
   if (stop_token) {
     reason = "stop";

@@ -79,7 +79,8 @@ class EngineCore {
   // `site` is the model's report for the chunk (kLayers only).
   Status CheckChunk(const ScheduledChunk& chunk, const float* rows,
                     const std::optional<NonFiniteSite>& site) const;
-  void SampleAndEmit(Request& r, const float* logits_row);
+  // Samples from `logits_row` (this step's row of the request; a constraint masks it in place).
+  void SampleAndEmit(Request& r, float* logits_row);
   // Prompt logprobs: the positions of chunk `c` whose rows predict a wanted prompt token.
   void CollectPromptLogprobs(Request& r, const ScheduledChunk& c, const float* rows);
   void Finish(Request& r, RequestOutput& out, const std::string& reason, Status error = {});

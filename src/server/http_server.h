@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "grammar/grammar_compiler.h"
 #include "runtime/engine.h"
 #include "server/api_error.h"
 #include "server/health_monitor.h"
@@ -101,6 +102,10 @@ struct ServingModel {
   // request has tools; nullopt / false: the text is returned as it is.
   std::optional<ToolCallFormat> tool_call_format;
   bool reasoning_parser = false;
+  // Structured output's grammar compiler over the tokenizer's vocabulary (null: requests that ask
+  // for structured output get a 400 saying grammar_error).
+  std::shared_ptr<grammar::GrammarCompiler> grammars;
+  std::string grammar_error;
 };
 
 enum class Phase { kLoading, kWarmingUp, kReady, kShuttingDown };

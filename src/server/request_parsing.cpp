@@ -229,17 +229,6 @@ Err ParseModel(const ordered_json& body, ParsedRequest* out) {
 Err RejectUnsupported(const ordered_json& body) {
   if (const ordered_json* v = Field(body, "suffix"))
     if (!(v->is_string() && v->get<std::string>().empty())) return Unsupported("suffix", "");
-  if (const ordered_json* v = Field(body, "response_format")) {
-    if (!v->is_object()) return WrongType("response_format", "an object", *v);
-    if (v->value("type", "") != "text")
-      return Unsupported("response_format", "only {\"type\": \"text\"} is implemented");
-  }
-  if (const ordered_json* v = Field(body, "tool_choice")) {
-    if (!(v->is_string() && (*v == "none" || *v == "auto")))
-      return Unsupported("tool_choice",
-                         "only \"none\" and \"auto\" are implemented (tool calls "
-                         "are returned as text)");
-  }
   for (const char* key : {"reasoning_effort", "modalities", "audio", "prediction",
                           "web_search_options", "functions", "function_call"}) {
     if (Field(body, key)) return Unsupported(key, "");
@@ -461,7 +450,8 @@ std::optional<ApiError> ParseCompletionRequest(const ordered_json& body, ParsedR
   static const std::set<std::string> kKnown =
       With({"model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream",
             "stream_options", "stop", "seed", "logprobs", "echo", "presence_penalty",
-            "frequency_penalty", "best_of", "logit_bias", "suffix", "user"},
+            "frequency_penalty", "best_of", "logit_bias", "suffix", "user", "response_format",
+            "regex", "ebnf"},
            With(kSamplingExtras, kVllmExtras));
   LUCID_API_RETURN_IF_ERROR(CheckKnown(body, kKnown, "", out));
   LUCID_API_RETURN_IF_ERROR(RejectUnsupported(body));
@@ -494,6 +484,7 @@ std::optional<ApiError> ParseCompletionRequest(const ordered_json& body, ParsedR
                          "non-streaming requests)");
     out->prompt_logprobs_from = 0;
   }
+  LUCID_API_RETURN_IF_ERROR(ParseStructuredOutput(body, false, false, nullptr, &out->structured));
   return CheckChoiceCount(*out);
 }
 
@@ -534,7 +525,9 @@ std::optional<ApiError> ParseChatRequest(const ordered_json& body, ParsedRequest
                                                     "functions",
                                                     "function_call",
                                                     "chat_template_kwargs",
-                                                    "add_generation_prompt"},
+                                                    "add_generation_prompt",
+                                                    "regex",
+                                                    "ebnf"},
                                                    With(kSamplingExtras, kVllmExtras));
   LUCID_API_RETURN_IF_ERROR(CheckKnown(body, kKnown, "", out));
   LUCID_API_RETURN_IF_ERROR(RejectUnsupported(body));
@@ -572,7 +565,7 @@ std::optional<ApiError> ParseChatRequest(const ordered_json& body, ParsedRequest
       GetBool(body, "add_generation_prompt", "", &out->add_generation_prompt));
   LUCID_API_RETURN_IF_ERROR(ParseVllmExtras(body, out));
   LUCID_API_RETURN_IF_ERROR(ParseStreamFlags(body, out));
-  return std::nullopt;
+  return ParseStructuredOutput(body, true, false, out->tools, &out->structured);
 }
 
 std::optional<ApiError> ParseGenerateRequest(const ordered_json& body, ParsedRequest* out,
@@ -609,7 +602,7 @@ std::optional<ApiError> ParseGenerateRequest(const ordered_json& body, ParsedReq
         CheckKnown(*sp,
                    With({"max_new_tokens", "temperature", "top_p", "n", "stop", "seed",
                          "sampling_seed", "frequency_penalty", "presence_penalty", "no_stop_trim",
-                         "spaces_between_special_tokens"},
+                         "spaces_between_special_tokens", "json_schema", "regex", "ebnf"},
                         kSamplingExtras),
                    "sampling_params", out));
     LUCID_API_RETURN_IF_ERROR(ParseCommonSampling(*sp, "sampling_params", 1e6, out));
@@ -630,6 +623,7 @@ std::optional<ApiError> ParseGenerateRequest(const ordered_json& body, ParsedReq
   LUCID_API_RETURN_IF_ERROR(
       GetInt(body, "logprob_start_len", "", -1, std::numeric_limits<int32_t>::max(), &start));
   if (out->want_logprobs && start && *start >= 0) out->prompt_logprobs_from = *start;
+  LUCID_API_RETURN_IF_ERROR(ParseStructuredOutput(body, false, true, nullptr, &out->structured));
   return CheckChoiceCount(*out);
 }
 

@@ -6,8 +6,10 @@
 // - a body that is not JSON, is nested deeper than kMaxJsonDepth, or is not an object;
 // - with strict_fields, unknown fields (as OpenAI: "Unrecognized request argument supplied: x");
 //   without, they are ignored and named in ParsedRequest::ignored_fields (as vLLM, SGLang); fields
-//   OpenAI knows but lucid does not implement (suffix, response_format other than text, priority !=
-//   0, tool_choice "required", ...) when set to anything but their neutral value;
+//   OpenAI knows but lucid does not implement (suffix, priority != 0, ...) when set to anything
+//   but their neutral value;
+// - structured output fields (response_format, regex, ebnf, tool_choice) that are malformed
+//   (server/structured_output.h; their grammars are compiled by the route);
 // - wrong JSON types (code "invalid_type"); values out of range: temperature outside [0, 2]
 //   (OpenAI routes) or < 0 (/generate), top_p outside (0, 1], max_tokens < 1, n outside
 //   [1, kMaxChoices], logprobs / top_logprobs outside [0, 20], penalties outside [-2, 2];
@@ -25,6 +27,7 @@
 
 #include "runtime/engine.h"
 #include "server/api_error.h"
+#include "server/structured_output.h"
 
 namespace lucid::server {
 
@@ -74,6 +77,7 @@ struct ParsedRequest {
   int64_t prompt_logprobs_from = -1;
   bool strict_fields = true;                // unknown fields are a 400
   std::vector<std::string> ignored_fields;  // unknown fields ignored (when not strict_fields)
+  StructuredOutput structured;  // response_format / regex / ebnf / forced tool_choice
 };
 
 // Parses `body` into `out` (object, depth-checked). The error is a 400.

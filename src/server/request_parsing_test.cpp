@@ -158,8 +158,8 @@ TEST(ParseChat, MessagesAreValidatedAndFlattened) {
       "top_logprobs");
   EXPECT_EQ(
       ChatError(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})")
-          .code,
-      "unsupported_parameter");
+          .param,
+      "tool_choice");  // "required" needs tools
   EXPECT_EQ(ChatError(R"({"messages": [{"role": "user", "content": "x"}], "prompt": "x"})").code,
             "unknown_parameter");
   // Assistant messages may omit content (tool calls).

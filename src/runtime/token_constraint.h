@@ -1,0 +1,37 @@
+// TokenConstraint: what a request may sample next, decided by a grammar (structured output:
+// JSON schema, regex, EBNF). The runtime knows only this interface; src/grammar implements it over
+// xgrammar. A constraint is immutable and shared (one per compiled grammar, cached by the server);
+// each request gets its own TokenMatcher, which walks the grammar token by token.
+// Engine contract (runtime/engine_core.cpp): before sampling, MaskLogits sets every token the
+// grammar forbids to -inf; after sampling, Accept advances over the chosen token; once
+// IsTerminated (the grammar accepted one of its stop tokens) the request finishes with "stop".
+// Thread-safety: TokenConstraint is thread-safe (const); a TokenMatcher belongs to one thread at a
+// time (the engine thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+namespace lucid {
+
+class TokenMatcher {
+ public:
+  virtual ~TokenMatcher() = default;
+  // Sets logits[t] = -inf for every token t the grammar does not allow next. At least one token
+  // stays allowed while !IsTerminated() (a stop token once the output is complete).
+  virtual void MaskLogits(std::span<float> logits) = 0;
+  // Advances over `token`; false (state unchanged) if the grammar does not allow it.
+  virtual bool Accept(int32_t token) = 0;
+  // True once a stop token was accepted: the output is complete and nothing may follow.
+  virtual bool IsTerminated() const = 0;
+};
+
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+  // A matcher at the grammar's start.
+  virtual std::unique_ptr<TokenMatcher> NewMatcher() const = 0;
+};
+
+}  // namespace lucid
