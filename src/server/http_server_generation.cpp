@@ -276,197 +276,196 @@ std::optional<ApiError> BuildEngineRequests(const ParsedRequest& r, const Servin
       prompt_index->push_back(p);
     }
   }
-  // The request's grammar as the engine's constraint (null when the output is unconstrained),
-  // compiled here on the HTTP thread (cached by source text in m.grammars).
-  std::optional<ApiError> CompileConstraint(const StructuredOutput& s, const ServingModel& m,
-                                            std::shared_ptr<const TokenConstraint>* out) {
-    out->reset();
-    if (!s.grammar) return std::nullopt;
-    if (!m.grammars)
-      return BadRequest("'" + s.param + "' needs structured output, which the model '" + m.name +
-                            "' cannot do: " +
-                            (m.grammar_error.empty() ? "it has no tokenizer" : m.grammar_error) +
-                            ".",
-                        s.param, "structured_output_unavailable");
-    StatusOr<std::shared_ptr<const TokenConstraint>> c = m.grammars->Compile(*s.grammar);
-    if (!c.ok())
-      return BadRequest("Invalid '" + s.param + "': " + c.status().message(), s.param,
-                        "invalid_grammar");
-    *out = std::move(*c);
-    return std::nullopt;
-  }
+  return std::nullopt;
+}
 
-  const char* ParamOf(ApiKind k) {
-    return k == ApiKind::kChat ? "messages" : k == ApiKind::kGenerate ? "text" : "prompt";
-  }
+// The request's grammar as the engine's constraint (null when the output is unconstrained),
+// compiled here on the HTTP thread (cached by source text in m.grammars).
+std::optional<ApiError> CompileConstraint(const StructuredOutput& s, const ServingModel& m,
+                                          std::shared_ptr<const TokenConstraint>* out) {
+  out->reset();
+  if (!s.grammar) return std::nullopt;
+  if (!m.grammars)
+    return BadRequest("'" + s.param + "' needs structured output, which the model '" + m.name +
+                          "' cannot do: " +
+                          (m.grammar_error.empty() ? "it has no tokenizer" : m.grammar_error) + ".",
+                      s.param, "structured_output_unavailable");
+  StatusOr<std::shared_ptr<const TokenConstraint>> c = m.grammars->Compile(*s.grammar);
+  if (!c.ok())
+    return BadRequest("Invalid '" + s.param + "': " + c.status().message(), s.param,
+                      "invalid_grammar");
+  *out = std::move(*c);
+  return std::nullopt;
+}
 
-  // Everything a streaming response needs between provider calls (one HTTP thread at a time).
-  struct StreamState {
-    std::shared_ptr<GenerationJob> job;
-    std::shared_ptr<const void> keep;  // the Attached snapshot (tokenizer lifetime)
-    std::unique_ptr<HttpServer::InFlightSlot> slot;
-    const tok::Tokenizer* tokenizer = nullptr;
-    ParsedRequest req;
-    ResponseMeta meta;
-    std::vector<std::string> echo_prefix;
-    std::vector<size_t> text_offset;  // completions logprobs: characters so far per choice
-    std::vector<ChatDeltaStream> chat_parsers;  // chat with output parsing: one per choice
-    bool started = false;
-    bool done = false;
-  };
+const char* ParamOf(ApiKind k) {
+  return k == ApiKind::kChat ? "messages" : k == ApiKind::kGenerate ? "text" : "prompt";
+}
 
-  // vLLM's per-chunk extras: the chunk's token_ids (return_token_ids) and the choice's usage so far
-  // (stream_options.continuous_usage_stats with include_usage).
-  json Decorated(const StreamState& st, const RequestOutput& o, json chunk) {
-    if (st.req.return_token_ids) chunk["choices"][0]["token_ids"] = o.new_tokens;
-    if (st.req.include_usage && st.req.continuous_usage_stats)
-      chunk["usage"] = {{"prompt_tokens", o.prompt_tokens},
-                        {"completion_tokens", o.completion_tokens},
-                        {"total_tokens", o.prompt_tokens + o.completion_tokens}};
-    return chunk;
-  }
+// Everything a streaming response needs between provider calls (one HTTP thread at a time).
+struct StreamState {
+  std::shared_ptr<GenerationJob> job;
+  std::shared_ptr<const void> keep;  // the Attached snapshot (tokenizer lifetime)
+  std::unique_ptr<HttpServer::InFlightSlot> slot;
+  const tok::Tokenizer* tokenizer = nullptr;
+  ParsedRequest req;
+  ResponseMeta meta;
+  std::vector<std::string> echo_prefix;
+  std::vector<size_t> text_offset;            // completions logprobs: characters so far per choice
+  std::vector<ChatDeltaStream> chat_parsers;  // chat with output parsing: one per choice
+  bool started = false;
+  bool done = false;
+};
 
-  std::string StartChunks(StreamState & st) {
-    std::string out;
-    for (size_t i = 0; i < st.job->choices().size(); ++i) {
-      const ChoiceState& c = st.job->choices()[i];
-      if (st.req.kind == ApiKind::kChat) {
-        RequestOutput none;
-        none.prompt_tokens = c.prompt_tokens;
-        out += SseData(Decorated(
-            st, none,
-            ChatChunk(st.meta, i, {{"role", "assistant"}, {"content", ""}}, nullptr, "")));
-      } else if (st.req.kind == ApiKind::kCompletions && st.req.echo) {
-        const std::string& p = st.echo_prefix[c.prompt_index];
-        out += SseData(CompletionChunk(st.meta, i, p, nullptr, ""));
-        st.text_offset[i] = Utf8Chars(p);
-      }
+// vLLM's per-chunk extras: the chunk's token_ids (return_token_ids) and the choice's usage so far
+// (stream_options.continuous_usage_stats with include_usage).
+json Decorated(const StreamState& st, const RequestOutput& o, json chunk) {
+  if (st.req.return_token_ids) chunk["choices"][0]["token_ids"] = o.new_tokens;
+  if (st.req.include_usage && st.req.continuous_usage_stats)
+    chunk["usage"] = {{"prompt_tokens", o.prompt_tokens},
+                      {"completion_tokens", o.completion_tokens},
+                      {"total_tokens", o.prompt_tokens + o.completion_tokens}};
+  return chunk;
+}
+
+std::string StartChunks(StreamState& st) {
+  std::string out;
+  for (size_t i = 0; i < st.job->choices().size(); ++i) {
+    const ChoiceState& c = st.job->choices()[i];
+    if (st.req.kind == ApiKind::kChat) {
+      RequestOutput none;
+      none.prompt_tokens = c.prompt_tokens;
+      out += SseData(Decorated(
+          st, none, ChatChunk(st.meta, i, {{"role", "assistant"}, {"content", ""}}, nullptr, "")));
+    } else if (st.req.kind == ApiKind::kCompletions && st.req.echo) {
+      const std::string& p = st.echo_prefix[c.prompt_index];
+      out += SseData(CompletionChunk(st.meta, i, p, nullptr, ""));
+      st.text_offset[i] = Utf8Chars(p);
     }
-    return out;
   }
+  return out;
+}
 
-  // A chat event through the choice's output parsers: one chunk per delta they give (logprobs and
-  // token ids go with the first), then the finish chunk.
-  std::string ParsedChatChunks(StreamState & st, const ChoiceEvent& e) {
-    const RequestOutput& o = e.output;
-    ChatDeltaStream& parser = st.chat_parsers[e.choice];
-    std::vector<json> deltas = parser.Push(o.text);
-    if (o.finished)
-      for (json& d : parser.Finish()) deltas.push_back(std::move(d));
-    json lp = st.req.want_logprobs && !o.logprobs.empty()
-                  ? ChatLogprobs(o.logprobs, st.tokenizer, st.req.top_logprobs)
-                  : json(nullptr);
-    RequestOutput rest = o;
-    if (deltas.empty() && (!o.new_tokens.empty() && (st.req.return_token_ids || !lp.is_null())))
-      deltas.push_back({{"content", ""}});  // the tokens' logprobs / ids still go out
-    std::string out;
-    for (json& d : deltas) {
-      out += SseData(Decorated(st, rest, ChatChunk(st.meta, e.choice, d, lp, "")));
-      lp = nullptr;
-      rest.new_tokens.clear();
+// A chat event through the choice's output parsers: one chunk per delta they give (logprobs and
+// token ids go with the first), then the finish chunk.
+std::string ParsedChatChunks(StreamState& st, const ChoiceEvent& e) {
+  const RequestOutput& o = e.output;
+  ChatDeltaStream& parser = st.chat_parsers[e.choice];
+  std::vector<json> deltas = parser.Push(o.text);
+  if (o.finished)
+    for (json& d : parser.Finish()) deltas.push_back(std::move(d));
+  json lp = st.req.want_logprobs && !o.logprobs.empty()
+                ? ChatLogprobs(o.logprobs, st.tokenizer, st.req.top_logprobs)
+                : json(nullptr);
+  RequestOutput rest = o;
+  if (deltas.empty() && (!o.new_tokens.empty() && (st.req.return_token_ids || !lp.is_null())))
+    deltas.push_back({{"content", ""}});  // the tokens' logprobs / ids still go out
+  std::string out;
+  for (json& d : deltas) {
+    out += SseData(Decorated(st, rest, ChatChunk(st.meta, e.choice, d, lp, "")));
+    lp = nullptr;
+    rest.new_tokens.clear();
+  }
+  if (o.finished) {
+    std::string finish = FinishReason(o.finish_reason);
+    if (finish == "stop" && parser.made_calls()) finish = "tool_calls";
+    out +=
+        SseData(Decorated(st, rest, ChatChunk(st.meta, e.choice, json::object(), nullptr, finish)));
+  }
+  return out;
+}
+
+std::string EventChunks(StreamState& st, const ChoiceEvent& e) {
+  const RequestOutput& o = e.output;
+  if (o.finished && o.finish_reason == "error") return "";  // reported as an error event
+  const size_t i = e.choice;
+  const std::string finish = o.finished ? FinishReason(o.finish_reason) : "";
+  const bool has_content = !o.text.empty() || !o.new_tokens.empty();
+  std::string out;
+  if (st.req.kind == ApiKind::kCompletions) {
+    if (!has_content && !o.finished) return "";
+    json lp = nullptr;
+    if (st.req.want_logprobs)
+      lp = CompletionLogprobs(o.logprobs, st.tokenizer, st.req.top_logprobs, &st.text_offset[i]);
+    out += SseData(Decorated(st, o, CompletionChunk(st.meta, i, o.text, lp, finish)));
+  } else if (st.req.kind == ApiKind::kChat && st.req.structured.tools != ForcedTools::kNone) {
+    // A forced tool call is sent whole once the output is complete (it must parse first).
+    if (!o.finished) return "";
+    const ChoiceState& c = st.job->choices()[i];
+    std::optional<json> delta =
+        c.finish_reason == "stop" ? ForcedToolCallsDelta(st.req.structured, c.text) : std::nullopt;
+    out += SseData(Decorated(
+        st, o, ChatChunk(st.meta, i, delta ? *delta : json{{"content", c.text}}, nullptr, "")));
+    out += SseData(Decorated(
+        st, o, ChatChunk(st.meta, i, json::object(), nullptr, delta ? "tool_calls" : finish)));
+  } else if (st.req.kind == ApiKind::kChat && !st.chat_parsers.empty()) {
+    out += ParsedChatChunks(st, e);
+  } else if (st.req.kind == ApiKind::kChat) {
+    if (has_content) {
+      json lp = st.req.want_logprobs ? ChatLogprobs(o.logprobs, st.tokenizer, st.req.top_logprobs)
+                                     : json(nullptr);
+      out += SseData(Decorated(st, o, ChatChunk(st.meta, i, {{"content", o.text}}, lp, "")));
     }
     if (o.finished) {
-      std::string finish = FinishReason(o.finish_reason);
-      if (finish == "stop" && parser.made_calls()) finish = "tool_calls";
-      out += SseData(
-          Decorated(st, rest, ChatChunk(st.meta, e.choice, json::object(), nullptr, finish)));
+      RequestOutput none = o;
+      none.new_tokens.clear();  // the tokens went with the content chunk
+      out += SseData(Decorated(st, none, ChatChunk(st.meta, i, json::object(), nullptr, finish)));
     }
-    return out;
+  } else {
+    if (!has_content && !o.finished) return "";
+    const ChoiceState& c = st.job->choices()[i];
+    const double e2e = std::chrono::duration<double>(e.at - st.job->arrival()).count();
+    json j = GenerateResult(c, st.meta.id + "-" + std::to_string(i), e2e, st.req.want_logprobs,
+                            st.tokenizer);
+    if (st.job->choices().size() > 1) j["index"] = i;
+    out += SseData(j);
   }
+  return out;
+}
 
-  std::string EventChunks(StreamState & st, const ChoiceEvent& e) {
-    const RequestOutput& o = e.output;
-    if (o.finished && o.finish_reason == "error") return "";  // reported as an error event
-    const size_t i = e.choice;
-    const std::string finish = o.finished ? FinishReason(o.finish_reason) : "";
-    const bool has_content = !o.text.empty() || !o.new_tokens.empty();
-    std::string out;
-    if (st.req.kind == ApiKind::kCompletions) {
-      if (!has_content && !o.finished) return "";
-      json lp = nullptr;
-      if (st.req.want_logprobs)
-        lp = CompletionLogprobs(o.logprobs, st.tokenizer, st.req.top_logprobs, &st.text_offset[i]);
-      out += SseData(Decorated(st, o, CompletionChunk(st.meta, i, o.text, lp, finish)));
-    } else if (st.req.kind == ApiKind::kChat && st.req.structured.tools != ForcedTools::kNone) {
-      // A forced tool call is sent whole once the output is complete (it must parse first).
-      if (!o.finished) return "";
-      const ChoiceState& c = st.job->choices()[i];
-      std::optional<json> delta = c.finish_reason == "stop"
-                                      ? ForcedToolCallsDelta(st.req.structured, c.text)
-                                      : std::nullopt;
-      out += SseData(Decorated(
-          st, o, ChatChunk(st.meta, i, delta ? *delta : json{{"content", c.text}}, nullptr, "")));
-      out += SseData(Decorated(
-          st, o, ChatChunk(st.meta, i, json::object(), nullptr, delta ? "tool_calls" : finish)));
-    } else if (st.req.kind == ApiKind::kChat && !st.chat_parsers.empty()) {
-      out += ParsedChatChunks(st, e);
-    } else if (st.req.kind == ApiKind::kChat) {
-      if (has_content) {
-        json lp = st.req.want_logprobs ? ChatLogprobs(o.logprobs, st.tokenizer, st.req.top_logprobs)
-                                       : json(nullptr);
-        out += SseData(Decorated(st, o, ChatChunk(st.meta, i, {{"content", o.text}}, lp, "")));
-      }
-      if (o.finished) {
-        RequestOutput none = o;
-        none.new_tokens.clear();  // the tokens went with the content chunk
-        out += SseData(Decorated(st, none, ChatChunk(st.meta, i, json::object(), nullptr, finish)));
-      }
-    } else {
-      if (!has_content && !o.finished) return "";
-      const ChoiceState& c = st.job->choices()[i];
-      const double e2e = std::chrono::duration<double>(e.at - st.job->arrival()).count();
-      json j = GenerateResult(c, st.meta.id + "-" + std::to_string(i), e2e, st.req.want_logprobs,
-                              st.tokenizer);
-      if (st.job->choices().size() > 1) j["index"] = i;
-      out += SseData(j);
-    }
-    return out;
+// One call of the chunked content provider: waits up to a second for events and writes them
+// (or a keep-alive comment, so that a vanished client is noticed), ending with [DONE].
+bool StreamStep(StreamState& st, httplib::DataSink& sink) {
+  std::string out;
+  if (!st.started) {
+    st.started = true;
+    out += StartChunks(st);
   }
+  const auto events = st.job->Next(out.empty() ? milliseconds(1000) : milliseconds(0));
+  for (const ChoiceEvent& e : events) out += EventChunks(st, e);
+  if (const ChoiceState* err = st.job->FirstError()) {
+    st.job->AbortUnfinished();
+    out += SseData(FromStatus(err->error).ToJson());
+    out += "data: [DONE]\n\n";
+    st.done = true;
+  } else if (st.job->AllFinished()) {
+    if (st.req.include_usage)
+      out += SseData(UsageChunk(
+          st.meta, st.req.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion",
+          Usage(st.job->choices())));
+    out += "data: [DONE]\n\n";
+    st.done = true;
+  }
+  if (out.empty()) out = ": keep-alive\n\n";
+  if (!sink.write(out.data(), out.size())) return false;
+  if (st.done) sink.done();
+  return true;
+}
 
-  // One call of the chunked content provider: waits up to a second for events and writes them
-  // (or a keep-alive comment, so that a vanished client is noticed), ending with [DONE].
-  bool StreamStep(StreamState & st, httplib::DataSink & sink) {
-    std::string out;
-    if (!st.started) {
-      st.started = true;
-      out += StartChunks(st);
-    }
-    const auto events = st.job->Next(out.empty() ? milliseconds(1000) : milliseconds(0));
-    for (const ChoiceEvent& e : events) out += EventChunks(st, e);
-    if (const ChoiceState* err = st.job->FirstError()) {
-      st.job->AbortUnfinished();
-      out += SseData(FromStatus(err->error).ToJson());
-      out += "data: [DONE]\n\n";
-      st.done = true;
-    } else if (st.job->AllFinished()) {
-      if (st.req.include_usage)
-        out += SseData(UsageChunk(
-            st.meta, st.req.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion",
-            Usage(st.job->choices())));
-      out += "data: [DONE]\n\n";
-      st.done = true;
-    }
-    if (out.empty()) out = ": keep-alive\n\n";
-    if (!sink.write(out.data(), out.size())) return false;
-    if (st.done) sink.done();
-    return true;
-  }
-
-  // Answers `res` with the SSE stream of `st`; a client that goes away aborts the job.
-  void ServeStream(std::shared_ptr<StreamState> st, httplib::Response & res) {
-    res.set_header("Cache-Control", "no-cache");
-    res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [st](size_t, httplib::DataSink& sink) { return StreamStep(*st, sink); },
-        [st](bool) {
-          if (!st->done) {
-            LogInfo("stream " + st->meta.id + ": client gone; aborting its requests");
-            st->job->AbortUnfinished();
-          }
-          st->slot.reset();
-        });
-  }
+// Answers `res` with the SSE stream of `st`; a client that goes away aborts the job.
+void ServeStream(std::shared_ptr<StreamState> st, httplib::Response& res) {
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream", [st](size_t, httplib::DataSink& sink) { return StreamStep(*st, sink); },
+      [st](bool) {
+        if (!st->done) {
+          LogInfo("stream " + st->meta.id + ": client gone; aborting its requests");
+          st->job->AbortUnfinished();
+        }
+        st->slot.reset();
+      });
+}
 
 }  // namespace
 
