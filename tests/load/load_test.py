@@ -39,7 +39,7 @@ NORMAL = [
 MALFORMED = [
     b"{not json",
     json.dumps({"prompt": "x", "max_tokens": "3"}).encode(),
-    json.dumps({"prompt": "x", "bogus": 1}).encode(),
+    json.dumps({"prompt": "x", "n": 0}).encode(),  # unknown fields are accepted (lenient)
     json.dumps({"prompt": []}).encode(),
     json.dumps({"prompt": "x", "temperature": -1}).encode(),
     b"[" * 100 + b"]" * 100,
