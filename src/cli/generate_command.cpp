@@ -1,5 +1,6 @@
-// `lucid generate`: greedy decoding of a token-id prompt, prefill then incremental decode through
-// the KV cache. Prints the new token ids (text or JSON) and can dump the prompt's logits as .npy.
+// `lucid generate`: greedy decoding of a token-id prompt through the serving engine (EngineCore:
+// one prefill step, then one decode step per token). Prints the new token ids (text or JSON) and
+// can dump the prompt's logits as .npy.
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -10,7 +11,7 @@
 #include "formats/model_config.h"
 #include "formats/npy.h"
 #include "models/registry.h"
-#include "runtime/greedy_generate.h"
+#include "runtime/engine_driver.h"
 
 namespace lucid::cli {
 namespace {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "runtime/engine_test_util.h"
@@ -320,6 +321,43 @@ TEST(EngineTest, LogprobsAreTheRawLogSoftmax) {
   ASSERT_EQ(lp.top.size(), 3u);
   EXPECT_EQ(lp.top[0].first, lp.token);  // greedy: the chosen token is the most likely
   EXPECT_LE(lp.top[1].second, lp.top[0].second);
+}
+
+TEST(EngineTest, PromptLogitsAreEveryPromptRowInPositionOrder) {
+  // A prompt in chunks of 16 whose leading pages a first request left in the prefix cache: the
+  // prompt-logits request still computes (and returns) every row, equal to one unchunked forward.
+  auto ref = LoadTiny("tiny_glm_moe_dsa");
+  const auto p = RandomPrompts(1, 45, 45, 9)[0];
+  const int64_t V = ref->config().vocab_size, P = static_cast<int64_t>(p.size());
+  KvStorage kv(ref->kv_spec(), 4, 16, KvDtype::kF32);
+  SequenceKv seq = TestPages(16).New(P);
+  Tensor want;
+  ASSERT_TRUE(ForwardChunk(*ref, kv, seq, p, ChunkRows::kAll, &want).ok());
+  EngineOptions o = SmallOptions();
+  o.chunked_prefill_size = 16;
+  auto core = MakeCore(LoadTiny("tiny_glm_moe_dsa"), o);
+  ASSERT_TRUE(RunToCompletion(*core, {Greedy(p, 1)}).ok());
+  EXPECT_GT(core->Stats().pages_cached, 0);
+  GenerationRequest r = Greedy(p, 3);
+  r.prompt_logits = true;
+  auto got = RunToCompletion(*core, {r});
+  ASSERT_TRUE(got.ok());
+  const GenerationResult& g = (*got)[0];
+  EXPECT_EQ(g.cached_tokens, 0);
+  ASSERT_EQ(g.prompt_logits.size(0), P);
+  ASSERT_EQ(g.prompt_logits.size(1), V);
+  double err = 0, scale = 0;
+  for (int64_t i = 0; i < P * V; ++i) {
+    err = std::max(err, double(std::abs(g.prompt_logits.data<float>()[i] - want.data<float>()[i])));
+    scale = std::max(scale, double(std::abs(want.data<float>()[i])));
+  }
+  EXPECT_LE(err, 1e-5 * scale);
+  // The first token was sampled from the last row.
+  EXPECT_EQ(g.tokens[0], ArgMax(want.data<float>() + (P - 1) * V, V));
+  // Without the flag: no rows.
+  auto plain = RunToCompletion(*core, {Greedy(p, 1)});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ((*plain)[0].prompt_logits.raw(), nullptr);
 }
 
 TEST(EngineTest, SubmitValidatesSynchronously) {

@@ -18,7 +18,7 @@ Scheduler::Scheduler(const SchedulerOptions& options, KvBlockManager& blocks)
               "scheduler limits must be positive");
 }
 
-void Scheduler::Add(uint64_t id, std::vector<int32_t> prompt) {
+void Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, bool every_row) {
   LUCID_CHECK(!prompt.empty(), "empty prompt");
   LUCID_CHECK(seqs_.count(id) == 0, "duplicate sequence id");
   auto s = std::make_unique<ScheduledSequence>();
@@ -26,6 +26,7 @@ void Scheduler::Add(uint64_t id, std::vector<int32_t> prompt) {
   s->prompt_len = static_cast<int64_t>(prompt.size());
   s->tokens = std::move(prompt);
   s->arrival = next_arrival_++;
+  s->every_row = every_row;
   waiting_.push_back(s.get());
   seqs_.emplace(id, std::move(s));
 }
@@ -56,6 +57,8 @@ void Scheduler::Append(uint64_t id, int32_t token) {
 
 void Scheduler::Commit(const ScheduledChunk& chunk) {
   ScheduledSequence* s = chunk.seq;
+  LUCID_CHECK(chunk.begin == s->kv.length, "Commit: the chunk does not start at the KV length");
+  s->kv.length = chunk.begin + chunk.count;
   blocks_.CommitFullPages(s->tokens, s->kv, s->chain);
 }
 
@@ -104,7 +107,8 @@ void Scheduler::AdmitWaiting(StepPlan& plan, int64_t& budget) {
   while (budget > 0 && running() < options_.max_running_requests && !waiting_.empty()) {
     ScheduledSequence* s = waiting_.front();
     const int64_t known = static_cast<int64_t>(s->tokens.size());
-    const int64_t hit = blocks_.AcquirePrefix(s->tokens, known - 1, s->kv, s->chain);
+    const int64_t hit =
+        blocks_.AcquirePrefix(s->tokens, s->every_row ? 0 : known - 1, s->kv, s->chain);
     const int64_t n = std::min(known - s->kv.length, budget);
     if (!blocks_.Grow(s->kv, s->kv.length + n).ok()) {
       blocks_.Release(s->kv, s->chain);  // FIFO: nobody overtakes the head of the queue
