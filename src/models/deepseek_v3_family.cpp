@@ -21,22 +21,6 @@ RopeStyle StyleOf(RopeLayout l) {
 
 Tensor F32(int64_t rows, int64_t cols) { return Tensor::Empty(DType::kF32, {rows, cols}); }
 
-// Copies columns [offset, offset + width) of each of `groups` groups of x ([N, groups * stride])
-// into a contiguous [N * groups... ] -> here [N, width] for one group g.
-void CopyGroup(const Tensor& x, int64_t stride, int64_t g, int64_t offset, int64_t width,
-               Tensor& out) {
-  const int64_t N = x.size(0), row = x.size(1);
-  for (int64_t t = 0; t < N; ++t)
-    std::memcpy(out.data<float>() + t * width,
-                x.data<const float>() + t * row + g * stride + offset, width * sizeof(float));
-}
-
-void AddInPlace(Tensor& x, const Tensor& y) {
-  float* a = x.data<float>();
-  const float* b = y.data<const float>();
-  for (int64_t i = 0; i < x.numel(); ++i) a[i] += b[i];
-}
-
 // The rows of one step (a checked view of the StepInput): which sequence each token belongs to,
 // at which position.
 struct StepLayout {
@@ -237,15 +221,6 @@ StatusOr<StepLayout> DeepseekV3Model::Layout(const StepInput& in, const KvStorag
   return s;
 }
 
-// out[i, :] = x[rows[i], :].
-Tensor GatherRows(const Tensor& x, std::span<const int64_t> rows) {
-  const int64_t D = x.size(1);
-  Tensor out = F32(static_cast<int64_t>(rows.size()), D);
-  for (size_t i = 0; i < rows.size(); ++i)
-    std::memcpy(out.data<float>() + i * D, x.data<const float>() + rows[i] * D, D * sizeof(float));
-  return out;
-}
-
 Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* out) {
   sites_.clear();
   LUCID_ASSIGN_OR_RETURN(StepLayout s, Layout(in, kv));
@@ -261,28 +236,34 @@ Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* 
     const LayerWeights& L = w_.layers[l];
     ops_.RmsNorm(x, L.input_norm, static_cast<float>(c_.rms_norm_eps), h);
     Check(h, l, "attn_norm", s);
-    AddInPlace(x, Attention(l, h, s, kv, selected, &sel_stride));
+    ops_.Accumulate(x, Attention(l, h, s, kv, selected, &sel_stride));
     ops_.RmsNorm(x, L.post_attn_norm, static_cast<float>(c_.rms_norm_eps), h);
     Check(h, l, "mlp_norm", s);
     Tensor mlp = L.is_moe ? Moe(L.moe, h) : Mlp(L.dense, h);
     Check(mlp, l, L.is_moe ? "moe" : "mlp", s);
-    AddInPlace(x, mlp);
+    ops_.Accumulate(x, mlp);
   }
   ops_.RmsNorm(x, w_.final_norm, static_cast<float>(c_.rms_norm_eps), h);
   Check(h, -1, "final_norm", s);
+  auto gather = [&](std::span<const int64_t> rows) {
+    Tensor g = F32(static_cast<int64_t>(rows.size()), D);
+    ops_.GatherRows(h, rows, g);
+    return g;
+  };
   // lm_head only over the rows whose logits are used.
   out->logits = F32(static_cast<int64_t>(in.logits_rows.size()), c_.vocab_size);
   if (!in.logits_rows.empty()) {
     const bool every_row = static_cast<int64_t>(in.logits_rows.size()) == N;
-    ops_.Linear(every_row ? h : GatherRows(h, in.logits_rows), w_.lm_head, out->logits);
+    ops_.Linear(every_row ? h : gather(in.logits_rows), w_.lm_head, out->logits);
     Check(out->logits, -1, "lm_head", s, in.logits_rows);
   }
   if (static_cast<int64_t>(in.hidden_rows.size()) == N) {
     out->hidden = std::move(h);
   } else {
-    out->hidden = in.hidden_rows.empty() ? Tensor() : GatherRows(h, in.hidden_rows);
+    out->hidden = in.hidden_rows.empty() ? Tensor() : gather(in.hidden_rows);
   }
-  return OkStatus();
+  // An asynchronous backend's errors surface here, as this step's Status.
+  return ops_.Synchronize();
 }
 
 Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& s, KvStorage& pool,
@@ -333,8 +314,8 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
   // Latent KV for the new tokens, written to the cache.
   Check(kva, l, "kv_a_proj", s);
   Tensor ckv = F32(N, R), kpe = F32(N, dr);
-  CopyGroup(kva, R + dr, 0, 0, R, ckv);
-  CopyGroup(kva, R + dr, 0, R, dr, kpe);
+  ops_.CopyColumns(kva, 1, R + dr, 0, R, ckv);
+  ops_.CopyColumns(kva, 1, R + dr, R, dr, kpe);
   ops_.RmsNorm(ckv, a.kv_a_norm, kLatentNormEps, ckv);
   ops_.Rope(kpe, 1, dr, 0, rope_, s.positions, StyleOf(c_.mla_rope_layout));
   for (const auto& sp : s.spans)
@@ -344,10 +325,7 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
   // Absorb W_uk into the queries: q_latent[t, h] = q_nope[t, h] · W_uk_h.
   Tensor q_lat = F32(N, H * R), q_rope = F32(N, H * dr);
   ops_.MlaAbsorbQuery(q, H, dq, dn, dv, a.kv_b, q_lat);
-  for (int64_t t = 0; t < N; ++t)
-    for (int64_t hd = 0; hd < H; ++hd)
-      std::memcpy(q_rope.data<float>() + (t * H + hd) * dr,
-                  q.data<float>() + t * H * dq + hd * dq + dn, dr * 4);
+  ops_.CopyColumns(q, H, dq, dn, dr, q_rope);
   SelectTokens(l, N, index_here ? &ip : nullptr, s, pool, selected, sel_stride);
   Tensor out_lat = F32(N, H * R);
   MlaAttentionArgs args;
@@ -430,7 +408,7 @@ void DeepseekV3Model::SelectTokens(int64_t l, int64_t N, IndexerProjections* ip,
     w = ip->w;
     const float fold = static_cast<float>(1.0 / std::sqrt(static_cast<double>(nI)) /
                                           std::sqrt(static_cast<double>(dI)));
-    for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] *= fold;
+    ops_.Scale(w, fold);
   }
   for (size_t si = 0; si < s.spans.size(); ++si) {
     const auto& sp = s.spans[si];
@@ -506,7 +484,7 @@ Tensor DeepseekV3Model::Moe(const MoeWeights& m, const Tensor& x) {
                 wts.data());
   Tensor out = F32(N, c_.hidden_size);
   ops_.MoeExperts(x, m.experts, idx.data(), wts.data(), K, out);
-  if (c_.n_shared_experts > 0) AddInPlace(out, MlpDown(m.shared, g, u));
+  if (c_.n_shared_experts > 0) ops_.Accumulate(out, MlpDown(m.shared, g, u));
   return out;
 }
 

@@ -188,6 +188,24 @@ class Ops {
   // out[t, h * v_dim + j] = latent[t, h, :] · W_uv_h[j, :]. Default: one Linear per head.
   virtual void MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t nope_dim,
                                 int64_t v_dim, const Weight& kv_b, Tensor& out) const;
+
+  // The model's glue between the ops above, so that a forward never touches activations from the
+  // host (on a device backend they live in device memory).
+  // x += y elementwise (residual adds); same element counts.
+  virtual void Accumulate(Tensor& x, const Tensor& y) const = 0;
+  // x *= s elementwise.
+  virtual void Scale(Tensor& x, float s) const = 0;
+  // For x [T, groups * group_stride] (any row width >= that): out[t, g * width + j] =
+  // x[t, g * group_stride + offset + j] for g < groups, j < width; out is [T, groups * width].
+  virtual void CopyColumns(const Tensor& x, int64_t groups, int64_t group_stride, int64_t offset,
+                           int64_t width, Tensor& out) const = 0;
+  // out[i, :] = x[rows[i], :] (x and out 2-D, same width; rows in [0, x.size(0))).
+  virtual void GatherRows(const Tensor& x, std::span<const int64_t> rows, Tensor& out) const = 0;
+
+  // Errors of the ops issued since the last call: an asynchronous backend (a GPU stream) waits for
+  // them here and reports a failure as a Status instead of aborting; the model returns it from
+  // Forward and the engine fails the step's requests with it. Synchronous backends: always OK.
+  virtual Status Synchronize() const { return OkStatus(); }
 };
 
 }  // namespace lucid

@@ -36,6 +36,15 @@ class PoisonOps final : public Ops {
       out.data<float>()[r * out.size(1)] = std::numeric_limits<float>::quiet_NaN();
   }
   void Linear(const Tensor& x, const Weight& w, Tensor& y) const override { cpu_.Linear(x, w, y); }
+  void Accumulate(Tensor& x, const Tensor& y) const override { cpu_.Accumulate(x, y); }
+  void Scale(Tensor& x, float f) const override { cpu_.Scale(x, f); }
+  void CopyColumns(const Tensor& x, int64_t g, int64_t gs, int64_t off, int64_t w,
+                   Tensor& out) const override {
+    cpu_.CopyColumns(x, g, gs, off, w, out);
+  }
+  void GatherRows(const Tensor& x, std::span<const int64_t> r, Tensor& out) const override {
+    cpu_.GatherRows(x, r, out);
+  }
   void LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const override {
     cpu_.LinearTransposed(x, w, y);
   }
