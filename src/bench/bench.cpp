@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <random>
 
 #include "backends/cpu/cpu_fast_ops.h"
@@ -14,7 +15,7 @@
 #include "formats/align_checkpoint.h"
 #include "formats/safetensors.h"
 #include "models/registry.h"
-#include "runtime/greedy_generate.h"
+#include "runtime/engine_driver.h"
 
 namespace lucid {
 namespace {
@@ -56,7 +57,7 @@ std::vector<int32_t> RandomTokens(int64_t n, int64_t vocab, uint32_t seed) {
 }
 
 // Writes synthetic KV rows for positions [0, len) of every layer and sets seq.length = len.
-void FillKv(KvPool& pool, SequenceKv& seq, int64_t len, uint32_t seed) {
+void FillKv(KvStorage& pool, SequenceKv& seq, int64_t len, uint32_t seed) {
   const KvCacheSpec& s = pool.spec();
   constexpr int kRows = 97;
   std::mt19937 rng(seed);
@@ -69,8 +70,8 @@ void FillKv(KvPool& pool, SequenceKv& seq, int64_t len, uint32_t seed) {
   for (int64_t l = 0; l < s.num_layers; ++l)
     for (int64_t u = 0; u < len; ++u) {
       const int64_t r = (u * 31 + l * 7) % kRows;
-      pool.WriteMla(l, seq, u, &ckv[r * s.latent_dim], &kpe[r * s.rope_dim]);
-      if (s.indexer_dim > 0) pool.WriteIndexerKey(l, seq, u, &key[r * s.indexer_dim]);
+      pool.WriteMla(l, seq.page_table, u, &ckv[r * s.latent_dim], &kpe[r * s.rope_dim]);
+      if (s.indexer_dim > 0) pool.WriteIndexerKey(l, seq.page_table, u, &key[r * s.indexer_dim]);
     }
   seq.length = len;
 }
@@ -84,23 +85,28 @@ StatusOr<std::vector<Step>> DecodeSteps(Model& m, const ProfilingOps& prof, int6
                                         BandwidthProbe* probe = nullptr) {
   const int64_t V = m.config().vocab_size, total = ctx + steps + 1;
   const int64_t per_seq = (total + kPage - 1) / kPage;
-  KvPool pool(m.kv_spec(), per_seq * B, kPage, kv_dtype);
+  KvStorage pool(m.kv_spec(), per_seq * B, kPage, kv_dtype);
   std::vector<SequenceKv> seqs(B);
   for (int64_t b = 0; b < B; ++b) {
-    LUCID_RETURN_IF_ERROR(pool.Reserve(seqs[b], total));
+    for (int64_t p = 0; p < per_seq; ++p) seqs[b].page_table.push_back(int32_t(b * per_seq + p));
     FillKv(pool, seqs[b], ctx, static_cast<uint32_t>(b + 1));
   }
   std::vector<int32_t> tok = RandomTokens(B, V, 7);
   std::vector<Step> out;
   for (int64_t i = 0; i <= steps; ++i) {
-    std::vector<SequenceChunk> ch;
-    for (int64_t b = 0; b < B; ++b) ch.push_back({&seqs[b], std::span<const int32_t>(&tok[b], 1)});
-    Tensor logits;
+    StepInput in;
+    for (int64_t b = 0; b < B; ++b)
+      AddSequence(in, seqs[b].page_table, seqs[b].length, std::span<const int32_t>(&tok[b], 1),
+                  ChunkRows::kLast);
+    StepOutput step;
     prof.Reset();
     const double t0 = Now();
-    LUCID_RETURN_IF_ERROR(m.Forward(ch, pool, &logits));
+    LUCID_RETURN_IF_ERROR(m.Forward(in, pool, &step));
     const double dt = Now() - t0;
-    for (int64_t b = 0; b < B; ++b) tok[b] = ArgMax(logits.data<const float>() + b * V, V);
+    for (int64_t b = 0; b < B; ++b) {
+      tok[b] = ArgMax(step.logits.data<const float>() + b * V, V);
+      ++seqs[b].length;
+    }
     if (i == 0) continue;
     out.push_back(Capture(prof, dt));
     if (probe) out.back().paired_gbs = probe->Measure(1);
@@ -165,19 +171,21 @@ nlohmann::json Breakdown(const Step& s) {
 Status Prefill(Model& m, const ProfilingOps& prof, const BenchOptions& o, const MachineInfo& mi,
                std::FILE* log, nlohmann::json* out) {
   const int64_t P = o.prompt_len;
-  KvPool pool(m.kv_spec(), (P + kPage - 1) / kPage, kPage, o.kv_dtype);
+  const int64_t pages = (P + kPage - 1) / kPage;
+  KvStorage pool(m.kv_spec(), pages, kPage, o.kv_dtype);
+  std::vector<int32_t> page_table(pages);
+  std::iota(page_table.begin(), page_table.end(), 0);
   std::vector<Step> runs;
   for (int r = 0; r < o.repeats; ++r) {
-    SequenceKv seq;
-    LUCID_RETURN_IF_ERROR(pool.Reserve(seq, P));
+    // A generation prefill: lm_head for the last row only (what is sampled).
     std::vector<int32_t> tok = RandomTokens(P, m.config().vocab_size, 100 + r);
-    SequenceChunk ch{&seq, tok};
-    Tensor logits;
+    StepInput in;
+    AddSequence(in, page_table, 0, tok, ChunkRows::kLast);
+    StepOutput step;
     prof.Reset();
     const double t0 = Now();
-    LUCID_RETURN_IF_ERROR(m.Forward({&ch, 1}, pool, &logits));
+    LUCID_RETURN_IF_ERROR(m.Forward(in, pool, &step));
     runs.push_back(Capture(prof, Now() - t0));
-    pool.Release(seq);
   }
   const Step s = MedianStep(runs);
   const OpTally& mm = Cat(s, OpCategory::kMatmul);

@@ -63,13 +63,13 @@ OpTally ProfilingOps::Total() const {
 }
 
 void ProfilingOps::Add(OpCategory c, double seconds, double bytes, double flops) const {
-  Accumulate(tally_[static_cast<int>(c)], seconds, bytes, flops);
+  ::lucid::Accumulate(tally_[static_cast<int>(c)], seconds, bytes, flops);
 }
 
 void ProfilingOps::AddMatmul(const std::string& weight, double seconds, double bytes,
                              double flops) const {
   Add(OpCategory::kMatmul, seconds, bytes, flops);
-  Accumulate(by_weight_[LayerlessName(weight)], seconds, bytes, flops);
+  ::lucid::Accumulate(by_weight_[LayerlessName(weight)], seconds, bytes, flops);
 }
 
 void ProfilingOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
@@ -204,6 +204,31 @@ void ProfilingOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> ex
   }
   Add(OpCategory::kExperts, Now() - t0, bytes, flops);
   tally_[static_cast<int>(OpCategory::kExperts)].units += double(touched.size());
+}
+
+void ProfilingOps::Accumulate(Tensor& x, const Tensor& y) const {
+  const double t0 = Now();
+  inner_.Accumulate(x, y);
+  Add(OpCategory::kOther, Now() - t0, 0, double(x.numel()));
+}
+
+void ProfilingOps::Scale(Tensor& x, float s) const {
+  const double t0 = Now();
+  inner_.Scale(x, s);
+  Add(OpCategory::kOther, Now() - t0, 0, double(x.numel()));
+}
+
+void ProfilingOps::CopyColumns(const Tensor& x, int64_t groups, int64_t group_stride,
+                               int64_t offset, int64_t width, Tensor& out) const {
+  const double t0 = Now();
+  inner_.CopyColumns(x, groups, group_stride, offset, width, out);
+  Add(OpCategory::kOther, Now() - t0, 0, 0);
+}
+
+void ProfilingOps::GatherRows(const Tensor& x, std::span<const int64_t> rows, Tensor& out) const {
+  const double t0 = Now();
+  inner_.GatherRows(x, rows, out);
+  Add(OpCategory::kOther, Now() - t0, 0, 0);
 }
 
 }  // namespace lucid

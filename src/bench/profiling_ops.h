@@ -5,7 +5,8 @@
 // Categories: kMatmul (Linear, LinearTransposed, MlaAbsorbQuery / MlaProjectOutput: the W_uk /
 // W_uv share of kv_b_proj's bytes), kExperts (MoeExperts; `units` counts the
 // distinct experts touched), kAttention (MlaAttention),
-// kIndexer (IndexerScores), kTopK, kOther (embedding, norms, RoPE, SwiGLU, routing).
+// kIndexer (IndexerScores), kTopK, kOther (embedding, norms, RoPE, SwiGLU, routing, the glue ops:
+// residual adds, scaling, column copies, row gathers).
 // Byte model: a weight view counts StoredBytes() once per call (the fast kernels read each weight
 // once per call for the whole batch); MoeExperts counts each distinct touched expert once;
 // attention counts one stored KV row (f32, bf16 or fp8 with its scales: KvRowBytes) per selected
@@ -81,6 +82,12 @@ class ProfilingOps final : public Ops {
                       int64_t v_dim, const Weight& kv_b, Tensor& q_latent) const override;
   void MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t nope_dim, int64_t v_dim,
                         const Weight& kv_b, Tensor& out) const override;
+  void Accumulate(Tensor& x, const Tensor& y) const override;
+  void Scale(Tensor& x, float s) const override;
+  void CopyColumns(const Tensor& x, int64_t groups, int64_t group_stride, int64_t offset,
+                   int64_t width, Tensor& out) const override;
+  void GatherRows(const Tensor& x, std::span<const int64_t> rows, Tensor& out) const override;
+  Status Synchronize() const override { return inner_.Synchronize(); }
 
  private:
   void Add(OpCategory c, double seconds, double bytes, double flops) const;

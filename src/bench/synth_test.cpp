@@ -11,7 +11,7 @@
 #include "backends/cpu/cpu_fast_ops.h"
 #include "formats/safetensors.h"
 #include "models/registry.h"
-#include "runtime/greedy_generate.h"
+#include "runtime/engine_driver.h"
 
 namespace lucid {
 namespace {

@@ -1,9 +1,9 @@
-// `lucid generate`: greedy decoding of a prompt, prefill then incremental decode through the KV
-// cache. The prompt is token ids (--prompt-ids; prints the new ids) or text (--prompt, encoded by
-// the model's tokenizer with its special tokens, or rendered by its chat template with --chat, as
-// transformers' apply_chat_template(add_generation_prompt=True) does; prints the new text, cut at
-// the first EOS id of config.json). JSON output has token_ids, and prompt_ids and text for a text
-// prompt. Can dump the prompt's logits as .npy.
+// `lucid generate`: greedy decoding of a prompt through the serving engine (EngineCore: one prefill
+// step, then one decode step per token). The prompt is token ids (--prompt-ids; prints the new ids)
+// or text (--prompt, encoded by the model's tokenizer with its special tokens, or rendered by its
+// chat template with --chat, as transformers' apply_chat_template(add_generation_prompt=True) does;
+// prints the new text, cut at the first EOS id of config.json). JSON output has token_ids, and
+// prompt_ids and text for a text prompt. Can dump the prompt's logits as .npy.
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -14,7 +14,7 @@
 #include "formats/model_config.h"
 #include "formats/npy.h"
 #include "models/registry.h"
-#include "runtime/greedy_generate.h"
+#include "runtime/engine_driver.h"
 #include "server/model_assets.h"
 
 namespace lucid::cli {

@@ -21,28 +21,13 @@ RopeStyle StyleOf(RopeLayout l) {
 
 Tensor F32(int64_t rows, int64_t cols) { return Tensor::Empty(DType::kF32, {rows, cols}); }
 
-// Copies columns [offset, offset + width) of each of `groups` groups of x ([N, groups * stride])
-// into a contiguous [N * groups... ] -> here [N, width] for one group g.
-void CopyGroup(const Tensor& x, int64_t stride, int64_t g, int64_t offset, int64_t width,
-               Tensor& out) {
-  const int64_t N = x.size(0), row = x.size(1);
-  for (int64_t t = 0; t < N; ++t)
-    std::memcpy(out.data<float>() + t * width,
-                x.data<const float>() + t * row + g * stride + offset, width * sizeof(float));
-}
-
-void AddInPlace(Tensor& x, const Tensor& y) {
-  float* a = x.data<float>();
-  const float* b = y.data<const float>();
-  for (int64_t i = 0; i < x.numel(); ++i) a[i] += b[i];
-}
-
-// The rows of one step: which sequence each token belongs to, at which position.
+// The rows of one step (a checked view of the StepInput): which sequence each token belongs to,
+// at which position.
 struct StepLayout {
-  std::vector<int32_t> ids;
-  std::vector<int64_t> positions;
+  std::span<const int32_t> ids;
+  std::span<const int64_t> positions;
   struct Span {
-    SequenceKv* seq;
+    std::span<const int32_t> page_table;
     int64_t begin, count, start_pos;
   };
   std::vector<Span> spans;
@@ -56,14 +41,16 @@ struct StepLayout {
 struct BatchedSelection {
   std::vector<int32_t> page_table;
   std::vector<int32_t> counts;  // [N]
-  std::vector<int32_t> rows;    // [N, stride]
+  std::vector<int32_t> rows;    // [N, stride] (sparse)
+  std::vector<int32_t> begin;   // [N] first token of each row (dense)
 };
 
 // Fills *out and returns true when there are several spans, in step order, whose views differ
 // only in their page tables; false (out untouched) otherwise. selected[i] holds span i's counts,
-// then its rows (stride `stride`), as SelectTokens leaves them.
+// then (sparse) its rows (stride `stride`), as SelectTokens leaves them; dense, each row attends
+// to its count of tokens from the start of its sequence's pages in the combined table.
 bool CombineSpans(const StepLayout& s, const std::vector<PagedRows>& views,
-                  const std::vector<std::vector<int32_t>>& selected, int64_t stride,
+                  const std::vector<std::vector<int32_t>>& selected, int64_t stride, bool dense,
                   BatchedSelection* out) {
   if (s.spans.size() < 2) return false;
   int64_t next = 0, pages = 0;
@@ -78,7 +65,8 @@ bool CombineSpans(const StepLayout& s, const std::vector<PagedRows>& views,
   if (pages * views[0].page_size > std::numeric_limits<int32_t>::max()) return false;
   out->page_table.clear();
   out->counts.assign(next, 0);
-  out->rows.assign(next * stride, 0);
+  out->rows.assign(dense ? 0 : next * stride, 0);
+  out->begin.assign(dense ? next : 0, 0);
   for (size_t i = 0; i < s.spans.size(); ++i) {
     const auto& sp = s.spans[i];
     const int32_t offset = static_cast<int32_t>(out->page_table.size() * views[i].page_size);
@@ -87,6 +75,10 @@ bool CombineSpans(const StepLayout& s, const std::vector<PagedRows>& views,
     for (int64_t t = 0; t < sp.count; ++t) {
       const int32_t n = selected[i][t];
       out->counts[sp.begin + t] = n;
+      if (dense) {
+        out->begin[sp.begin + t] = offset;
+        continue;
+      }
       const int32_t* src = selected[i].data() + sp.count + t * stride;
       int32_t* dst = out->rows.data() + (sp.begin + t) * stride;
       for (int32_t j = 0; j < n; ++j) dst[j] = src[j] + offset;
@@ -113,7 +105,7 @@ class DeepseekV3Model final : public Model {
   const KvCacheSpec& kv_spec() const override { return spec_; }
   uint64_t weight_bytes() const override { return w_.bytes; }
 
-  Status Forward(std::span<const SequenceChunk> batch, KvPool& pool, Tensor* logits) override;
+  Status Forward(const StepInput& in, KvStorage& kv, StepOutput* out) override;
   bool SetNumericsCheck(bool on) override {
     check_ = on;
     sites_.clear();
@@ -122,8 +114,8 @@ class DeepseekV3Model final : public Model {
   std::vector<std::optional<NonFiniteSite>> LastNonFiniteSites() const override { return sites_; }
 
  private:
-  StatusOr<StepLayout> Layout(std::span<const SequenceChunk> batch, const KvPool& pool) const;
-  Tensor Attention(int64_t l, const Tensor& h, const StepLayout& s, KvPool& pool,
+  StatusOr<StepLayout> Layout(const StepInput& in, const KvStorage& kv) const;
+  Tensor Attention(int64_t l, const Tensor& h, const StepLayout& s, KvStorage& pool,
                    std::vector<std::vector<int32_t>>& selected, int64_t* sel_stride);
   // The indexer's projections of one layer, as they come out of the matmuls (Attention runs them
   // with the layer's other projections of the same inputs).
@@ -132,15 +124,18 @@ class DeepseekV3Model final : public Model {
     Tensor k;  // [N, dI] = wk(h)
     Tensor w;  // [N, nI] = weights_proj(h)
   };
-  void SelectTokens(int64_t l, int64_t N, IndexerProjections* ip, const StepLayout& s, KvPool& pool,
-                    std::vector<std::vector<int32_t>>& selected, int64_t* sel_stride);
+  void SelectTokens(int64_t l, int64_t N, IndexerProjections* ip, const StepLayout& s,
+                    KvStorage& pool, std::vector<std::vector<int32_t>>& selected,
+                    int64_t* sel_stride);
   Tensor Mlp(const MlpWeights& m, const Tensor& x);
   // down(silu(g) * u), g overwritten.
   Tensor MlpDown(const MlpWeights& m, Tensor& g, const Tensor& u);
   Tensor Moe(const MoeWeights& m, const Tensor& x);
   // Numerics checking: records `op` of `layer` for each span whose rows of t ([N, ...]) are not
-  // all finite and that has no earlier site. No-op unless SetNumericsCheck(true).
-  void Check(const Tensor& t, int64_t layer, const char* op, const StepLayout& s);
+  // all finite and that has no earlier site. No-op unless SetNumericsCheck(true). `rows`, when
+  // given, names the step row of each row of t (t holds only those rows, ascending).
+  void Check(const Tensor& t, int64_t layer, const char* op, const StepLayout& s,
+             std::span<const int64_t> rows = {});
 
   ModelConfig c_;
   DeepseekV3Weights w_;
@@ -154,13 +149,23 @@ class DeepseekV3Model final : public Model {
   std::vector<std::optional<NonFiniteSite>> sites_;  // per span of the last Forward
 };
 
-void DeepseekV3Model::Check(const Tensor& t, int64_t layer, const char* op, const StepLayout& s) {
+void DeepseekV3Model::Check(const Tensor& t, int64_t layer, const char* op, const StepLayout& s,
+                            std::span<const int64_t> rows) {
   if (!check_) return;
   const int64_t row = t.numel() / std::max<int64_t>(1, t.size(0));
+  size_t next = 0;  // first entry of `rows` not yet below the span
   for (size_t i = 0; i < s.spans.size(); ++i) {
+    const auto& sp = s.spans[i];
+    int64_t begin = sp.begin, count = sp.count;  // rows of t holding this span's rows
+    if (!rows.empty() || t.size(0) != static_cast<int64_t>(s.ids.size())) {
+      while (next < rows.size() && rows[next] < sp.begin) ++next;
+      begin = static_cast<int64_t>(next);
+      while (next < rows.size() && rows[next] < sp.begin + sp.count) ++next;
+      count = static_cast<int64_t>(next) - begin;
+    }
     if (sites_[i]) continue;
-    const float* p = t.data<const float>() + s.spans[i].begin * row;
-    for (int64_t j = 0; j < s.spans[i].count * row; ++j) {
+    const float* p = t.data<const float>() + begin * row;
+    for (int64_t j = 0; j < count * row; ++j) {
       if (std::isfinite(p[j])) continue;
       sites_[i] = NonFiniteSite{layer, layer < 0 ? op : "L" + std::to_string(layer) + "." + op};
       break;
@@ -168,36 +173,57 @@ void DeepseekV3Model::Check(const Tensor& t, int64_t layer, const char* op, cons
   }
 }
 
-StatusOr<StepLayout> DeepseekV3Model::Layout(std::span<const SequenceChunk> batch,
-                                             const KvPool& pool) const {
+// Rows that StepOutput gets: strictly ascending, inside [0, n).
+Status CheckRowList(std::span<const int64_t> rows, int64_t n, const char* what) {
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] < 0 || rows[i] >= n || (i > 0 && rows[i] <= rows[i - 1]))
+      return InvalidArgument(std::string("forward: ") + what +
+                             " must be strictly ascending rows in [0, " + std::to_string(n) + ")");
+  return OkStatus();
+}
+
+StatusOr<StepLayout> DeepseekV3Model::Layout(const StepInput& in, const KvStorage& kv) const {
   StepLayout s;
-  for (const SequenceChunk& ch : batch) {
-    if (ch.seq == nullptr || ch.tokens.empty())
-      return InvalidArgument("forward: every chunk needs a sequence and at least one token");
-    const int64_t start = ch.seq->length, n = static_cast<int64_t>(ch.tokens.size());
+  const int64_t N = in.num_rows();
+  if (static_cast<int64_t>(in.positions.size()) != N || N == 0)
+    return InvalidArgument("forward: a step needs tokens, and one position per token");
+  s.ids = in.tokens;
+  s.positions = in.positions;
+  int64_t next = 0;
+  for (const StepSequence& q : in.sequences) {
+    if (q.rows <= 0 || q.first_row != next || q.kv_length < 0)
+      return InvalidArgument("forward: sequences must cover the rows in order, each at least one");
+    const int64_t start = q.kv_length, n = q.rows;
     if (start + n > c_.max_position_embeddings)
       return InvalidArgument("forward: position " + std::to_string(start + n - 1) +
                              " is past max_position_embeddings " +
                              std::to_string(c_.max_position_embeddings));
-    if (static_cast<int64_t>(ch.seq->page_table.size()) * pool.page_size() < start + n)
+    if (static_cast<int64_t>(q.page_table.size()) * kv.page_size() < start + n)
       return FailedPrecondition("forward: KV pages not reserved for the chunk");
-    s.spans.push_back({ch.seq, static_cast<int64_t>(s.ids.size()), n, start});
-    for (int64_t i = 0; i < n; ++i) {
-      const int32_t id = ch.tokens[i];
-      if (id < 0 || id >= c_.vocab_size)
-        return InvalidArgument("forward: token id " + std::to_string(id) + " outside [0, " +
-                               std::to_string(c_.vocab_size) + ")");
-      s.ids.push_back(id);
-      s.positions.push_back(start + i);
-    }
+    for (int32_t page : q.page_table)
+      if (page < 0 || page >= kv.num_pages())
+        return InvalidArgument("forward: page id " + std::to_string(page) + " outside the storage");
+    s.spans.push_back({q.page_table, next, n, start});
+    next += n;
   }
+  if (next != N) return InvalidArgument("forward: sequences must cover every row");
+  for (int64_t i = 0; i < N; ++i) {
+    const int32_t id = in.tokens[i];
+    if (id < 0 || id >= c_.vocab_size)
+      return InvalidArgument("forward: token id " + std::to_string(id) + " outside [0, " +
+                             std::to_string(c_.vocab_size) + ")");
+    if (in.positions[i] < 0 || in.positions[i] >= c_.max_position_embeddings)
+      return InvalidArgument("forward: position " + std::to_string(in.positions[i]) +
+                             " outside [0, max_position_embeddings)");
+  }
+  LUCID_RETURN_IF_ERROR(CheckRowList(in.logits_rows, N, "logits_rows"));
+  LUCID_RETURN_IF_ERROR(CheckRowList(in.hidden_rows, N, "hidden_rows"));
   return s;
 }
 
-Status DeepseekV3Model::Forward(std::span<const SequenceChunk> batch, KvPool& pool,
-                                Tensor* logits) {
+Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* out) {
   sites_.clear();
-  LUCID_ASSIGN_OR_RETURN(StepLayout s, Layout(batch, pool));
+  LUCID_ASSIGN_OR_RETURN(StepLayout s, Layout(in, kv));
   if (check_) sites_.assign(s.spans.size(), std::nullopt);
   const int64_t N = static_cast<int64_t>(s.ids.size()), D = c_.hidden_size;
   Tensor x = F32(N, D);
@@ -210,23 +236,37 @@ Status DeepseekV3Model::Forward(std::span<const SequenceChunk> batch, KvPool& po
     const LayerWeights& L = w_.layers[l];
     ops_.RmsNorm(x, L.input_norm, static_cast<float>(c_.rms_norm_eps), h);
     Check(h, l, "attn_norm", s);
-    AddInPlace(x, Attention(l, h, s, pool, selected, &sel_stride));
+    ops_.Accumulate(x, Attention(l, h, s, kv, selected, &sel_stride));
     ops_.RmsNorm(x, L.post_attn_norm, static_cast<float>(c_.rms_norm_eps), h);
     Check(h, l, "mlp_norm", s);
     Tensor mlp = L.is_moe ? Moe(L.moe, h) : Mlp(L.dense, h);
     Check(mlp, l, L.is_moe ? "moe" : "mlp", s);
-    AddInPlace(x, mlp);
+    ops_.Accumulate(x, mlp);
   }
   ops_.RmsNorm(x, w_.final_norm, static_cast<float>(c_.rms_norm_eps), h);
   Check(h, -1, "final_norm", s);
-  *logits = F32(N, c_.vocab_size);
-  ops_.Linear(h, w_.lm_head, *logits);
-  Check(*logits, -1, "lm_head", s);
-  for (const auto& sp : s.spans) sp.seq->length = sp.start_pos + sp.count;
-  return OkStatus();
+  auto gather = [&](std::span<const int64_t> rows) {
+    Tensor g = F32(static_cast<int64_t>(rows.size()), D);
+    ops_.GatherRows(h, rows, g);
+    return g;
+  };
+  // lm_head only over the rows whose logits are used.
+  out->logits = F32(static_cast<int64_t>(in.logits_rows.size()), c_.vocab_size);
+  if (!in.logits_rows.empty()) {
+    const bool every_row = static_cast<int64_t>(in.logits_rows.size()) == N;
+    ops_.Linear(every_row ? h : gather(in.logits_rows), w_.lm_head, out->logits);
+    Check(out->logits, -1, "lm_head", s, in.logits_rows);
+  }
+  if (static_cast<int64_t>(in.hidden_rows.size()) == N) {
+    out->hidden = std::move(h);
+  } else {
+    out->hidden = in.hidden_rows.empty() ? Tensor() : gather(in.hidden_rows);
+  }
+  // An asynchronous backend's errors surface here, as this step's Status.
+  return ops_.Synchronize();
 }
 
-Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& s, KvPool& pool,
+Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& s, KvStorage& pool,
                                   std::vector<std::vector<int32_t>>& selected,
                                   int64_t* sel_stride) {
   const MlaWeights& a = w_.layers[l].attn;
@@ -274,21 +314,18 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
   // Latent KV for the new tokens, written to the cache.
   Check(kva, l, "kv_a_proj", s);
   Tensor ckv = F32(N, R), kpe = F32(N, dr);
-  CopyGroup(kva, R + dr, 0, 0, R, ckv);
-  CopyGroup(kva, R + dr, 0, R, dr, kpe);
+  ops_.CopyColumns(kva, 1, R + dr, 0, R, ckv);
+  ops_.CopyColumns(kva, 1, R + dr, R, dr, kpe);
   ops_.RmsNorm(ckv, a.kv_a_norm, kLatentNormEps, ckv);
   ops_.Rope(kpe, 1, dr, 0, rope_, s.positions, StyleOf(c_.mla_rope_layout));
   for (const auto& sp : s.spans)
     for (int64_t i = 0; i < sp.count; ++i)
-      pool.WriteMla(l, *sp.seq, sp.start_pos + i, ckv.data<float>() + (sp.begin + i) * R,
+      pool.WriteMla(l, sp.page_table, sp.start_pos + i, ckv.data<float>() + (sp.begin + i) * R,
                     kpe.data<float>() + (sp.begin + i) * dr);
   // Absorb W_uk into the queries: q_latent[t, h] = q_nope[t, h] · W_uk_h.
   Tensor q_lat = F32(N, H * R), q_rope = F32(N, H * dr);
   ops_.MlaAbsorbQuery(q, H, dq, dn, dv, a.kv_b, q_lat);
-  for (int64_t t = 0; t < N; ++t)
-    for (int64_t hd = 0; hd < H; ++hd)
-      std::memcpy(q_rope.data<float>() + (t * H + hd) * dr,
-                  q.data<float>() + t * H * dq + hd * dq + dn, dr * 4);
+  ops_.CopyColumns(q, H, dq, dn, dr, q_rope);
   SelectTokens(l, N, index_here ? &ip : nullptr, s, pool, selected, sel_stride);
   Tensor out_lat = F32(N, H * R);
   MlaAttentionArgs args;
@@ -298,17 +335,19 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
   args.scale = scale_;
   args.selected_stride = *sel_stride;
   std::vector<PagedRows> views;
-  for (const auto& sp : s.spans) views.push_back(pool.MlaRows(l, *sp.seq));
+  for (const auto& sp : s.spans) views.push_back(pool.MlaRows(l, sp.page_table));
+  const bool dense = !indexer_live_;  // counts only: every causal token
   BatchedSelection all;
-  if (CombineSpans(s, views, selected, *sel_stride, &all)) {
+  if (CombineSpans(s, views, selected, *sel_stride, dense, &all)) {
     // One call for the whole batch (see CombineSpans).
     args.q_latent = q_lat.data<float>();
     args.q_rope = q_rope.data<float>();
     args.tokens = N;
     args.kv = views[0];
     args.kv.page_table = all.page_table;
-    args.selected = all.rows.data();
+    args.selected = dense ? nullptr : all.rows.data();
     args.selected_count = all.counts.data();
+    args.dense_begin = dense ? all.begin.data() : nullptr;
     args.out_latent = out_lat.data<float>();
     ops_.MlaAttention(args);
   } else {
@@ -318,7 +357,7 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
       args.q_rope = q_rope.data<float>() + sp.begin * H * dr;
       args.tokens = sp.count;
       args.kv = views[i];
-      args.selected = selected[i].data() + sp.count;  // counts first, then rows
+      args.selected = dense ? nullptr : selected[i].data() + sp.count;  // counts, then rows
       args.selected_count = selected[i].data();
       args.out_latent = out_lat.data<float>() + sp.begin * H * R;
       ops_.MlaAttention(args);
@@ -336,9 +375,10 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
 
 // Fills selected[span] = [count per row (sp.count ints), then rows of *sel_stride indices].
 // Full indexer layers compute it from *ip (their projections, given whenever the indexer runs
-// here); shared layers keep the previous layer's; deepseek_v3 takes every causal token.
+// here); shared layers keep the previous layer's; deepseek_v3 (and forced dense) attends to every
+// causal token: counts only, no index lists (MlaAttention's dense mode).
 void DeepseekV3Model::SelectTokens(int64_t l, int64_t N, IndexerProjections* ip,
-                                   const StepLayout& s, KvPool& pool,
+                                   const StepLayout& s, KvStorage& pool,
                                    std::vector<std::vector<int32_t>>& selected,
                                    int64_t* sel_stride) {
   const IndexerWeights& x = w_.layers[l].indexer;
@@ -346,7 +386,7 @@ void DeepseekV3Model::SelectTokens(int64_t l, int64_t N, IndexerProjections* ip,
   if (!indexer_live_ && !selected.empty()) return;  // dense: every causal token, computed once
   int64_t max_ctx = 0;
   for (const auto& sp : s.spans) max_ctx = std::max(max_ctx, sp.start_pos + sp.count);
-  const int64_t K = indexer_live_ ? std::min(index_topk_, max_ctx) : max_ctx;
+  const int64_t K = indexer_live_ ? std::min(index_topk_, max_ctx) : 0;
   *sel_stride = K;
   selected.assign(s.spans.size(), {});
   const int64_t nI = c_.index_n_heads, dI = c_.index_head_dim;
@@ -363,16 +403,21 @@ void DeepseekV3Model::SelectTokens(int64_t l, int64_t N, IndexerProjections* ip,
     Check(ki, l, "indexer_k", s);
     for (const auto& sp : s.spans)
       for (int64_t i = 0; i < sp.count; ++i)
-        pool.WriteIndexerKey(l, *sp.seq, sp.start_pos + i, ki.data<float>() + (sp.begin + i) * dI);
+        pool.WriteIndexerKey(l, sp.page_table, sp.start_pos + i,
+                             ki.data<float>() + (sp.begin + i) * dI);
     w = ip->w;
     const float fold = static_cast<float>(1.0 / std::sqrt(static_cast<double>(nI)) /
                                           std::sqrt(static_cast<double>(dI)));
-    for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] *= fold;
+    ops_.Scale(w, fold);
   }
   for (size_t si = 0; si < s.spans.size(); ++si) {
     const auto& sp = s.spans[si];
     std::vector<int32_t>& sel = selected[si];
     sel.assign(sp.count + sp.count * K, 0);
+    if (!indexer_live_) {
+      for (int64_t i = 0; i < sp.count; ++i) sel[i] = static_cast<int32_t>(sp.start_pos + i + 1);
+      continue;
+    }
     std::vector<int64_t> causal(sp.count);
     for (int64_t i = 0; i < sp.count; ++i) causal[i] = sp.start_pos + i + 1;
     std::vector<float> scores;
@@ -384,7 +429,7 @@ void DeepseekV3Model::SelectTokens(int64_t l, int64_t N, IndexerProjections* ip,
       ia.tokens = sp.count;
       ia.heads = nI;
       ia.head_dim = dI;
-      ia.keys = pool.IndexerRows(l, *sp.seq);
+      ia.keys = pool.IndexerRows(l, sp.page_table);
       ia.causal_len = causal.data();
       ia.scores = scores.data();
       ia.score_stride = sp.start_pos + sp.count;
@@ -439,7 +484,7 @@ Tensor DeepseekV3Model::Moe(const MoeWeights& m, const Tensor& x) {
                 wts.data());
   Tensor out = F32(N, c_.hidden_size);
   ops_.MoeExperts(x, m.experts, idx.data(), wts.data(), K, out);
-  if (c_.n_shared_experts > 0) AddInPlace(out, MlpDown(m.shared, g, u));
+  if (c_.n_shared_experts > 0) ops_.Accumulate(out, MlpDown(m.shared, g, u));
   return out;
 }
 

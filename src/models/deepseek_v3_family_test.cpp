@@ -10,7 +10,8 @@
 #include "backends/cpu/cpu_ops.h"
 #include "formats/safetensors.h"
 #include "models/registry.h"
-#include "runtime/greedy_generate.h"
+#include "models/step_test_util.h"
+#include "runtime/engine_driver.h"
 
 namespace lucid {
 namespace {
@@ -66,15 +67,14 @@ double RelErr(const float* a, const float* b, int64_t n) {
 // Runs `tokens` as chunks of the given sizes through one sequence; returns all logits.
 std::vector<float> RunChunks(Model& m, const std::vector<int32_t>& tokens,
                              const std::vector<int64_t>& sizes, int64_t page_size = 16) {
-  KvPool pool(m.kv_spec(), 16, page_size, KvDtype::kF32);
-  SequenceKv seq;
-  EXPECT_TRUE(pool.Reserve(seq, static_cast<int64_t>(tokens.size())).ok());
+  KvStorage kv(m.kv_spec(), 16, page_size, KvDtype::kF32);
+  SequenceKv seq = TestPages(page_size).New(static_cast<int64_t>(tokens.size()));
   std::vector<float> out;
   size_t at = 0;
   for (int64_t n : sizes) {
-    SequenceChunk ch{&seq, std::span<const int32_t>(tokens.data() + at, n)};
     Tensor logits;
-    Status s = m.Forward({&ch, 1}, pool, &logits);
+    Status s = ForwardChunk(m, kv, seq, std::span<const int32_t>(tokens.data() + at, n),
+                            ChunkRows::kAll, &logits);
     EXPECT_TRUE(s.ok()) << s.ToString();
     out.insert(out.end(), logits.data<float>(), logits.data<float>() + logits.numel());
     at += n;
@@ -139,13 +139,12 @@ TEST_P(FamilyGoldenTest, BatchedSequencesDoNotInfluenceEachOther) {
   std::vector<int32_t> b(g.prompt.rbegin(), g.prompt.rbegin() + 33);
   auto alone_a = RunChunks(*m, a, {20});
   auto alone_b = RunChunks(*m, b, {33});
-  KvPool pool(m->kv_spec(), 16, 8, KvDtype::kF32);
-  SequenceKv sa, sb;
-  ASSERT_TRUE(pool.Reserve(sa, 20).ok());
-  ASSERT_TRUE(pool.Reserve(sb, 33).ok());
-  SequenceChunk batch[] = {{&sa, a}, {&sb, b}};
+  KvStorage kv(m->kv_spec(), 16, 8, KvDtype::kF32);
+  TestPages pages(8);
+  SequenceKv sa = pages.New(20), sb = pages.New(33);
+  const TestChunk batch[] = {{&sa, a}, {&sb, b}};
   Tensor logits;
-  ASSERT_TRUE(m->Forward(batch, pool, &logits).ok());
+  ASSERT_TRUE(ForwardChunks(*m, kv, batch, ChunkRows::kAll, &logits).ok());
   EXPECT_LE(RelErr(logits.data<float>(), alone_a.data(), 20 * V), 1e-5);
   EXPECT_LE(RelErr(logits.data<float>() + 20 * V, alone_b.data(), 33 * V), 1e-5);
 }

@@ -77,52 +77,29 @@ int64_t KvCacheSpec::BytesPerTokenPerLayer(KvDtype dtype) const {
   return 0;
 }
 
-KvPool::KvPool(const KvCacheSpec& spec, int64_t num_pages, int64_t page_size, KvDtype dtype)
+KvStorage::KvStorage(const KvCacheSpec& spec, int64_t num_pages, int64_t page_size, KvDtype dtype)
     : spec_(spec), num_pages_(num_pages), page_size_(page_size), dtype_(dtype) {
-  LUCID_CHECK(num_pages > 0 && page_size > 0, "KvPool needs pages");
+  LUCID_CHECK(num_pages > 0 && page_size > 0, "KvStorage needs pages");
   mla_fmt_ = MlaFormat(spec, dtype);
   idx_fmt_ = IndexerFormat(spec, dtype);
   LUCID_CHECK(mla_fmt_.row_bytes + (spec.indexer_dim > 0 ? idx_fmt_.row_bytes : 0) ==
                   spec.BytesPerTokenPerLayer(dtype),
-              "KvPool row sizes disagree with KvCacheSpec::BytesPerTokenPerLayer");
+              "KvStorage row sizes disagree with KvCacheSpec::BytesPerTokenPerLayer");
   mla_.resize(spec.num_layers);
   indexer_.resize(spec.num_layers);
   for (int64_t l = 0; l < spec.num_layers; ++l) {
     mla_[l].assign(num_pages * page_size * mla_fmt_.row_bytes, 0);
     if (spec.indexer_dim > 0) indexer_[l].assign(num_pages * page_size * idx_fmt_.row_bytes, 0);
   }
-  free_.reserve(num_pages);
-  for (int64_t p = num_pages - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));
 }
 
-uint64_t KvPool::bytes() const {
+uint64_t KvStorage::bytes() const {
   return static_cast<uint64_t>(num_pages_) * page_size_ * spec_.BytesPerToken(dtype_);
 }
 
-Status KvPool::Reserve(SequenceKv& seq, int64_t new_length) {
-  const int64_t need = (new_length + page_size_ - 1) / page_size_;
-  const int64_t extra = need - static_cast<int64_t>(seq.page_table.size());
-  if (extra <= 0) return OkStatus();
-  if (extra > free_pages())
-    return ResourceExhausted("KV cache: need " + std::to_string(extra) + " more pages of " +
-                             std::to_string(page_size_) + " tokens, " +
-                             std::to_string(free_pages()) + " free");
-  for (int64_t i = 0; i < extra; ++i) {
-    seq.page_table.push_back(free_.back());
-    free_.pop_back();
-  }
-  return OkStatus();
-}
-
-void KvPool::Release(SequenceKv& seq) {
-  for (auto it = seq.page_table.rbegin(); it != seq.page_table.rend(); ++it) free_.push_back(*it);
-  seq.page_table.clear();
-  seq.length = 0;
-}
-
-void KvPool::WriteMla(int64_t layer, const SequenceKv& seq, int64_t pos, const float* ckv,
-                      const float* kpe) {
-  const int64_t page = seq.page_table[pos / page_size_];
+void KvStorage::WriteMla(int64_t layer, std::span<const int32_t> page_table, int64_t pos,
+                         const float* ckv, const float* kpe) {
+  const int64_t page = page_table[pos / page_size_];
   std::vector<float> row(spec_.mla_row());
   std::copy_n(ckv, spec_.latent_dim, row.data());
   std::copy_n(kpe, spec_.rope_dim, row.data() + spec_.latent_dim);
@@ -130,18 +107,19 @@ void KvPool::WriteMla(int64_t layer, const SequenceKv& seq, int64_t pos, const f
               mla_[layer].data() + (page * page_size_ + pos % page_size_) * mla_fmt_.row_bytes);
 }
 
-void KvPool::WriteIndexerKey(int64_t layer, const SequenceKv& seq, int64_t pos, const float* key) {
-  const int64_t page = seq.page_table[pos / page_size_];
+void KvStorage::WriteIndexerKey(int64_t layer, std::span<const int32_t> page_table, int64_t pos,
+                                const float* key) {
+  const int64_t page = page_table[pos / page_size_];
   EncodeKvRow(idx_fmt_, key,
               indexer_[layer].data() + (page * page_size_ + pos % page_size_) * idx_fmt_.row_bytes);
 }
 
 namespace {
 
-PagedRows View(const PagedRows& fmt, const std::vector<uint8_t>& buf, const SequenceKv& seq,
-               int64_t page_size) {
+PagedRows View(const PagedRows& fmt, const std::vector<uint8_t>& buf,
+               std::span<const int32_t> page_table, int64_t page_size) {
   PagedRows r = fmt;
-  r.page_table = seq.page_table;
+  r.page_table = page_table;
   r.page_size = page_size;
   r.page_bytes = page_size * fmt.row_bytes;
   if (fmt.kind == KvRowKind::kF32) {
@@ -155,12 +133,12 @@ PagedRows View(const PagedRows& fmt, const std::vector<uint8_t>& buf, const Sequ
 
 }  // namespace
 
-PagedRows KvPool::MlaRows(int64_t layer, const SequenceKv& seq) const {
-  return View(mla_fmt_, mla_[layer], seq, page_size_);
+PagedRows KvStorage::MlaRows(int64_t layer, std::span<const int32_t> page_table) const {
+  return View(mla_fmt_, mla_[layer], page_table, page_size_);
 }
 
-PagedRows KvPool::IndexerRows(int64_t layer, const SequenceKv& seq) const {
-  return View(idx_fmt_, indexer_[layer], seq, page_size_);
+PagedRows KvStorage::IndexerRows(int64_t layer, std::span<const int32_t> page_table) const {
+  return View(idx_fmt_, indexer_[layer], page_table, page_size_);
 }
 
 }  // namespace lucid

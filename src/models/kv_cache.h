@@ -13,12 +13,13 @@
 // Values are quantized when written (WriteMla/WriteIndexerKey) and dequantized by the ops that
 // read them, so the model code never sees the storage dtype.
 // A sequence owns an ordered page table; token position u lives in page_table[u / page_size] at
-// slot u % page_size. Pages are handed out by KvPool's free list (the runtime's block manager will
-// own that decision later; the storage layout stays).
+// slot u % page_size. KvStorage holds the bytes only: which pages a sequence gets is the runtime's
+// KvBlockManager's decision, and a sequence's length is the engine's (StepInput carries both).
 // Thread-safety: none; owned by the engine thread.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,35 +50,34 @@ struct KvCacheSpec {
   int64_t BytesPerToken(KvDtype dtype) const { return num_layers * BytesPerTokenPerLayer(dtype); }
 };
 
+// The engine's record of one sequence's KV: its pages and how many of its tokens have KV stored.
+// Only the runtime writes it (KvBlockManager, Scheduler); a model reads a StepInput.
 struct SequenceKv {
   std::vector<int32_t> page_table;
   int64_t length = 0;  // tokens whose KV is stored
 };
 
-class KvPool {
+// The paged KV bytes of every layer; pages are addressed by id through a page table.
+class KvStorage {
  public:
-  KvPool(const KvCacheSpec& spec, int64_t num_pages, int64_t page_size, KvDtype dtype);
+  KvStorage(const KvCacheSpec& spec, int64_t num_pages, int64_t page_size, KvDtype dtype);
 
   KvDtype dtype() const { return dtype_; }
   const KvCacheSpec& spec() const { return spec_; }
   int64_t page_size() const { return page_size_; }
   int64_t num_pages() const { return num_pages_; }
-  int64_t free_pages() const { return static_cast<int64_t>(free_.size()); }
   uint64_t bytes() const;
 
-  // Ensures seq has pages for positions [0, new_length). ResourceExhausted if the pool is short
-  // (nothing is taken then).
-  Status Reserve(SequenceKv& seq, int64_t new_length);
-  // Returns all of seq's pages to the pool and empties it.
-  void Release(SequenceKv& seq);
-
-  // Stores token `pos` of `seq`: its normalized latent ckv[latent_dim] and roped k_pe[rope_dim]
-  // (converted to the pool's KV dtype), or its indexer key [indexer_dim].
-  void WriteMla(int64_t layer, const SequenceKv& seq, int64_t pos, const float* ckv,
+  // Stores slot `pos` of the sequence whose pages are `page_table`: its normalized latent
+  // ckv[latent_dim] and roped k_pe[rope_dim] (converted to the storage's KV dtype), or its
+  // indexer key [indexer_dim]. page_table must cover pos.
+  void WriteMla(int64_t layer, std::span<const int32_t> page_table, int64_t pos, const float* ckv,
                 const float* kpe);
-  void WriteIndexerKey(int64_t layer, const SequenceKv& seq, int64_t pos, const float* key);
-  PagedRows MlaRows(int64_t layer, const SequenceKv& seq) const;
-  PagedRows IndexerRows(int64_t layer, const SequenceKv& seq) const;
+  void WriteIndexerKey(int64_t layer, std::span<const int32_t> page_table, int64_t pos,
+                       const float* key);
+  // Views of a sequence's rows (the view borrows page_table).
+  PagedRows MlaRows(int64_t layer, std::span<const int32_t> page_table) const;
+  PagedRows IndexerRows(int64_t layer, std::span<const int32_t> page_table) const;
 
  private:
   KvCacheSpec spec_;
@@ -85,7 +85,6 @@ class KvPool {
   KvDtype dtype_;
   PagedRows mla_fmt_, idx_fmt_;  // row formats (no storage pointers)
   std::vector<std::vector<uint8_t>> mla_, indexer_;
-  std::vector<int32_t> free_;
 };
 
 }  // namespace lucid

@@ -1,9 +1,11 @@
-// Model: the forward pass of one loaded checkpoint, and the KV cache it reads and writes.
+// Model: the forward pass of one loaded checkpoint over the paged KV storage.
 //
-// A step is a batch of SequenceChunks: for each sequence, the next tokens to compute (a whole
-// prompt, a prefill chunk, or one decode token). The model appends their KV (MLA latent + RoPE part,
-// and indexer keys) to the sequence's pages and returns logits for every computed token, in batch
-// order. Outputs for a sequence do not depend on what else is in the batch.
+// A step is a StepInput (models/step.h): for each sequence, the next tokens to compute (a whole
+// prompt, a prefill chunk, one decode token, or several draft tokens), its page table and how many
+// of its tokens already have KV. The model writes their KV (MLA latent + RoPE part, and indexer
+// keys) into the sequence's slots and fills a StepOutput with the logits (and hidden states) of the
+// rows the StepInput names. It writes no other state: lengths and page tables belong to the engine.
+// Outputs for a sequence do not depend on what else is in the batch.
 // Thread-safety: a Model is used by one thread at a time (the engine thread).
 #pragma once
 
@@ -18,6 +20,7 @@
 #include "core/tensor.h"
 #include "formats/model_config.h"
 #include "models/kv_cache.h"
+#include "models/step.h"
 
 namespace lucid {
 
@@ -27,10 +30,6 @@ struct NonFiniteSite {
   std::string op;      // debug name of the op's output, e.g. "L3.moe", "embedding", "lm_head"
 };
 
-struct SequenceChunk {
-  SequenceKv* seq = nullptr;         // positions [seq->length, seq->length + tokens.size())
-  std::span<const int32_t> tokens;   // ids in [0, vocab)
-};
 
 class Model {
  public:
@@ -40,11 +39,12 @@ class Model {
   // Bytes of weights held (packed size as stored).
   virtual uint64_t weight_bytes() const = 0;
 
-  // Runs one step. Pages for the new positions must already be in each seq's page table
-  // (KvPool::Reserve). On success each seq->length grows by its chunk size and `logits` is
-  // [sum of chunk sizes, vocab] f32. Errors: InvalidArgument for token ids out of range or a
-  // chunk past max context; the KV of a failed step is unspecified for the sequences involved.
-  virtual Status Forward(std::span<const SequenceChunk> batch, KvPool& pool, Tensor* logits) = 0;
+  // Runs one step. Every sequence's page table must cover its slots [0, kv_length + rows). On
+  // success out->logits is [in.logits_rows.size(), vocab] f32 and out->hidden
+  // [in.hidden_rows.size(), hidden_size] f32 (see StepOutput). Errors: InvalidArgument for a
+  // malformed StepInput (models/step.h), token ids out of range or a chunk past max context; the
+  // KV slots the step would have written are unspecified after a failure (the engine drops them).
+  virtual Status Forward(const StepInput& in, KvStorage& kv, StepOutput* out) = 0;
 
   // Optional numerics checking (`--nan-check layers`), off by default. While on, Forward scans the
   // output rows of each op per chunk and records, for each chunk, the first op (in execution
@@ -52,7 +52,7 @@ class Model {
   // are independent through the model, so one chunk's non-finite values never reach another's.
   // Returns false (and stays off) if the model does not support it.
   virtual bool SetNumericsCheck(bool on) { return !on; }
-  // Per chunk of the last Forward, in batch order: the first site, or nullopt if all its checked
+  // Per StepInput sequence of the last Forward, in order: the first site, or nullopt if all its checked
   // outputs were finite. Empty when checking is off.
   virtual std::vector<std::optional<NonFiniteSite>> LastNonFiniteSites() const { return {}; }
 };

@@ -10,7 +10,7 @@
 #include "formats/safetensors.h"
 #include "models/deepseek_v3_weights.h"
 #include "models/registry.h"
-#include "runtime/greedy_generate.h"
+#include "runtime/engine_driver.h"
 
 namespace lucid {
 namespace {
@@ -120,9 +120,8 @@ TEST(KvCacheTest, Fp8LatentIsTheFlashMlaLayout) {
 TEST(KvCacheTest, StoredRowsDecodeToTheQuantizedValues) {
   KvCacheSpec s{1, 300, 64, 128};  // a partial last 128-block in the latent
   for (KvDtype d : {KvDtype::kF32, KvDtype::kBF16, KvDtype::kFp8E4M3}) {
-    KvPool pool(s, 2, 4, d);
-    SequenceKv seq;
-    ASSERT_TRUE(pool.Reserve(seq, 6).ok());
+    KvStorage pool(s, 2, 4, d);
+    const std::vector<int32_t> seq = {1, 0};
     std::vector<float> ckv(300), kpe(64), key(128);
     for (int i = 0; i < 300; ++i) ckv[i] = std::sin(0.37f * i) * (i < 128 ? 3.0f : 1e-3f);
     for (int i = 0; i < 64; ++i) kpe[i] = 0.1f * i - 2.0f;

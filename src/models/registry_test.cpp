@@ -117,15 +117,15 @@ TEST(RegistryTest, UnsupportedWeightDtypeIsRefusedByName) {
 TEST(RegistryTest, TokenIdsOutOfRangeAreRejectedNotCrashed) {
   auto m = LoadModel(Fixture("tiny_deepseek_v3"), kOps);
   ASSERT_TRUE(m.ok());
-  KvPool pool((*m)->kv_spec(), 2, 64, KvDtype::kF32);
-  SequenceKv seq;
-  ASSERT_TRUE(pool.Reserve(seq, 2).ok());
+  KvStorage kv((*m)->kv_spec(), 2, 64, KvDtype::kF32);
+  const std::vector<int32_t> pages = {0};
   std::vector<int32_t> ids = {1, static_cast<int32_t>((*m)->config().vocab_size)};
-  SequenceChunk ch{&seq, ids};
-  Tensor logits;
-  Status s = (*m)->Forward({&ch, 1}, pool, &logits);
+  StepInput in;
+  AddSequence(in, pages, 0, ids, ChunkRows::kLast);
+  StepOutput out;
+  Status s = (*m)->Forward(in, kv, &out);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(seq.length, 0);
+  EXPECT_NE(s.message().find("token id"), std::string::npos) << s.ToString();
 }
 
 }  // namespace

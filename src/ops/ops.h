@@ -83,9 +83,13 @@ void EncodeKvRow(const PagedRows& fmt, const float* in, uint8_t* out);
 // One MLA attention problem for one sequence: T query rows attending over cached tokens.
 // The key of token u is [ckv_u | kpe_u] (first `latent_dim` floats of its row, then `rope_dim`),
 // the value is ckv_u; queries come already absorbed: q_latent = q_nope · W_uk, so
-// score(t, u) = scale * (q_latent_t · ckv_u + q_rope_t · kpe_u). Query t attends to the tokens
-// listed in selected[t * selected_stride, + selected_count[t]) (sparse), which must all be
-// causal for t. Output: out_latent[t, h, :] = sum_u softmax_u(score) * ckv_u.
+// score(t, u) = scale * (q_latent_t · ckv_u + q_rope_t · kpe_u). Two modes:
+// - sparse (selected != null): query t attends to the tokens listed in
+//   selected[t * selected_stride, + selected_count[t]), which must all be causal for t;
+// - dense (selected == null): query t attends to the selected_count[t] consecutive tokens from
+//   dense_begin[t] (from 0 when dense_begin is null): every causal token, with no index list, so
+//   the memory an implementation needs does not grow with the context.
+// Output: out_latent[t, h, :] = sum_u softmax_u(score) * ckv_u (zeros when nothing is attended).
 struct MlaAttentionArgs {
   const float* q_latent = nullptr;  // [T, heads, latent_dim]
   const float* q_rope = nullptr;    // [T, heads, rope_dim]
@@ -95,9 +99,10 @@ struct MlaAttentionArgs {
   int64_t rope_dim = 0;
   float scale = 1.0f;
   PagedRows kv;
-  const int32_t* selected = nullptr;
+  const int32_t* selected = nullptr;  // [T, selected_stride]; null: dense
   int64_t selected_stride = 0;
   const int32_t* selected_count = nullptr;  // [T]
+  const int32_t* dense_begin = nullptr;     // [T] dense mode only; null: every row from 0
   float* out_latent = nullptr;              // [T, heads, latent_dim]
 };
 
@@ -183,6 +188,24 @@ class Ops {
   // out[t, h * v_dim + j] = latent[t, h, :] · W_uv_h[j, :]. Default: one Linear per head.
   virtual void MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t nope_dim,
                                 int64_t v_dim, const Weight& kv_b, Tensor& out) const;
+
+  // The model's glue between the ops above, so that a forward never touches activations from the
+  // host (on a device backend they live in device memory).
+  // x += y elementwise (residual adds); same element counts.
+  virtual void Accumulate(Tensor& x, const Tensor& y) const = 0;
+  // x *= s elementwise.
+  virtual void Scale(Tensor& x, float s) const = 0;
+  // For x [T, groups * group_stride] (any row width >= that): out[t, g * width + j] =
+  // x[t, g * group_stride + offset + j] for g < groups, j < width; out is [T, groups * width].
+  virtual void CopyColumns(const Tensor& x, int64_t groups, int64_t group_stride, int64_t offset,
+                           int64_t width, Tensor& out) const = 0;
+  // out[i, :] = x[rows[i], :] (x and out 2-D, same width; rows in [0, x.size(0))).
+  virtual void GatherRows(const Tensor& x, std::span<const int64_t> rows, Tensor& out) const = 0;
+
+  // Errors of the ops issued since the last call: an asynchronous backend (a GPU stream) waits for
+  // them here and reports a failure as a Status instead of aborting; the model returns it from
+  // Forward and the engine fails the step's requests with it. Synchronous backends: always OK.
+  virtual Status Synchronize() const { return OkStatus(); }
 };
 
 }  // namespace lucid

@@ -1,7 +1,7 @@
 // Engine: continuous batching over the paged KV cache. The contract between the HTTP server
 // (server/, which only parses, enqueues and streams) and everything that touches the model.
 //
-// Threading: one engine thread owns the Model, the KvPool, the block manager and the scheduler.
+// Threading: one engine thread owns the Model, the KvStorage, the block manager and the scheduler.
 // Submit/Abort/Stats are thread-safe and never block on model work. Each request's events are
 // delivered, in order, by calling its sink on the engine thread; a sink must return quickly (push
 // to a queue and notify) and must not call back into the engine.
@@ -62,6 +62,11 @@ struct GenerationRequest {
   // prompt_logprobs_start - 1, so that the rows needed are computed.
   int32_t prompt_logprobs = -1;
   int64_t prompt_logprobs_start = 1;
+  // Every prompt row's logits (prompt logprobs, echo, `lucid generate --dump-logits`): the model
+  // computes lm_head for every row of this request's chunks, the prefix cache is not used for its
+  // prompt (a cached row has no logits), and the first event carries them in
+  // RequestOutput::prompt_logits. Off, lm_head runs only for the row that is sampled.
+  bool prompt_logits = false;
 };
 
 struct TokenLogprob {
@@ -84,6 +89,9 @@ struct RequestOutput {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;  // so far
   int64_t cached_tokens = 0;      // prompt tokens served from the prefix cache
+  // With GenerationRequest::prompt_logits, in the first event only: [prompt_len, vocab] f32, row p
+  // the logits after prompt token p (row prompt_len - 1 is what the first token was sampled from).
+  Tensor prompt_logits;
 };
 
 struct EngineOptions {
@@ -95,7 +103,8 @@ struct EngineOptions {
   int64_t chunked_prefill_size = 2048;  // max tokens computed per step
   int64_t context_length = 0;           // 0 = the model's max_position_embeddings
   // kOff: only the rows about to be sampled are checked (a non-finite value is never sampled);
-  // kLogits: every computed logits row; kLayers: also the model's per-op check, which names the
+  // kLogits: every computed row (its final hidden state, and its logits where computed); kLayers:
+  // also the model's per-op check, which names the
   // first layer and op that produced a non-finite value (slower).
   enum class NanCheck { kOff, kLogits, kLayers } nan_check = NanCheck::kLogits;
   bool enable_prefix_cache = true;

@@ -23,6 +23,10 @@ struct EngineCore::Request {
   int64_t prompt_lp_start = 1;
   std::vector<TokenLogprob> prompt_lps;
   std::unique_ptr<TokenMatcher> matcher;  // structured output (null: unconstrained)
+  // GenerationRequest::prompt_logits: [prompt_tokens, vocab] once requested, rows filled in
+  // position order as the prompt's chunks are computed; handed out with the first event.
+  Tensor prompt_logits;
+  int64_t prompt_rows = 0;  // rows filled
 };
 
 namespace {
@@ -68,7 +72,7 @@ EngineCore::EngineCore(std::unique_ptr<Model> model,
     : model_(std::move(model)),
       tokenizer_(std::move(tokenizer)),
       options_(options),
-      pool_(model_->kv_spec(), options.num_pages, options.page_size, options.kv_dtype),
+      kv_(model_->kv_spec(), options.num_pages, options.page_size, options.kv_dtype),
       blocks_(options.num_pages, options.page_size, options.enable_prefix_cache),
       scheduler_({options.max_running_requests, options.chunked_prefill_size}, blocks_),
       seed_source_(std::random_device{}()) {
@@ -148,13 +152,17 @@ void EngineCore::Add(uint64_t id, GenerationRequest request, Engine::Sink sink) 
       -1,
       1,
       {},
-      nullptr});
+      nullptr,
+      {},
+      0});
   if (request.sampling.min_tokens > 0) {
     std::vector<int32_t> ids = request.sampling.stop_token_ids;
     if (!request.sampling.ignore_eos) ids.insert(ids.end(), eos_ids_.begin(), eos_ids_.end());
     r->sampler.SuppressUntilMinTokens(std::move(ids));
   }
   if (request.sampling.constraint) r->matcher = request.sampling.constraint->NewMatcher();
+  if (request.prompt_logits)
+    r->prompt_logits = Tensor::Empty(DType::kF32, {r->prompt_tokens, model_->config().vocab_size});
   if (tokenizer_ != nullptr) {
     const size_t n = request.prompt.size(), k = std::min(n, kDetokContext);
     r->detok = std::make_unique<tok::IncrementalDetokenizer>(
@@ -169,7 +177,9 @@ void EngineCore::Add(uint64_t id, GenerationRequest request, Engine::Sink sink) 
     max_reuse = request.prompt_logprobs_start - 1;  // the row of position start - 1 is needed
   }
   requests_.emplace(id, std::move(r));
-  scheduler_.Add(id, std::move(request.prompt), max_reuse);
+  if (request.prompt_logits) max_reuse = 0;  // every prompt row's logits are wanted
+  scheduler_.Add(id, std::move(request.prompt),
+                 request.prompt_logits || request.prompt_logprobs >= 0, max_reuse);
 }
 
 void EngineCore::Finish(Request& r, RequestOutput& out, const std::string& reason, Status error) {
@@ -229,26 +239,45 @@ void EngineCore::FailBatch(const StepPlan& plan, const Status& error) {
   for (uint64_t id : ids) Fail(id, error);
 }
 
-Status EngineCore::CheckChunk(const ScheduledChunk& chunk, const float* rows,
+namespace {
+
+// First of `count` rows of `width` values holding a non-finite value, or -1.
+int64_t FirstNonFiniteRow(const float* rows, int64_t count, int64_t width) {
+  for (int64_t t = 0; t < count; ++t)
+    for (int64_t v = 0; v < width; ++v)
+      if (!std::isfinite(rows[t * width + v])) return t;
+  return -1;
+}
+
+}  // namespace
+
+Status EngineCore::CheckChunk(const ScheduledChunk& chunk, const ChunkLogits& logits,
                               const std::optional<NonFiniteSite>& site) const {
-  const int64_t V = model_->config().vocab_size;
-  const bool all_rows = options_.nan_check != EngineOptions::NanCheck::kOff;
-  const int64_t first = all_rows ? 0 : chunk.count - 1;
-  int64_t bad_row = -1;
-  if (all_rows || chunk.completes()) {
-    for (int64_t t = first; t < chunk.count && bad_row < 0; ++t)
-      for (int64_t v = 0; v < V; ++v)
-        if (!std::isfinite(rows[t * V + v])) {
-          bad_row = t;
-          break;
-        }
+  const int64_t V = model_->config().vocab_size, D = model_->config().hidden_size;
+  // kOff: the row about to be sampled (the last, when the chunk completes), or every logits row
+  // of a request that uses them all. Else every row: its final hidden state (lm_head's input,
+  // so a non-finite one means non-finite logits) and its logits where they were computed.
+  int64_t bad_pos = -1;
+  std::string what = "logits";
+  if (options_.nan_check != EngineOptions::NanCheck::kOff && logits.hidden != nullptr) {
+    const int64_t t = FirstNonFiniteRow(logits.hidden, chunk.count, D);
+    if (t >= 0) {
+      bad_pos = chunk.begin + t;
+      what = "hidden state";
+    }
   }
-  if (bad_row < 0 && !site) return OkStatus();
+  if (bad_pos < 0) {
+    const bool all_rows =
+        options_.nan_check != EngineOptions::NanCheck::kOff || chunk.seq->every_row;
+    const int64_t first = all_rows ? 0 : std::max<int64_t>(logits.count - 1, 0);
+    const int64_t t = FirstNonFiniteRow(logits.rows + first * V, logits.count - first, V);
+    if (t >= 0) bad_pos = logits.first_position + first + t;
+  }
+  if (bad_pos < 0 && !site) return OkStatus();
   const ScheduledSequence& s = *chunk.seq;
   const int64_t generated = static_cast<int64_t>(s.tokens.size()) - s.prompt_len;
-  std::string what = bad_row >= 0
-                         ? "non-finite logits at position " + std::to_string(chunk.begin + bad_row)
-                         : "non-finite value";
+  what = bad_pos >= 0 ? "non-finite " + what + " at position " + std::to_string(bad_pos)
+                      : "non-finite value";
   std::string msg =
       "numerics: request " + std::to_string(s.id) + ": " + what + " while computing " +
       "positions " + Positions(chunk.begin, chunk.begin + chunk.count) + " (" +
@@ -274,48 +303,76 @@ void EngineCore::Step() {
       FailAll(ResourceExhausted("engine: no KV pages for any request"));
     return;
   }
-  std::vector<SequenceChunk> batch;
-  batch.reserve(plan.chunks.size());
-  for (const auto& c : plan.chunks)
-    batch.push_back({&c.seq->kv, std::span<const int32_t>(c.seq->tokens.data() + c.begin,
-                                                          static_cast<size_t>(c.count))});
-  Tensor logits;
-  Status st = model_->Forward(batch, pool_, &logits);
+  // lm_head runs for the rows that are sampled, and every row of a request that asked for prompt
+  // logits. With the numerics check on, every row's final hidden state is checked too.
+  const bool check_all = options_.nan_check != EngineOptions::NanCheck::kOff;
+  StepInput in;
+  std::vector<int64_t> first_logits(plan.chunks.size() + 1, 0);
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ScheduledChunk& c = plan.chunks[i];
+    const ChunkRows want = c.seq->every_row ? ChunkRows::kAll
+                           : c.completes()  ? ChunkRows::kLast
+                                            : ChunkRows::kNone;
+    AddSequence(
+        in, c.seq->kv.page_table, c.begin,
+        std::span<const int32_t>(c.seq->tokens.data() + c.begin, static_cast<size_t>(c.count)),
+        want, check_all ? ChunkRows::kAll : ChunkRows::kNone);
+    first_logits[i + 1] = static_cast<int64_t>(in.logits_rows.size());
+  }
+  StepOutput out;
+  Status st = model_->Forward(in, kv_, &out);
   if (!st.ok()) return FailBatch(plan, st.WithContext("forward"));
   const int64_t V = model_->config().vocab_size;
   std::vector<std::optional<NonFiniteSite>> sites;
   if (options_.nan_check == EngineOptions::NanCheck::kLayers) sites = model_->LastNonFiniteSites();
-  int64_t row = 0;
   // Fail/Finish erase a chunk's own sequence only; the other chunks' sequences stay valid.
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
-    float* rows = logits.data<float>() + row * V;  // this step's own buffer: masked in place
-    row += c.count;
+    ChunkLogits logits;
+    logits.rows = out.logits.data<float>() + first_logits[i] * V;
+    logits.count = first_logits[i + 1] - first_logits[i];
+    logits.first_position = c.begin + c.count - logits.count;
+    if (check_all)
+      logits.hidden =
+          out.hidden.data<const float>() + in.sequences[i].first_row * model_->config().hidden_size;
     const uint64_t id = c.seq->id;
-    Status check = CheckChunk(c, rows, i < sites.size() ? sites[i] : std::nullopt);
+    Status check = CheckChunk(c, logits, i < sites.size() ? sites[i] : std::nullopt);
     if (!check.ok()) {
       Fail(id, check);
       continue;
     }
     scheduler_.Commit(c);
     Request& r = *requests_.at(id);
-    if (r.prompt_lp_top >= 0) CollectPromptLogprobs(r, c, rows);
-    if (c.completes()) SampleAndEmit(r, rows + (c.count - 1) * V);
+    if (r.prompt_lp_top >= 0) CollectPromptLogprobs(r, c, logits);
+    if (r.prompt_logits.raw() != nullptr) KeepPromptLogits(r, logits);
+    if (c.completes()) SampleAndEmit(r, logits.rows + (logits.count - 1) * V);
   }
 }
 
-void EngineCore::CollectPromptLogprobs(Request& r, const ScheduledChunk& c, const float* rows) {
+void EngineCore::KeepPromptLogits(Request& r, const ChunkLogits& logits) {
+  const int64_t V = model_->config().vocab_size;
+  // Rows arrive in position order; a recompute after preemption repeats rows already kept.
+  for (int64_t t = 0; t < logits.count; ++t) {
+    const int64_t pos = logits.first_position + t;
+    if (pos != r.prompt_rows || pos >= r.prompt_tokens) continue;
+    std::copy_n(logits.rows + t * V, V, r.prompt_logits.data<float>() + pos * V);
+    ++r.prompt_rows;
+  }
+}
+
+void EngineCore::CollectPromptLogprobs(Request& r, const ScheduledChunk& c,
+                                       const ChunkLogits& logits) {
   const int64_t V = model_->config().vocab_size;
   const auto& tokens = c.seq->tokens;
-  for (int64_t j = 0; j < c.count; ++j) {
-    // Row j sees positions up to c.begin + j and predicts the next one. A recomputation after a
-    // preemption gives rows already taken: only the next wanted position is appended.
-    const int64_t target = c.begin + j + 1;
+  for (int64_t j = 0; j < logits.count; ++j) {
+    // Row j sees positions up to first_position + j and predicts the next one. A recomputation
+    // after a preemption gives rows already taken: only the next wanted position is appended.
+    const int64_t target = logits.first_position + j + 1;
     if (target >= r.prompt_tokens ||
         target != r.prompt_lp_start + static_cast<int64_t>(r.prompt_lps.size()))
       continue;
-    r.prompt_lps.push_back(
-        RawLogprobs({rows + j * V, static_cast<size_t>(V)}, tokens[target], r.prompt_lp_top));
+    r.prompt_lps.push_back(RawLogprobs({logits.rows + j * V, static_cast<size_t>(V)},
+                                       tokens[target], r.prompt_lp_top));
   }
 }
 
@@ -337,6 +394,8 @@ void EngineCore::SampleAndEmit(Request& r, float* logits_row) {
   out.new_tokens.push_back(token);
   if (r.params.logprobs >= 0) out.logprobs.push_back(std::move(lp));
   if (r.generated == 1) out.prompt_logprobs = std::move(r.prompt_lps);
+  if (r.generated == 1 && r.prompt_logits.raw() != nullptr)
+    out.prompt_logits = std::move(r.prompt_logits);
   const auto& stop_ids = r.params.stop_token_ids;
   const bool stop_token = (!r.params.ignore_eos &&
                            std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) ||

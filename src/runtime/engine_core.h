@@ -1,6 +1,8 @@
 // EngineCore: the single-threaded heart of the engine. Each Step() asks the scheduler for
-// {sequence: tokens}, runs ONE Model::Forward over all of them, guards the numerics, samples, and
-// delivers each request's event to its sink. The threaded Engine (engine.cpp) wraps it; tests drive
+// {sequence: tokens}, builds ONE StepInput over all of them (page tables, the KV lengths the
+// engine owns, which rows need logits), runs Model::Forward, guards the numerics, commits the KV
+// it accepts (the sequence lengths advance here, never in the model), samples, and delivers each
+// request's event to its sink. The threaded Engine (engine.cpp) wraps it; tests drive
 // it directly, step by step, with no threads.
 //
 // Numerics guard (EngineOptions::nan_check): a request whose logits row is not finite never reaches
@@ -8,9 +10,11 @@
 // computed and the step; with kLayers the model's per-op check also names the first layer and op
 // that produced a non-finite value. Other requests in the same batch continue (rows are independent
 // through the model). kOff still checks the rows that are sampled (a NaN must never be sampled);
-// kLogits checks every computed row (prefill chunks included); kLayers adds the model's op check.
+// kLogits checks every row (prefill chunks included): its final hidden state, lm_head's input (a
+// non-finite one makes its logits non-finite; lm_head itself runs only where logits are used),
+// and its logits where they are computed; kLayers adds the model's op check.
 // KV of a failed step is never registered in the prefix cache.
-// Ownership: owns the model, the KV pool, the block manager, the scheduler and every request.
+// Ownership: owns the model, the KV storage, the block manager, the scheduler and every request.
 // Thread-safety: Validate() may be called from any thread (reads immutable state only); everything
 // else belongs to one thread at a time.
 #pragma once
@@ -75,14 +79,24 @@ class EngineCore {
   EngineCore(std::unique_ptr<Model> model, std::shared_ptr<const tok::Tokenizer> tokenizer,
              const EngineOptions& options);
 
+  // What a step produced for one chunk: `count` logits rows (StepOutput order) for positions
+  // [first_position, first_position + count), the chunk's last rows (all of them, its last, or
+  // none; see Step), and, when the numerics check is on, every row's final hidden state.
+  struct ChunkLogits {
+    float* rows = nullptr;  // this step's own buffer: a constraint masks its row in place
+    int64_t count = 0;
+    int64_t first_position = 0;
+    const float* hidden = nullptr;  // [chunk.count, hidden_size] or null
+  };
   // Returns an error naming where the chunk's logits (or, in kLayers mode, an op) went non-finite.
   // `site` is the model's report for the chunk (kLayers only).
-  Status CheckChunk(const ScheduledChunk& chunk, const float* rows,
+  Status CheckChunk(const ScheduledChunk& chunk, const ChunkLogits& logits,
                     const std::optional<NonFiniteSite>& site) const;
+  // Copies the chunk's prompt rows into r.prompt_logits (GenerationRequest::prompt_logits).
+  void KeepPromptLogits(Request& r, const ChunkLogits& logits);
   // Samples from `logits_row` (this step's row of the request; a constraint masks it in place).
   void SampleAndEmit(Request& r, float* logits_row);
-  // Prompt logprobs: the positions of chunk `c` whose rows predict a wanted prompt token.
-  void CollectPromptLogprobs(Request& r, const ScheduledChunk& c, const float* rows);
+  void CollectPromptLogprobs(Request& r, const ScheduledChunk& c, const ChunkLogits& logits);
   void Finish(Request& r, RequestOutput& out, const std::string& reason, Status error = {});
   void Fail(uint64_t id, const Status& error);
   void FailBatch(const StepPlan& plan, const Status& error);
@@ -90,7 +104,7 @@ class EngineCore {
   std::unique_ptr<Model> model_;
   std::shared_ptr<const tok::Tokenizer> tokenizer_;
   EngineOptions options_;
-  KvPool pool_;
+  KvStorage kv_;
   KvBlockManager blocks_;
   Scheduler scheduler_;
   std::vector<int32_t> eos_ids_;

@@ -17,6 +17,7 @@ void ResultCollector::Add(const RequestOutput& out) {
   r.logprobs.insert(r.logprobs.end(), out.logprobs.begin(), out.logprobs.end());
   r.prompt_logprobs.insert(r.prompt_logprobs.end(), out.prompt_logprobs.begin(),
                            out.prompt_logprobs.end());
+  if (out.prompt_logits.raw() != nullptr) r.prompt_logits = out.prompt_logits;
   r.prompt_tokens = out.prompt_tokens;
   r.completion_tokens = out.completion_tokens;
   r.cached_tokens = out.cached_tokens;
@@ -78,6 +79,70 @@ StatusOr<std::vector<GenerationResult>> GenerateAll(Engine& engine,
   std::vector<GenerationResult> out;
   for (auto& c : collectors) out.push_back(c->Wait());
   return out;
+}
+
+namespace {
+
+class BorrowedModel final : public Model {
+ public:
+  explicit BorrowedModel(Model& m) : m_(m) {}
+  const ModelConfig& config() const override { return m_.config(); }
+  const KvCacheSpec& kv_spec() const override { return m_.kv_spec(); }
+  uint64_t weight_bytes() const override { return m_.weight_bytes(); }
+  Status Forward(const StepInput& in, KvStorage& kv, StepOutput* out) override {
+    return m_.Forward(in, kv, out);
+  }
+  bool SetNumericsCheck(bool on) override { return m_.SetNumericsCheck(on); }
+  std::vector<std::optional<NonFiniteSite>> LastNonFiniteSites() const override {
+    return m_.LastNonFiniteSites();
+  }
+
+ private:
+  Model& m_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> BorrowModel(Model& model) { return std::make_unique<BorrowedModel>(model); }
+
+StatusOr<std::vector<int32_t>> GreedyGenerate(Model& model, const std::vector<int32_t>& prompt,
+                                              int64_t max_new_tokens, Tensor* prompt_logits,
+                                              int64_t page_size, KvDtype kv_dtype) {
+  if (max_new_tokens < 0) return InvalidArgument("max_new_tokens must be >= 0");
+  // The engine generates at least one token; with 0 asked, the one it makes is not returned.
+  const int64_t n = std::max<int64_t>(max_new_tokens, 1);
+  const int64_t prompt_len = static_cast<int64_t>(prompt.size());
+  EngineOptions o;
+  o.page_size = page_size;
+  o.kv_dtype = kv_dtype;
+  o.num_pages = std::max<int64_t>(1, (prompt_len + n + page_size - 1) / page_size);
+  o.max_running_requests = 1;
+  o.chunked_prefill_size = std::max<int64_t>(prompt_len, 1);
+  // Non-finite rows are still caught where they are used (the sampled rows, and every prompt row
+  // when prompt_logits is asked for).
+  o.nan_check = EngineOptions::NanCheck::kOff;
+  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<EngineCore> core,
+                         EngineCore::Create(BorrowModel(model), nullptr, o));
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = n;
+  r.sampling.ignore_eos = true;
+  r.prompt_logits = prompt_logits != nullptr;
+  LUCID_ASSIGN_OR_RETURN(std::vector<GenerationResult> results,
+                         RunToCompletion(*core, {std::move(r)}));
+  GenerationResult& g = results[0];
+  if (g.finish_reason == "error") return g.error;
+  if (prompt_logits != nullptr) *prompt_logits = std::move(g.prompt_logits);
+  g.tokens.resize(static_cast<size_t>(std::min<int64_t>(max_new_tokens, g.tokens.size())));
+  return std::move(g.tokens);
+}
+
+int32_t ArgMax(const float* v, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (v[i] > v[best]) best = i;
+  return static_cast<int32_t>(best);
 }
 
 }  // namespace lucid

@@ -84,20 +84,20 @@ std::vector<float> Row(const Tensor& logits, int64_t r) {
 
 SoloRun RunAlone(Model& m, const std::vector<int32_t>& prompt, int64_t n) {
   const int64_t page = 16, total = static_cast<int64_t>(prompt.size()) + n;
-  KvPool pool(m.kv_spec(), (total + page - 1) / page, page, KvDtype::kF32);
-  SequenceKv seq;
-  LUCID_CHECK(pool.Reserve(seq, total).ok(), "pool");
+  KvStorage kv(m.kv_spec(), (total + page - 1) / page, page, KvDtype::kF32);
+  SequenceKv seq = TestPages(page).New(total);
   SoloRun r;
-  SequenceChunk chunk{&seq, prompt};
-  LUCID_CHECK(m.Forward({&chunk, 1}, pool, &r.prompt_logits).ok(), "prefill");
+  LUCID_CHECK(ForwardChunk(m, kv, seq, prompt, ChunkRows::kAll, &r.prompt_logits).ok(), "prefill");
   r.choice_rows.push_back(Row(r.prompt_logits, r.prompt_logits.size(0) - 1));
   Tensor logits;
   for (int64_t i = 0; i < n; ++i) {
     const std::vector<float>& last = r.choice_rows.back();
     r.tokens.push_back(ArgMax(last.data(), static_cast<int64_t>(last.size())));
     if (i + 1 == n) break;
-    SequenceChunk step{&seq, std::span<const int32_t>(&r.tokens.back(), 1)};
-    LUCID_CHECK(m.Forward({&step, 1}, pool, &logits).ok(), "decode");
+    LUCID_CHECK(ForwardChunk(m, kv, seq, std::span<const int32_t>(&r.tokens.back(), 1),
+                             ChunkRows::kLast, &logits)
+                    .ok(),
+                "decode");
     r.choice_rows.push_back(Row(logits, 0));
   }
   return r;
@@ -151,12 +151,12 @@ Split BatchedAgainstAlone(Model& m, const Workload& w, const std::vector<SoloRun
   int64_t pages = 0;
   for (size_t i = 0; i < n; ++i)
     pages += (int64_t(w.prompts[i].size() + solo[i].tokens.size()) + page - 1) / page;
-  KvPool pool(m.kv_spec(), pages, page, KvDtype::kF32);
+  KvStorage kv(m.kv_spec(), pages, page, KvDtype::kF32);
+  TestPages ids(page);
   std::vector<SequenceKv> seqs(n);
-  std::vector<SequenceChunk> batch;
+  std::vector<TestChunk> batch;
   for (size_t i = 0; i < n; ++i) {
-    const int64_t total = int64_t(w.prompts[i].size() + solo[i].tokens.size());
-    LUCID_CHECK(pool.Reserve(seqs[i], total).ok(), "pool");
+    seqs[i] = ids.New(int64_t(w.prompts[i].size() + solo[i].tokens.size()));
     batch.push_back({&seqs[i], w.prompts[i]});
   }
   Split s;
@@ -164,7 +164,7 @@ Split BatchedAgainstAlone(Model& m, const Workload& w, const std::vector<SoloRun
     Compare(batched, alone, V, context <= full_limit ? &s.full : &s.selected);
   };
   Tensor logits;
-  LUCID_CHECK(m.Forward(batch, pool, &logits).ok(), "batched prefill");
+  LUCID_CHECK(ForwardChunks(m, kv, batch, ChunkRows::kAll, &logits).ok(), "batched prefill");
   int64_t row = 0;
   for (size_t i = 0; i < n; ++i) {
     const int64_t len = static_cast<int64_t>(w.prompts[i].size());
@@ -175,7 +175,7 @@ Split BatchedAgainstAlone(Model& m, const Workload& w, const std::vector<SoloRun
     d.min_margin = std::min(d.min_margin, Margin(solo[i].choice_rows[0]));
   }
   for (size_t step = 1;; ++step) {
-    std::vector<SequenceChunk> dec;
+    std::vector<TestChunk> dec;
     std::vector<size_t> who;
     for (size_t i = 0; i < n; ++i)
       if (step < solo[i].tokens.size()) {
@@ -183,7 +183,7 @@ Split BatchedAgainstAlone(Model& m, const Workload& w, const std::vector<SoloRun
         who.push_back(i);
       }
     if (dec.empty()) break;
-    LUCID_CHECK(m.Forward(dec, pool, &logits).ok(), "batched decode");
+    LUCID_CHECK(ForwardChunks(m, kv, dec, ChunkRows::kLast, &logits).ok(), "batched decode");
     for (size_t j = 0; j < who.size(); ++j) {
       const std::vector<float>& alone = solo[who[j]].choice_rows[step];
       const int64_t context = static_cast<int64_t>(w.prompts[who[j]].size() + step);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "runtime/engine_test_util.h"
@@ -325,9 +326,11 @@ TEST(EngineTest, LogprobsAreTheRawLogSoftmax) {
 TEST(EngineTest, PromptLogprobsAreTheRawLogSoftmaxOfEveryChunkRowEvenAfterACacheHit) {
   auto ref = LoadTiny("tiny_glm_moe_dsa");
   const auto p = RandomPrompts(1, 40, 40, 3)[0];
-  Tensor logits;  // one forward over the whole prompt: row t predicts token t + 1
-  ASSERT_TRUE(GreedyGenerate(*ref, p, 0, &logits).ok());
   const int64_t V = ref->config().vocab_size;
+  KvStorage kv(ref->kv_spec(), 4, 16, KvDtype::kF32);
+  SequenceKv seq = TestPages(16).New(static_cast<int64_t>(p.size()));
+  Tensor logits;  // one forward over the whole prompt: row t predicts token t + 1
+  ASSERT_TRUE(ForwardChunk(*ref, kv, seq, p, ChunkRows::kAll, &logits).ok());
   EngineOptions o = SmallOptions();
   o.chunked_prefill_size = 7;  // the prompt in several chunks
   auto core = MakeCore(LoadTiny("tiny_glm_moe_dsa"), o);
@@ -352,6 +355,43 @@ TEST(EngineTest, PromptLogprobsAreTheRawLogSoftmaxOfEveryChunkRowEvenAfterACache
     // The cache still served what lies before start - 1 (whole pages of 16).
     EXPECT_EQ((*got)[0].cached_tokens, start == 20 ? 16 : 0);
   }
+}
+
+TEST(EngineTest, PromptLogitsAreEveryPromptRowInPositionOrder) {
+  // A prompt in chunks of 16 whose leading pages a first request left in the prefix cache: the
+  // prompt-logits request still computes (and returns) every row, equal to one unchunked forward.
+  auto ref = LoadTiny("tiny_glm_moe_dsa");
+  const auto p = RandomPrompts(1, 45, 45, 9)[0];
+  const int64_t V = ref->config().vocab_size, P = static_cast<int64_t>(p.size());
+  KvStorage kv(ref->kv_spec(), 4, 16, KvDtype::kF32);
+  SequenceKv seq = TestPages(16).New(P);
+  Tensor want;
+  ASSERT_TRUE(ForwardChunk(*ref, kv, seq, p, ChunkRows::kAll, &want).ok());
+  EngineOptions o = SmallOptions();
+  o.chunked_prefill_size = 16;
+  auto core = MakeCore(LoadTiny("tiny_glm_moe_dsa"), o);
+  ASSERT_TRUE(RunToCompletion(*core, {Greedy(p, 1)}).ok());
+  EXPECT_GT(core->Stats().pages_cached, 0);
+  GenerationRequest r = Greedy(p, 3);
+  r.prompt_logits = true;
+  auto got = RunToCompletion(*core, {r});
+  ASSERT_TRUE(got.ok());
+  const GenerationResult& g = (*got)[0];
+  EXPECT_EQ(g.cached_tokens, 0);
+  ASSERT_EQ(g.prompt_logits.size(0), P);
+  ASSERT_EQ(g.prompt_logits.size(1), V);
+  double err = 0, scale = 0;
+  for (int64_t i = 0; i < P * V; ++i) {
+    err = std::max(err, double(std::abs(g.prompt_logits.data<float>()[i] - want.data<float>()[i])));
+    scale = std::max(scale, double(std::abs(want.data<float>()[i])));
+  }
+  EXPECT_LE(err, 1e-5 * scale);
+  // The first token was sampled from the last row.
+  EXPECT_EQ(g.tokens[0], ArgMax(want.data<float>() + (P - 1) * V, V));
+  // Without the flag: no rows.
+  auto plain = RunToCompletion(*core, {Greedy(p, 1)});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ((*plain)[0].prompt_logits.raw(), nullptr);
 }
 
 TEST(EngineTest, SubmitValidatesSynchronously) {

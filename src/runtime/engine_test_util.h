@@ -12,9 +12,9 @@
 #include "backends/cpu/cpu_ops.h"
 #include "core/parallel.h"
 #include "models/registry.h"
+#include "models/step_test_util.h"
 #include "runtime/engine_core.h"
 #include "runtime/engine_driver.h"
-#include "runtime/greedy_generate.h"
 
 namespace lucid::testing_util {
 

@@ -105,17 +105,40 @@ void KvBlockManager::CommitFullPages(std::span<const int32_t> tokens, const Sequ
   }
 }
 
-void KvBlockManager::Release(SequenceKv& seq, PageChain& chain) {
-  for (auto it = seq.page_table.rbegin(); it != seq.page_table.rend(); ++it) {
-    Page& p = pages_[*it];
-    LUCID_CHECK(p.refs > 0, "releasing a page with no references");
-    if (--p.refs > 0) continue;
-    if (p.registered) {
-      p.lru = lru_.insert(lru_.end(), *it);
-    } else {
-      free_.push_back(*it);
+int64_t KvBlockManager::Truncate(SequenceKv& seq, PageChain& chain, int64_t new_length) {
+  LUCID_CHECK(new_length >= 0 && new_length <= seq.length, "Truncate past the sequence's KV");
+  int64_t keep = (new_length + page_size_ - 1) / page_size_;  // pages holding the kept tokens
+  int64_t length = new_length;
+  if (new_length % page_size_ != 0 && keep <= static_cast<int64_t>(seq.page_table.size())) {
+    const Page& boundary = pages_[seq.page_table[keep - 1]];
+    if (boundary.registered || boundary.refs > 1) {  // would be written again: not this one
+      --keep;
+      length = keep * page_size_;
     }
   }
+  while (static_cast<int64_t>(seq.page_table.size()) > keep) {
+    DropReference(seq.page_table.back());
+    seq.page_table.pop_back();
+  }
+  if (static_cast<int64_t>(chain.keys.size()) > length / page_size_)
+    chain.keys.resize(length / page_size_);
+  seq.length = length;
+  return length;
+}
+
+void KvBlockManager::DropReference(int32_t page) {
+  Page& p = pages_[page];
+  LUCID_CHECK(p.refs > 0, "releasing a page with no references");
+  if (--p.refs > 0) return;
+  if (p.registered) {
+    p.lru = lru_.insert(lru_.end(), page);
+  } else {
+    free_.push_back(page);
+  }
+}
+
+void KvBlockManager::Release(SequenceKv& seq, PageChain& chain) {
+  for (auto it = seq.page_table.rbegin(); it != seq.page_table.rend(); ++it) DropReference(*it);
   seq.page_table.clear();
   seq.length = 0;
   chain.keys.clear();

@@ -1,6 +1,6 @@
 // KvBlockManager: which KV pages each sequence uses, with reference counts and a prefix cache.
 //
-// It deals in page ids only (the KvPool holds the bytes; a page is `page_size` token slots of every
+// It deals in page ids only (KvStorage holds the bytes; a page is `page_size` token slots of every
 // layer's MLA row and indexer key). Every page is in exactly one state:
 //   free    : never written, or released without being cached; on the free list.
 //   used    : ref_count > 0, in the page tables of ref_count sequences.
@@ -71,6 +71,14 @@ class KvBlockManager {
   // and is freed on release.
   void CommitFullPages(std::span<const int32_t> tokens, const SequenceKv& seq, PageChain& chain);
 
+  // Rolls seq back to its first `new_length` tokens (0 <= new_length <= seq.length): the KV of
+  // the tokens after them is dropped (rejected draft tokens, a failed step), pages wholly past
+  // them are released as Release does, and chain forgets the pages that are no longer full. A
+  // page that would stay partly filled but is registered or shared is released too (shared pages
+  // are never written), so the length can come out lower, at that page's start: returns the new
+  // seq.length, and the engine recomputes the tokens between it and new_length.
+  int64_t Truncate(SequenceKv& seq, PageChain& chain, int64_t new_length);
+
   // Drops seq's references, last page first: a page whose count reaches 0 becomes cached if it is
   // registered, else free. Empties seq and chain.
   void Release(SequenceKv& seq, PageChain& chain);
@@ -86,6 +94,8 @@ class KvBlockManager {
   // Takes one page off the free list, or evicts the oldest cached page. Requires available > 0.
   int32_t TakePage();
   void Unregister(int32_t page);
+  // One reference fewer; at 0 the page becomes cached if registered, else free.
+  void DropReference(int32_t page);
 
   int64_t page_size_;
   bool prefix_cache_;

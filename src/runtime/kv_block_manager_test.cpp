@@ -157,5 +157,55 @@ TEST(KvBlockManagerTest, DisabledPrefixCacheNeverCaches) {
   EXPECT_EQ(bm.AcquirePrefix(t, 4, b, cb), 0);
 }
 
+TEST(KvBlockManagerTest, TruncateDropsThePagesPastTheKeptTokens) {
+  KvBlockManager bm(8, 4, true);
+  const auto tokens = Iota(10);  // full pages [0, 4) [4, 8), a partial [8, 10)
+  SequenceKv a;
+  PageChain ca;
+  Compute(bm, tokens, a, ca);
+  const int32_t first = a.page_table[0], third = a.page_table[2];
+  EXPECT_EQ(bm.Truncate(a, ca, 10), 10);  // nothing to drop
+  EXPECT_EQ(a.page_table.size(), 3u);
+  EXPECT_EQ(bm.Truncate(a, ca, 9), 9);  // inside the partial page: it stays
+  EXPECT_EQ(a.page_table.size(), 3u);
+  EXPECT_EQ(bm.Truncate(a, ca, 8), 8);  // the partial page goes back to free
+  EXPECT_EQ(a.page_table.size(), 2u);
+  EXPECT_EQ(bm.ref_count(third), 0);
+  EXPECT_EQ(bm.free_pages(), 6);
+  EXPECT_EQ(ca.keys.size(), 2u);
+  // Into a registered (cached) full page: it is never written again, so it is dropped as well and
+  // the length comes out at its start; it stays in the cache for others.
+  EXPECT_EQ(bm.Truncate(a, ca, 6), 4);
+  EXPECT_EQ(a.length, 4);
+  EXPECT_EQ(a.page_table.size(), 1u);
+  EXPECT_EQ(ca.keys.size(), 1u);
+  EXPECT_EQ(bm.cached_pages(), 1);
+  EXPECT_EQ(bm.ref_count(first), 1);
+  // Growing again and recomputing registers the same chain: the cached page is found again.
+  ASSERT_TRUE(bm.Grow(a, 10).ok());
+  a.length = 10;
+  bm.CommitFullPages(tokens, a, ca);
+  EXPECT_EQ(ca.keys.size(), 2u);
+  SequenceKv b;
+  PageChain cb;
+  EXPECT_EQ(bm.AcquirePrefix(tokens, 9, b, cb), 8);
+  EXPECT_EQ(bm.Truncate(b, cb, 0), 0);
+  EXPECT_TRUE(b.page_table.empty());
+  EXPECT_TRUE(cb.keys.empty());
+}
+
+TEST(KvBlockManagerTest, TruncateNeverLeavesASharedPagePartlyFilled) {
+  KvBlockManager bm(8, 4, true);
+  const auto tokens = Iota(8);
+  SequenceKv a, b;
+  PageChain ca, cb;
+  Compute(bm, tokens, a, ca);
+  EXPECT_EQ(bm.AcquirePrefix(tokens, 8, b, cb), 8);
+  EXPECT_EQ(bm.ref_count(a.page_table[1]), 2);
+  EXPECT_EQ(bm.Truncate(b, cb, 7), 4);  // page 1 is a's too: b drops it and recomputes [4, 7)
+  EXPECT_EQ(bm.ref_count(a.page_table[1]), 1);
+  EXPECT_EQ(b.page_table.size(), 1u);
+}
+
 }  // namespace
 }  // namespace lucid

@@ -69,6 +69,15 @@ class PoisonAt final : public Ops {
     in_.SwiGlu(g, u, out);
   }
   void MlaAttention(const MlaAttentionArgs& a) const override { in_.MlaAttention(a); }
+  void Accumulate(Tensor& x, const Tensor& y) const override { in_.Accumulate(x, y); }
+  void Scale(Tensor& x, float f) const override { in_.Scale(x, f); }
+  void CopyColumns(const Tensor& x, int64_t g, int64_t gs, int64_t off, int64_t w,
+                   Tensor& out) const override {
+    in_.CopyColumns(x, g, gs, off, w, out);
+  }
+  void GatherRows(const Tensor& x, std::span<const int64_t> r, Tensor& out) const override {
+    in_.GatherRows(x, r, out);
+  }
   void IndexerScores(const IndexerArgs& a) const override { in_.IndexerScores(a); }
   void TopK(const float* s, int64_t n, int64_t k, int32_t* out) const override {
     in_.TopK(s, n, k, out);

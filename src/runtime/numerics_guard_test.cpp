@@ -36,6 +36,15 @@ class PoisonOps final : public Ops {
       out.data<float>()[r * out.size(1)] = std::numeric_limits<float>::quiet_NaN();
   }
   void Linear(const Tensor& x, const Weight& w, Tensor& y) const override { cpu_.Linear(x, w, y); }
+  void Accumulate(Tensor& x, const Tensor& y) const override { cpu_.Accumulate(x, y); }
+  void Scale(Tensor& x, float f) const override { cpu_.Scale(x, f); }
+  void CopyColumns(const Tensor& x, int64_t g, int64_t gs, int64_t off, int64_t w,
+                   Tensor& out) const override {
+    cpu_.CopyColumns(x, g, gs, off, w, out);
+  }
+  void GatherRows(const Tensor& x, std::span<const int64_t> r, Tensor& out) const override {
+    cpu_.GatherRows(x, r, out);
+  }
   void LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const override {
     cpu_.LinearTransposed(x, w, y);
   }
@@ -86,12 +95,12 @@ TEST(NumericsGuardTest, ModelReportsTheFirstOpPerSequenceAndRowsStayIndependent)
   auto clean = RandomPrompts(1, 20, 20, 1)[0];
   auto bad = RandomPrompts(1, 30, 30, 2)[0];
   bad[10] = kPoison;
-  KvPool pool(m->kv_spec(), 16, 8, KvDtype::kF32);
-  SequenceKv a, b, alone;
-  ASSERT_TRUE(pool.Reserve(a, 20).ok() && pool.Reserve(b, 30).ok() && pool.Reserve(alone, 20).ok());
-  SequenceChunk batch[] = {{&a, clean}, {&b, bad}};
+  KvStorage kv(m->kv_spec(), 16, 8, KvDtype::kF32);
+  TestPages pages(8);
+  SequenceKv a = pages.New(20), b = pages.New(30), alone = pages.New(20);
+  const TestChunk batch[] = {{&a, clean}, {&b, bad}};
   Tensor logits, ref;
-  ASSERT_TRUE(m->Forward(batch, pool, &logits).ok());
+  ASSERT_TRUE(ForwardChunks(*m, kv, batch, ChunkRows::kAll, &logits).ok());
   auto sites = m->LastNonFiniteSites();
   ASSERT_EQ(sites.size(), 2u);
   EXPECT_FALSE(sites[0].has_value());
@@ -102,15 +111,12 @@ TEST(NumericsGuardTest, ModelReportsTheFirstOpPerSequenceAndRowsStayIndependent)
   EXPECT_TRUE(AllFinite(logits.data<float>(), 20 * V));
   EXPECT_FALSE(AllFinite(logits.data<float>() + 20 * V, 30 * V));
   // The clean sequence's logits are exactly what it gets alone.
-  SequenceChunk one[] = {{&alone, clean}};
-  ASSERT_TRUE(m->Forward(one, pool, &ref).ok());
+  ASSERT_TRUE(ForwardChunk(*m, kv, alone, clean, ChunkRows::kAll, &ref).ok());
   for (int64_t i = 0; i < 20 * V; ++i) ASSERT_EQ(logits.data<float>()[i], ref.data<float>()[i]);
   // Checking off: nothing recorded.
   ASSERT_TRUE(m->SetNumericsCheck(false));
-  SequenceKv c;
-  ASSERT_TRUE(pool.Reserve(c, 20).ok());
-  SequenceChunk again[] = {{&c, clean}};
-  ASSERT_TRUE(m->Forward(again, pool, &ref).ok());
+  SequenceKv c = pages.New(20);
+  ASSERT_TRUE(ForwardChunk(*m, kv, c, clean, ChunkRows::kAll, &ref).ok());
   EXPECT_TRUE(m->LastNonFiniteSites().empty());
 }
 
@@ -193,8 +199,8 @@ TEST(NumericsGuardTest, LayersModeNeedsAModelWithTheCheck) {
     const ModelConfig& config() const override { return m_->config(); }
     const KvCacheSpec& kv_spec() const override { return m_->kv_spec(); }
     uint64_t weight_bytes() const override { return m_->weight_bytes(); }
-    Status Forward(std::span<const SequenceChunk> b, KvPool& p, Tensor* l) override {
-      return m_->Forward(b, p, l);
+    Status Forward(const StepInput& in, KvStorage& kv, StepOutput* out) override {
+      return m_->Forward(in, kv, out);
     }
 
    private:

@@ -18,7 +18,8 @@ Scheduler::Scheduler(const SchedulerOptions& options, KvBlockManager& blocks)
               "scheduler limits must be positive");
 }
 
-void Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, int64_t max_prefix_reuse) {
+void Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, bool every_row,
+                    int64_t max_prefix_reuse) {
   LUCID_CHECK(!prompt.empty(), "empty prompt");
   LUCID_CHECK(seqs_.count(id) == 0, "duplicate sequence id");
   auto s = std::make_unique<ScheduledSequence>();
@@ -27,6 +28,7 @@ void Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, int64_t max_prefix
   s->max_prefix_reuse = max_prefix_reuse;
   s->tokens = std::move(prompt);
   s->arrival = next_arrival_++;
+  s->every_row = every_row;
   waiting_.push_back(s.get());
   seqs_.emplace(id, std::move(s));
 }
@@ -57,6 +59,8 @@ void Scheduler::Append(uint64_t id, int32_t token) {
 
 void Scheduler::Commit(const ScheduledChunk& chunk) {
   ScheduledSequence* s = chunk.seq;
+  LUCID_CHECK(chunk.begin == s->kv.length, "Commit: the chunk does not start at the KV length");
+  s->kv.length = chunk.begin + chunk.count;
   blocks_.CommitFullPages(s->tokens, s->kv, s->chain);
 }
 

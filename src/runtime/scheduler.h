@@ -15,9 +15,9 @@
 // long as every sequence fits the pool on its own (the engine validates that), every sequence
 // finishes and nothing deadlocks. Admission never preempts.
 // After the step's forward, the engine calls Commit for each chunk whose KV it accepted (that
-// registers newly full pages in the prefix cache), Append for each sampled token, and Finish for
-// sequences that are done, failed or aborted.
-// Thread-safety: none; owned by the engine thread.
+// advances kv.length and registers newly full pages in the prefix cache), Append for each sampled
+// token, and Finish for sequences that are done, failed or aborted. Thread-safety: none; owned by
+// the engine thread.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +48,7 @@ struct ScheduledSequence {
   int64_t max_prefix_reuse = std::numeric_limits<int64_t>::max();
   int64_t preemptions = 0;
   bool running = false;
+  bool every_row = false;  // logits for every row of its chunks (prompt logits / logprobs)
 };
 
 struct ScheduledChunk {
@@ -73,17 +74,18 @@ class Scheduler {
   // `blocks` must outlive the scheduler.
   Scheduler(const SchedulerOptions& options, KvBlockManager& blocks);
 
-  // Queues a new sequence (id unique, prompt non-empty).
-  // `max_prefix_reuse` bounds the tokens taken from the prefix cache (prompt logprobs need the
-  // rows of the positions after it).
-  void Add(uint64_t id, std::vector<int32_t> prompt,
+  // Queues a new sequence (id unique, prompt non-empty). every_row: see ScheduledSequence.
+  // `max_prefix_reuse` bounds the tokens taken from the prefix cache (prompt logprobs and prompt
+  // logits need the rows of the positions after it).
+  void Add(uint64_t id, std::vector<int32_t> prompt, bool every_row = false,
            int64_t max_prefix_reuse = std::numeric_limits<int64_t>::max());
   // Releases the sequence's pages and forgets it. False if unknown.
   bool Finish(uint64_t id);
   ScheduledSequence* Find(uint64_t id);
 
   StepPlan Schedule();
-  // The chunk's KV is computed and accepted: registers its newly full pages in the prefix cache.
+  // The chunk's KV is computed and accepted: the sequence's KV length grows to cover it (the model
+  // never writes lengths) and its newly full pages are registered in the prefix cache.
   void Commit(const ScheduledChunk& chunk);
   // Appends a generated token to a sequence.
   void Append(uint64_t id, int32_t token);

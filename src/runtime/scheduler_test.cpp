@@ -17,7 +17,7 @@ std::vector<int32_t> Prompt(int32_t n, int32_t from = 0) {
   return v;
 }
 
-// What the model and the engine do after a step: KV advances, pages are committed, completed
+// What the engine does after a step: Commit advances the KV and commits pages, completed
 // chunks get a new token (its value is a function of the position, so recompute is consistent).
 // Returns ids that produced a token.
 std::vector<uint64_t> FakeStep(Scheduler& s, const StepPlan& plan, int64_t page_size) {
@@ -26,8 +26,8 @@ std::vector<uint64_t> FakeStep(Scheduler& s, const StepPlan& plan, int64_t page_
     EXPECT_EQ(c.begin, c.seq->kv.length);
     EXPECT_GE(static_cast<int64_t>(c.seq->kv.page_table.size()) * page_size, c.begin + c.count)
         << "pages must be allocated before the forward";
-    c.seq->kv.length += c.count;
     s.Commit(c);
+    EXPECT_EQ(c.seq->kv.length, c.begin + c.count);
     if (c.completes()) {
       s.Append(c.seq->id, static_cast<int32_t>(1000 + c.seq->tokens.size()));
       produced.push_back(c.seq->id);

@@ -1,5 +1,6 @@
-// Reference sparse MLA attention over the paged latent cache, the DSA indexer scores, and top-k.
-// KV rows are read in whatever dtype the pool stores (PagedRows::RowF32 decodes on the fly).
+// Reference MLA attention (sparse or dense) over the paged latent cache, the DSA indexer scores,
+// and top-k. KV rows are read in whatever dtype the pool stores (PagedRows::RowF32 decodes on the
+// fly).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -18,12 +19,15 @@ void CpuOps::MlaAttention(const MlaAttentionArgs& a) const {
       const int64_t t = th / a.heads;
       const float* ql = a.q_latent + th * R;
       const float* qr = a.q_rope + th * P;
-      const int32_t* sel = a.selected + t * a.selected_stride;
+      // Token j of the row: listed (sparse) or consecutive from `first` (dense).
+      const int32_t* sel = a.selected ? a.selected + t * a.selected_stride : nullptr;
+      const int64_t first = a.dense_begin ? a.dense_begin[t] : 0;
+      auto token = [&](int64_t j) { return sel ? sel[j] : first + j; };
       const int64_t n = a.selected_count[t];
       p.resize(n);
       float mx = -INFINITY;
       for (int64_t j = 0; j < n; ++j) {
-        const float* row = a.kv.RowF32(sel[j], scratch.data());
+        const float* row = a.kv.RowF32(token(j), scratch.data());
         float s = 0.0f;
         for (int64_t i = 0; i < R; ++i) s += ql[i] * row[i];
         for (int64_t i = 0; i < P; ++i) s += qr[i] * row[R + i];
@@ -38,7 +42,7 @@ void CpuOps::MlaAttention(const MlaAttentionArgs& a) const {
       float* out = a.out_latent + th * R;
       std::fill(out, out + R, 0.0f);
       for (int64_t j = 0; j < n; ++j) {
-        const float* row = a.kv.RowF32(sel[j], scratch.data());
+        const float* row = a.kv.RowF32(token(j), scratch.data());
         const float wj = p[j] / sum;
         for (int64_t i = 0; i < R; ++i) out[i] += wj * row[i];
       }

@@ -1,9 +1,12 @@
 // CpuFastOps: sparse MLA attention over the paged latent cache, the DSA indexer, top-k.
 //
-// MlaAttention work items are (query row t, a range of at most kMaxItemRows of its selected
-// tokens; with fewer query rows than threads, smaller ranges so every thread has work); a row split
-// into several items has its partial (max, sum, unnormalized output) per head merged afterwards,
-// flash-decoding style.
+// MlaAttention work items are (query row t, a range of its attended tokens: the selected ones
+// (sparse) or consecutive ones (dense, no index list)); with fewer query rows than threads a row
+// is split into a multiple of the threads' ranges, else rows longer than an even share of the
+// call's rows are split; a row split into several items has its partial (max, sum, unnormalized
+// output) per head merged afterwards, flash-decoding style. An item is computed in ranges of at
+// most kMaxItemRows rows, merged as it goes (online softmax), so the buffers of a call are bounded
+// by the query rows and threads, never by the context.
 // Inside an item: scores for all heads against blocks of 16 key rows (scores16: per group of 16
 // heads, q transposed once per item so each k step is one vector of the heads' q times each row's
 // value broadcast from memory; else register tiles of heads x rows over the 576-float
@@ -122,32 +125,53 @@ void PrefetchKvRows(const PagedRows& kv, int64_t u0, int64_t u1) {
   }
 }
 
-// The same for selected tokens sel[j0, j1).
-void PrefetchSelected(const PagedRows& kv, const int32_t* sel, int64_t j0, int64_t j1) {
-  for (int64_t j = j0; j < j1; ++j) PrefetchKvRows(kv, sel[j], sel[j] + 1);
+// The tokens query row t attends to, from its j0-th: listed (sparse) or consecutive (dense).
+struct RowTokens {
+  const int32_t* sel = nullptr;  // null: dense, tokens first, first + 1, ...
+  int64_t first = 0;
+  RowTokens(const MlaAttentionArgs& a, int64_t t, int64_t j0) {
+    if (a.selected) {
+      sel = a.selected + t * a.selected_stride + j0;
+    } else {
+      first = (a.dense_begin ? a.dense_begin[t] : 0) + j0;
+    }
+  }
+  int64_t operator[](int64_t j) const { return sel ? sel[j] : first + j; }
+};
+
+// The same for the tokens tok[j0, j1).
+void PrefetchSelected(const PagedRows& kv, const RowTokens& tok, int64_t j0, int64_t j1) {
+  if (!tok.sel) return PrefetchKvRows(kv, tok[j0], tok[j0] + std::max<int64_t>(0, j1 - j0));
+  for (int64_t j = j0; j < j1; ++j) PrefetchKvRows(kv, tok[j], tok[j] + 1);
 }
 
-// The work items of one call: each query row's selection, whole or in ranges (see the file
-// comment); rows with nothing selected get zeros here. *partials: how many items need a slot.
+// The work items of one call: each query row's tokens, whole or in ranges (see the file
+// comment); rows with nothing attended get zeros here. *partials: how many items need a slot,
+// at most tokens * threads (fewer rows than threads) or tokens + 4 * threads.
 std::vector<AttnItem> PlanAttnItems(const MlaAttentionArgs& a, int64_t threads, int64_t* partials) {
   const int64_t H = a.heads, R = a.latent_dim;
   std::vector<AttnItem> items;
   *partials = 0;
+  int64_t total = 0;
+  for (int64_t t = 0; t < a.tokens; ++t) total += a.selected_count[t];
+  // Rows per item at most with enough query rows: kMaxItemRows, or an even share of four items
+  // per thread when the call has more rows than that (a long dense context).
+  const int64_t share = std::max(kMaxItemRows, (total + 4 * threads - 1) / (4 * threads));
   for (int64_t t = 0; t < a.tokens; ++t) {
     const int64_t n = a.selected_count[t];
     if (n == 0) {
       std::fill(a.out_latent + t * H * R, a.out_latent + (t + 1) * H * R, 0.0f);
       continue;
     }
-    // The fewest ranges of at most kMaxItemRows rows, of equal length (blocks of 16 but the
+    // The fewest ranges of at most `share` rows, of equal length (blocks of 16 but the
     // last): a selection a few rows past a multiple of 256 (a decode context of 513) makes no
     // range of a few rows, which costs an item's set-up and a partial like a whole one.
-    int64_t pieces = (n + kMaxItemRows - 1) / kMaxItemRows;
+    int64_t pieces = (n + share - 1) / share;
     if (a.tokens < threads) {
       // A range per thread at least (not four: each item transposes the query and leaves a
       // partial to merge; BM_MlaDecode 512 rows 74-79 -> 65 us), of 64 rows or more, and a
       // multiple of the threads, so that they get the same rows.
-      pieces = std::max(pieces, std::min(threads, (n + 63) / 64));
+      pieces = std::min(threads, (n + 63) / 64);
       if (pieces > 1) pieces = (pieces + threads - 1) / threads * threads;
     }
     const int64_t chunk = ((n + pieces - 1) / pieces + kRowBlock - 1) / kRowBlock * kRowBlock;
@@ -168,16 +192,18 @@ struct AttnScratch {
   std::vector<float> s;   // [H, len] scores, then unnormalized probabilities
   std::vector<float> o;   // [H, R] unnormalized output
   std::vector<float> m, l;
+  std::vector<float> acc_o, acc_m, acc_l;  // an item of several ranges: merged so far
 };
 
-// Scores of every head against the item's selected rows, into sc.s; rows that are not f32 are
-// decoded once into dec (kMaxItemRows rows; null for f32 rows), where the value pass reads them.
+// Scores of every head against the range's rows (w.j0 to w.j1, at most kMaxItemRows), into sc.s;
+// rows that are not f32 are decoded once into dec (kMaxItemRows rows; null for f32 rows), where
+// the value pass reads them.
 void ScoreItem(const fast::KernelTable& kt, const MlaAttentionArgs& a, const AttnItem& w,
                AttnScratch& sc, float* dec) {
   const int64_t R = a.latent_dim, P = a.rope_dim, K = R + P, H = a.heads;
   const int64_t Kp = (K + fast::kPadK - 1) / fast::kPadK * fast::kPadK;
   const int64_t groups = (H + 15) / 16, len = w.j1 - w.j0, t = w.t;
-  const int32_t* sel = a.selected + t * a.selected_stride + w.j0;
+  const RowTokens sel(a, t, w.j0);
   for (int64_t h = 0; h < H; ++h) {
     std::memcpy(&sc.q[h * Kp], a.q_latent + (t * H + h) * R, R * sizeof(float));
     std::memcpy(&sc.q[h * Kp + R], a.q_rope + (t * H + h) * P, P * sizeof(float));
@@ -214,13 +240,13 @@ void ScoreItem(const fast::KernelTable& kt, const MlaAttentionArgs& a, const Att
   }
 }
 
-// One item: scores, an exact softmax per head over the item, the latent output; written to
-// out_latent (whole rows) or to the item's partial slot [m (H) | l (H) | o (H * R)].
-void AttendItem(const fast::KernelTable& kt, const MlaAttentionArgs& a, const AttnItem& w,
-                AttnScratch& sc, float* dec, float* partial) {
+// One range of at most kMaxItemRows rows: scores, an exact softmax per head over the range, the
+// unnormalized latent output, into sc.m, sc.l, sc.o.
+void AttendRange(const fast::KernelTable& kt, const MlaAttentionArgs& a, const AttnItem& w,
+                 AttnScratch& sc, float* dec) {
   const int64_t R = a.latent_dim, H = a.heads, len = w.j1 - w.j0, t = w.t;
-  const int32_t* sel = a.selected + t * a.selected_stride + w.j0;
-  LUCID_CHECK(len <= kMaxItemRows, "MlaAttention: an item of more rows than its buffers hold");
+  const RowTokens sel(a, t, w.j0);
+  LUCID_CHECK(len <= kMaxItemRows, "MlaAttention: a range of more rows than its buffers hold");
   ScoreItem(kt, a, w, sc, dec);
   for (int64_t h = 0; h < H; ++h) {
     float* sh = sc.s.data() + h * len;
@@ -241,6 +267,47 @@ void AttendItem(const fast::KernelTable& kt, const MlaAttentionArgs& a, const At
       for (int64_t h = 0; h < H; ++h)
         kt.weighted_rows(rows, sc.s.data() + h * len + j, nb, &sc.o[h * R], R);
     }
+  }
+}
+
+// Folds the range just computed (sc.m, sc.l, sc.o) into the item's running result: with M the
+// larger max, acc = acc * e^(acc_m - M) + range * e^(m - M), per head.
+void MergeRange(const fast::KernelTable& kt, int64_t H, int64_t R, AttnScratch& sc) {
+  for (int64_t h = 0; h < H; ++h) {
+    const float M = std::max(sc.acc_m[h], sc.m[h]);
+    const float fa = std::exp(sc.acc_m[h] - M), fr = std::exp(sc.m[h] - M);
+    float* acc = &sc.acc_o[h * R];
+    kt.scale(fa, acc, R);
+    kt.axpy(fr, &sc.o[h * R], acc, R);
+    sc.acc_l[h] = sc.acc_l[h] * fa + sc.l[h] * fr;
+    sc.acc_m[h] = M;
+  }
+}
+
+// One item: its rows in ranges of at most kMaxItemRows (merged as they come), then the latent
+// output written to out_latent (whole rows) or to the item's partial slot
+// [m (H) | l (H) | o (H * R)].
+void AttendItem(const fast::KernelTable& kt, const MlaAttentionArgs& a, const AttnItem& w,
+                AttnScratch& sc, float* dec, float* partial) {
+  const int64_t R = a.latent_dim, H = a.heads, t = w.t;
+  const int64_t ranges = (w.j1 - w.j0 + kMaxItemRows - 1) / kMaxItemRows;
+  const int64_t step =
+      ((w.j1 - w.j0 + ranges - 1) / ranges + kRowBlock - 1) / kRowBlock * kRowBlock;
+  for (int64_t j = w.j0; j < w.j1; j += step) {
+    AttendRange(kt, a, {t, j, std::min(w.j1, j + step), w.partial}, sc, dec);
+    if (ranges == 1) break;
+    if (j == w.j0) {
+      sc.acc_o = sc.o;
+      sc.acc_m = sc.m;
+      sc.acc_l = sc.l;
+    } else {
+      MergeRange(kt, H, R, sc);
+    }
+  }
+  if (ranges > 1) {
+    std::swap(sc.o, sc.acc_o);
+    std::swap(sc.m, sc.acc_m);
+    std::swap(sc.l, sc.acc_l);
   }
   if (!partial) {
     for (int64_t h = 0; h < H; ++h) {

@@ -29,6 +29,12 @@ class CpuOps : public Ops {
                 float* weights) const override;
   void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts, const int32_t* idx,
                   const float* weights, int64_t k, Tensor& out) const override;
+  // cpu_glue.cpp.
+  void Accumulate(Tensor& x, const Tensor& y) const override;
+  void Scale(Tensor& x, float s) const override;
+  void CopyColumns(const Tensor& x, int64_t groups, int64_t group_stride, int64_t offset,
+                   int64_t width, Tensor& out) const override;
+  void GatherRows(const Tensor& x, std::span<const int64_t> rows, Tensor& out) const override;
 };
 
 // THE definition of every weight format's math (ops/weight.h has the layouts). Oracle API for
