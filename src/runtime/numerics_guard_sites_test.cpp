@@ -156,13 +156,13 @@ std::string CaseName(const ::testing::TestParamInfo<SiteCase>& info) {
 using M = EngineOptions::NanCheck;
 INSTANTIATE_TEST_SUITE_P(
     Sites, NumericsGuardSitesTest,
-    ::testing::Values(SiteCase{"fast", Where::kRope, M::kLogits, "non-finite logits"},
+    ::testing::Values(SiteCase{"fast", Where::kRope, M::kLogits, "non-finite hidden state"},
                       SiteCase{"fast", Where::kRope, M::kOff, "non-finite logits"},
                       SiteCase{"fast", Where::kRope, M::kLayers, "layer 0, op L0.q_proj"},
-                      SiteCase{"reference", Where::kRope, M::kLogits, "non-finite logits"},
-                      SiteCase{"fast", Where::kNorm, M::kLogits, "non-finite logits"},
+                      SiteCase{"reference", Where::kRope, M::kLogits, "non-finite hidden state"},
+                      SiteCase{"fast", Where::kNorm, M::kLogits, "non-finite hidden state"},
                       SiteCase{"fast", Where::kNorm, M::kLayers, "layer 0, op L0.attn_norm"},
-                      SiteCase{"reference", Where::kNorm, M::kLogits, "non-finite logits"},
+                      SiteCase{"reference", Where::kNorm, M::kLogits, "non-finite hidden state"},
                       SiteCase{"fast", Where::kIndexer, M::kLayers, "layer 0, op L0.indexer_k"},
                       SiteCase{"reference", Where::kIndexer, M::kLayers,
                                "layer 0, op L0.indexer_k"}),

@@ -17,6 +17,10 @@
 #include "backends/cpu/quant_test_util.h"
 #include "core/parallel.h"
 
+// The replaced operator new allocates with malloc and the replaced deletes free with free; GCC
+// sees the inlined pair as mismatched and warns, wrongly for a replacement of both.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
 namespace {
 std::atomic<bool> g_counting{false};
 std::atomic<int64_t> g_allocated{0};
