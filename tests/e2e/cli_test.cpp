@@ -320,8 +320,9 @@ TEST(CliTest, BenchFiguresAreConsistent) {
 
 TEST(CliTest, MissingModelDirectoryIsAClearError) {
   Result r = RunLucid("generate --model-path /nonexistent-lucid-model --prompt-ids 1");
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("/nonexistent-lucid-model/config.json"), std::string::npos) << r.out;
+  EXPECT_EQ(r.code, 2) << r.out;  // a refusal of the user's input
+  EXPECT_NE(r.out.find("model directory /nonexistent-lucid-model not found"), std::string::npos)
+      << r.out;
 }
 
 }  // namespace
