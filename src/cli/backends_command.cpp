@@ -8,26 +8,31 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "config/cli_options.h"
 #include "config/backends_report.h"
 
 namespace lucid::cli {
 
 void RegisterBackendsCommand(CLI::App& app, int* exit_code) {
-  auto json_out = std::make_shared<bool>(false);
-  auto self_test = std::make_shared<bool>(false);
+  auto opts = std::make_shared<config::CliOptions>();
   CLI::App* cmd = app.add_subcommand("backends", "List every kernel backend and what it supports");
-  cmd->add_flag("--json", *json_out, "Print as JSON");
-  cmd->add_flag("--self-test", *self_test,
-                "Run each usable kernel on random inputs and compare with the reference");
-  cmd->callback([json_out, self_test, exit_code] {
+  opts->AddTo(cmd, config::kBackends);
+  cmd->callback([opts, exit_code] {
+    StatusOr<config::ExplicitSettings> settings = opts->Collect();
+    if (!settings.ok()) {
+      std::fprintf(stderr, "lucid backends: %s\n", settings.status().message().c_str());
+      *exit_code = 2;
+      return;
+    }
+    const bool json_out = settings->Bool("json"), self_test = settings->Bool("self-test");
     const std::vector<config::BackendRow> rows = config::BackendRows();
     std::vector<config::SelfTestResult> tests;
-    if (*self_test) tests = config::RunSelfTest(rows);
+    if (self_test) tests = config::RunSelfTest(rows);
     bool all_pass = true;
     for (const config::SelfTestResult& t : tests) all_pass = all_pass && (t.passed || t.skipped);
-    if (*json_out) {
+    if (json_out) {
       nlohmann::json j = {{"backends", config::BackendsJson(rows)}};
-      if (*self_test) {
+      if (self_test) {
         nlohmann::json tj = nlohmann::json::array();
         for (const config::SelfTestResult& t : tests)
           tj.push_back({{"family", t.family},
@@ -43,7 +48,7 @@ void RegisterBackendsCommand(CLI::App& app, int* exit_code) {
       std::cout << j.dump(2) << "\n";
     } else {
       std::cout << config::BackendsText(rows);
-      if (*self_test) {
+      if (self_test) {
         std::cout << "\nSelf-test (against a double-precision evaluation of each op)\n";
         for (const config::SelfTestResult& t : tests) {
           char line[256];

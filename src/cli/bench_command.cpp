@@ -6,21 +6,13 @@
 
 #include "bench/bench.h"
 #include "cli/commands.h"
+#include "config/cli_options.h"
 #include "config/cpu_kernels.h"
-#include "formats/model_config.h"
+#include "config/resolver.h"
 
 namespace lucid::cli {
 namespace {
 
-struct BenchFlags {
-  BenchOptions o;
-  std::string batches = "1,8,32";
-  std::string contexts;
-  std::string kv_cache_dtype = "f32";
-  std::string cpu_kernels;     // "" = not given: auto
-  bool reference_ops = false;  // deprecated alias of --cpu-kernels reference
-  bool json = false;
-};
 
 StatusOr<std::vector<int64_t>> ParseList(const std::string& flag, const std::string& s) {
   std::vector<int64_t> v;
@@ -47,74 +39,55 @@ StatusOr<std::vector<int64_t>> ParseList(const std::string& flag, const std::str
   return v;
 }
 
-// --cpu-kernels, or the deprecated --reference-ops (which must not contradict it); `auto` (the
-// default) chooses by the checkpoint's torch_dtype, and *reason says so.
-StatusOr<config::CpuKernelSet> KernelSet(const BenchFlags& f, std::string* reason) {
-  const std::string text = f.cpu_kernels.empty() ? "auto" : f.cpu_kernels;
-  if (f.cpu_kernels.empty() && f.reference_ops) return config::CpuKernelSet::kReference;
-  std::string torch_dtype;
-  if (text == "auto") {
-    LUCID_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(f.o.model_path));
-    torch_dtype = config.torch_dtype;
-    *reason = "auto: " + config::CpuKernelSetForCheckpointReason(torch_dtype);
-  }
-  LUCID_ASSIGN_OR_RETURN(config::CpuKernelSet set, config::ChooseCpuKernelSet(text, torch_dtype));
-  if (f.reference_ops && set != config::CpuKernelSet::kReference)
-    return InvalidArgument(
-        "--reference-ops (deprecated: = --cpu-kernels reference) contradicts "
-        "--cpu-kernels " +
-        text);
-  return set;
+// The benchmark's options from the resolved plan (model, kernel set, KV dtype) and the command's
+// own arguments (config/command_options.cpp).
+StatusOr<BenchOptions> OptionsFrom(const config::ExplicitSettings& s,
+                                   const config::ResolvedConfig& rc) {
+  BenchOptions o;
+  o.model_path = rc.String("model-path");
+  if (o.model_path.empty()) return InvalidArgument("--model-path is required");
+  const config::CpuKernelSet set = rc.cpu_kernel_set();
+  o.kernel_set = config::CpuKernelSetName(set);
+  const config::ResolvedField* k = rc.Field("cpu-kernels");
+  o.kernel_set_reason = k->source == config::Source::kRule ? "auto: " + k->reason : "given";
+  o.reference_ops = set == config::CpuKernelSet::kReference;
+  o.activations = set == config::CpuKernelSet::kFastBf16Activations ? FastActivations::kBf16
+                                                                    : FastActivations::kF32;
+  o.kv_dtype = rc.kv_cache_dtype();
+  LUCID_ASSIGN_OR_RETURN(o.batches, ParseList("--batch", s.String("batch")));
+  LUCID_ASSIGN_OR_RETURN(o.contexts, ParseList("--context", s.String("context")));
+  o.prompt_len = s.Int("prompt-len");
+  o.gen_len = s.Int("gen-len");
+  o.repeats = static_cast<int>(s.Int("repeats"));
+  o.skip_prefill = s.Bool("skip-prefill");
+  o.by_weight = s.Bool("by-weight");
+  return o;
 }
 
-Status Run(BenchFlags& f) {
-  std::string reason = "given";
-  LUCID_ASSIGN_OR_RETURN(config::CpuKernelSet set, KernelSet(f, &reason));
-  f.o.kernel_set = config::CpuKernelSetName(set);
-  f.o.kernel_set_reason = reason;
-  f.o.reference_ops = set == config::CpuKernelSet::kReference;
-  f.o.activations = set == config::CpuKernelSet::kFastBf16Activations ? FastActivations::kBf16
-                                                                      : FastActivations::kF32;
-  LUCID_ASSIGN_OR_RETURN(f.o.batches, ParseList("--batch", f.batches));
-  LUCID_ASSIGN_OR_RETURN(f.o.contexts, ParseList("--context", f.contexts));
-  LUCID_ASSIGN_OR_RETURN(f.o.kv_dtype, ParseKvCacheDtype(f.kv_cache_dtype));
-  LUCID_ASSIGN_OR_RETURN(nlohmann::json j, RunBench(f.o, f.json ? stderr : stdout));
-  if (f.json) std::printf("%s\n", j.dump(2).c_str());
+Status Run(const config::ExplicitSettings& s) {
+  LUCID_ASSIGN_OR_RETURN(config::ResolvedConfig rc, config::Resolve(s));
+  if (!rc.data().cpu_kernels.has_value())
+    return FailedPrecondition("bench runs on the cpu device only (--device cpu)");
+  LUCID_ASSIGN_OR_RETURN(BenchOptions o, OptionsFrom(s, rc));
+  const bool json = s.Bool("json");
+  LUCID_ASSIGN_OR_RETURN(nlohmann::json j, RunBench(o, json ? stderr : stdout));
+  if (json) std::printf("%s\n", j.dump(2).c_str());
   return OkStatus();
 }
 
 }  // namespace
 
 void RegisterBenchCommand(CLI::App& app, int* exit_code) {
-  auto f = std::make_shared<BenchFlags>();
+  auto opts = std::make_shared<config::CliOptions>();
   CLI::App* cmd = app.add_subcommand(
       "bench", "Benchmark a model: bandwidth/FMA probes, prefill, decode, context sweep");
-  cmd->add_option("--model-path", f->o.model_path, "Model directory")->required();
-  cmd->add_option("--batch", f->batches, "Decode batch sizes, comma-separated");
-  cmd->add_option("--prompt-len", f->o.prompt_len, "Prefill length and decode context")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  cmd->add_option("--gen-len", f->o.gen_len, "Timed decode steps per configuration")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
-  cmd->add_option("--context", f->contexts, "Context sweep, e.g. 1k,4k,16k,32k (DSA vs dense)");
-  cmd->add_option("--repeats", f->o.repeats, "Prefill repeats (median)")->check(CLI::Range(1, 100));
-  cmd->add_option("--cpu-kernels", f->cpu_kernels,
-                  "CPU kernel set: auto (fast-bf16act for a bfloat16 checkpoint, else fast), fast "
-                  "(CpuFastOps), fast-bf16act (CpuFastOps with bf16 matmul activations) or "
-                  "reference (CpuOps) [default: auto]");
-  cmd->add_flag("--reference-ops", f->reference_ops,
-                "Deprecated alias of --cpu-kernels reference (the CpuOps reference kernels)");
-  cmd->add_flag("--skip-prefill", f->o.skip_prefill, "Do not measure prefill");
-  cmd->add_flag(
-      "--by-weight", f->o.by_weight,
-      "Print each decode batch's matmuls per weight (time, GB/s, share of the bandwidth)");
-  cmd->add_option("--kv-cache-dtype", f->kv_cache_dtype,
-                  "KV cache storage: f32 (default, = auto) | bf16 | fp8_e4m3");
-  cmd->add_flag("--json", f->json, "Print the results as JSON on stdout");
-  cmd->callback([f, exit_code] {
-    Status s = Run(*f);
+  opts->AddTo(cmd, config::kBench);
+  cmd->callback([opts, exit_code] {
+    StatusOr<config::ExplicitSettings> settings = opts->Collect();
+    Status s = settings.ok() ? Run(*settings) : settings.status();
     if (!s.ok()) {
-      std::fprintf(stderr, "lucid bench: %s\n", s.ToString().c_str());
-      *exit_code = s.code() == StatusCode::kInvalidArgument ? 2 : 1;
+      std::fprintf(stderr, "lucid bench: %s\n", s.message().c_str());
+      *exit_code = ExitCodeFor(s);
     }
   });
 }

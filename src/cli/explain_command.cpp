@@ -14,25 +14,25 @@ namespace lucid::cli {
 
 void RegisterExplainCommand(CLI::App& app, int* exit_code) {
   auto opts = std::make_shared<config::CliOptions>();
-  auto json_out = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
       "explain",
       "Show what `serve` would do with these flags on a target, and why (no weights read)");
-  opts->AddTo(cmd);
-  cmd->add_flag("--json", *json_out, "Print the resolved configuration as JSON");
-  cmd->callback([opts, json_out, exit_code] {
+  opts->AddTo(cmd, config::kExplain);
+  cmd->callback([opts, exit_code] {
     StatusOr<config::ExplicitSettings> settings = opts->Collect();
     StatusOr<config::ResolvedConfig> resolved =
         settings.ok() ? config::Resolve(*settings)
                       : StatusOr<config::ResolvedConfig>(settings.status());
+    // --json as given, even when another setting is malformed: the error is then JSON too.
+    const bool json = settings.ok() ? settings->Bool("json") : opts->GivenTrue("json");
     if (!resolved.ok()) {
       const std::string& m = resolved.status().message();
-      if (*json_out) std::cout << nlohmann::json{{"valid", false}, {"error", m}}.dump(2) << "\n";
+      if (json) std::cout << nlohmann::json{{"valid", false}, {"error", m}}.dump(2) << "\n";
       std::cerr << "lucid explain: " << m << "\n";
       *exit_code = 2;
       return;
     }
-    if (*json_out)
+    if (json)
       std::cout << resolved->ToJson().dump(2) << "\n";
     else
       std::cout << resolved->ToText();

@@ -10,7 +10,9 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "config/cli_options.h"
 #include "config/cpu_kernels.h"
+#include "config/resolver.h"
 #include "formats/model_config.h"
 #include "formats/npy.h"
 #include "models/registry.h"
@@ -20,17 +22,28 @@
 namespace lucid::cli {
 namespace {
 
+// The command's arguments, read once from the option table's settings (config/option_table.h).
 struct GenerateFlags {
   std::string model_path;
   std::string prompt_ids;
   std::string prompt;
   bool chat = false;
-  int64_t max_new_tokens = 16;
-  std::string output = "text";
+  int64_t max_new_tokens = 0;
+  std::string output;
   std::string dump_logits;
-  std::string kv_cache_dtype = "auto";
-  std::string cpu_kernels = "auto";
 };
+
+GenerateFlags FlagsFrom(const config::ExplicitSettings& s, const config::ResolvedConfig& rc) {
+  GenerateFlags f;
+  f.model_path = rc.String("model-path");
+  f.prompt_ids = s.String("prompt-ids");
+  f.prompt = s.String("prompt");
+  f.chat = s.Bool("chat");
+  f.max_new_tokens = s.Int("max-new-tokens");
+  f.output = s.String("output");
+  f.dump_logits = s.String("dump-logits");
+  return f;
+}
 
 StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
   std::vector<int32_t> ids;
@@ -70,7 +83,8 @@ StatusOr<std::vector<int32_t>> EncodeTextPrompt(const GenerateFlags& f,
   return assets.tokenizer->Encode(text, /*add_special_tokens=*/false);
 }
 
-Status RunGenerate(const GenerateFlags& f) {
+Status RunGenerate(const GenerateFlags& f, const config::ResolvedConfig& rc) {
+  if (f.model_path.empty()) return InvalidArgument("--model-path is required");
   if (f.prompt_ids.empty() == f.prompt.empty())
     return InvalidArgument("give one of --prompt-ids and --prompt");
   if (f.chat && f.prompt.empty()) return InvalidArgument("--chat needs --prompt");
@@ -82,19 +96,15 @@ Status RunGenerate(const GenerateFlags& f) {
   } else {
     LUCID_ASSIGN_OR_RETURN(prompt, ParseIds(f.prompt_ids));
   }
-  LUCID_ASSIGN_OR_RETURN(KvDtype kv_dtype, ParseKvCacheDtype(f.kv_cache_dtype));
-  // CpuFastOps by default (tested against the CpuOps reference; LUCID_CPU_ISA caps its level),
-  // with bf16 matmul inputs for a bf16 checkpoint (`auto`, config/cpu_kernels.h).
+  // The resolved plan's kernel set (--cpu-kernels after its rule: by default fast-bf16act for a
+  // bf16 checkpoint, else fast) and KV dtype, as `explain` prints them.
   LUCID_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(f.model_path));
-  const std::string torch_dtype = f.cpu_kernels == "auto" ? config.torch_dtype : "";
-  LUCID_ASSIGN_OR_RETURN(config::CpuKernelSet set,
-                         config::ChooseCpuKernelSet(f.cpu_kernels, torch_dtype));
-  const std::unique_ptr<Ops> ops = config::MakeCpuOps(set);
+  const std::unique_ptr<Ops> ops = config::MakeCpuOps(rc.cpu_kernel_set());
   LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(f.model_path, *ops));
   Tensor prompt_logits;
   LUCID_ASSIGN_OR_RETURN(std::vector<int32_t> out,
                          GreedyGenerate(*model, prompt, f.max_new_tokens, &prompt_logits,
-                                        /*page_size=*/64, kv_dtype));
+                                        rc.Int("page-size"), rc.kv_cache_dtype()));
   if (!f.dump_logits.empty()) LUCID_RETURN_IF_ERROR(WriteNpy(f.dump_logits, prompt_logits));
   if (!f.prompt.empty()) {
     auto eos = std::find_if(out.begin(), out.end(), [&](int32_t id) {
@@ -120,34 +130,23 @@ Status RunGenerate(const GenerateFlags& f) {
 }  // namespace
 
 void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
-  auto flags = std::make_shared<GenerateFlags>();
+  auto opts = std::make_shared<config::CliOptions>();
   CLI::App* cmd =
       app.add_subcommand("generate", "Greedy generation from token ids or text (no server)");
-  cmd->add_option("--model-path", flags->model_path, "Model directory (config.json + safetensors)")
-      ->required();
-  cmd->add_option("--prompt-ids", flags->prompt_ids, "Comma-separated prompt token ids");
-  cmd->add_option("--prompt", flags->prompt,
-                  "Prompt text, encoded by the model's tokenizer (prints the new text)");
-  cmd->add_flag("--chat", flags->chat,
-                "Send --prompt as a user turn through the model's chat template");
-  cmd->add_option("--max-new-tokens", flags->max_new_tokens, "Tokens to generate")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  cmd->add_option("--output", flags->output, "Output format")
-      ->check(CLI::IsMember({"text", "json"}));
-  cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype,
-                  "KV cache storage: auto (f32 on CPU), f32, bf16, fp8_e4m3 (FlashMLA layout)")
-      ->check(CLI::IsMember({"auto", "f32", "bf16", "fp8_e4m3", "fp8"}));
-  cmd->add_option("--cpu-kernels", flags->cpu_kernels,
-                  "CPU kernel set: auto (fast-bf16act for a bfloat16 checkpoint, else fast), fast "
-                  "(CpuFastOps), fast-bf16act (CpuFastOps with bf16 matmul activations) or "
-                  "reference (CpuOps, for debugging) [default: auto]");
-  cmd->add_option("--dump-logits", flags->dump_logits,
-                  "Write the prompt's logits [prompt_len, vocab] as float32 .npy");
-  cmd->callback([flags, exit_code] {
-    Status s = RunGenerate(*flags);
+  opts->AddTo(cmd, config::kGenerate);
+  cmd->callback([opts, exit_code] {
+    Status s = OkStatus();
+    StatusOr<config::ExplicitSettings> settings = opts->Collect();
+    if (!settings.ok()) s = settings.status();
+    StatusOr<config::ResolvedConfig> rc =
+        s.ok() ? config::Resolve(*settings) : StatusOr<config::ResolvedConfig>(s);
+    if (!rc.ok()) s = rc.status();
+    if (s.ok() && !rc->data().cpu_kernels.has_value())
+      s = FailedPrecondition("generate runs on the cpu device only (--device cpu)");
+    if (s.ok()) s = RunGenerate(FlagsFrom(*settings, *rc), *rc);
     if (!s.ok()) {
-      std::fprintf(stderr, "lucid generate: %s\n", s.ToString().c_str());
-      *exit_code = s.code() == StatusCode::kInvalidArgument ? 2 : 1;
+      std::fprintf(stderr, "lucid generate: %s\n", s.message().c_str());
+      *exit_code = ExitCodeFor(s);
     }
   });
 }

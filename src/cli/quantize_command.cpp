@@ -7,7 +7,10 @@
 #include <cstdio>
 #include <memory>
 
+#include <sstream>
+
 #include "cli/commands.h"
+#include "config/cli_options.h"
 #include "formats/quantize_checkpoint.h"
 
 namespace lucid::cli {
@@ -16,9 +19,25 @@ namespace {
 struct QuantizeFlags {
   std::string model_path, out, scheme;
   std::vector<std::string> exclude;
-  std::string fp8_scale_fmt = "ue8m0";
-  double max_shard_gb = 4.0;
+  std::string fp8_scale_fmt;
+  double max_shard_gb = 0;
 };
+
+StatusOr<QuantizeFlags> FlagsFrom(const config::ExplicitSettings& s) {
+  QuantizeFlags f;
+  f.model_path = s.String("model-path");
+  f.out = s.String("out");
+  f.scheme = s.String("scheme");
+  if (f.model_path.empty()) return InvalidArgument("--model-path is required");
+  if (f.out.empty()) return InvalidArgument("--out is required");
+  if (f.scheme.empty()) return InvalidArgument("--scheme is required (nvfp4 or fp8-block)");
+  std::stringstream patterns(s.String("exclude"));
+  for (std::string p; std::getline(patterns, p, ',');)
+    if (!p.empty()) f.exclude.push_back(p);
+  f.fp8_scale_fmt = s.String("fp8-scale-fmt");
+  f.max_shard_gb = s.Number("max-shard-gb");
+  return f;
+}
 
 Status RunQuantize(const QuantizeFlags& f) {
   QuantizeOptions o;
@@ -44,27 +63,18 @@ Status RunQuantize(const QuantizeFlags& f) {
 }  // namespace
 
 void RegisterQuantizeCommand(CLI::App& app, int* exit_code) {
-  auto flags = std::make_shared<QuantizeFlags>();
+  auto opts = std::make_shared<config::CliOptions>();
   CLI::App* cmd = app.add_subcommand(
       "quantize", "Write an NVFP4 (ModelOpt) or FP8-block (DeepSeek) copy of a checkpoint");
-  cmd->add_option("--model-path", flags->model_path, "Unquantized model directory")->required();
-  cmd->add_option("--out", flags->out, "Output directory (must not exist, or be empty)")
-      ->required();
-  cmd->add_option("--scheme", flags->scheme, "nvfp4 | fp8-block")
-      ->required()
-      ->check(CLI::IsMember({"nvfp4", "fp8-block"}));
-  cmd->add_option("--exclude", flags->exclude,
-                  "Module pattern kept in the input precision (repeatable; * and ? wildcards)");
-  cmd->add_option("--fp8-scale-fmt", flags->fp8_scale_fmt,
-                  "fp8-block scales: ue8m0 (powers of two, DeepSeek-V3.2) or float")
-      ->check(CLI::IsMember({"ue8m0", "float"}));
-  cmd->add_option("--max-shard-gb", flags->max_shard_gb, "Shard size limit in GiB")
-      ->check(CLI::PositiveNumber);
-  cmd->callback([flags, exit_code] {
-    Status s = RunQuantize(*flags);
+  opts->AddTo(cmd, config::kQuantize);
+  cmd->callback([opts, exit_code] {
+    StatusOr<config::ExplicitSettings> settings = opts->Collect();
+    StatusOr<QuantizeFlags> flags =
+        settings.ok() ? FlagsFrom(*settings) : StatusOr<QuantizeFlags>(settings.status());
+    Status s = flags.ok() ? RunQuantize(*flags) : flags.status();
     if (!s.ok()) {
-      std::fprintf(stderr, "lucid quantize: %s\n", s.ToString().c_str());
-      *exit_code = s.code() == StatusCode::kInvalidArgument ? 2 : 1;
+      std::fprintf(stderr, "lucid quantize: %s\n", s.message().c_str());
+      *exit_code = ExitCodeFor(s);
     }
   });
 }

@@ -40,13 +40,6 @@ using server::LogError;
 using server::LogInfo;
 using server::LogWarning;
 
-// Serve-only flags that are not (yet) in the option table: they shape HTTP admission, not a plan.
-struct ServeFlags {
-  int64_t max_concurrent_requests = 256;
-  std::string max_request_bytes = "8MiB";
-  int64_t shutdown_grace_s = 30;
-};
-
 // SIGINT/SIGTERM are blocked in every thread and taken by one watcher thread (sigwait), so HTTP
 // and engine threads are never interrupted. The first signal sets `requested`; the second exits.
 class SignalWatcher {
@@ -100,45 +93,32 @@ class SignalWatcher {
   std::string name_;
 };
 
-int64_t IntOr(const config::ResolvedConfig& rc, const char* name, int64_t fallback) {
-  const nlohmann::json& v = rc.Value(name);
-  return v.is_number_integer() ? v.get<int64_t>() : fallback;
-}
-
-std::string StrOr(const config::ResolvedConfig& rc, const char* name, const std::string& fallback) {
-  const nlohmann::json& v = rc.Value(name);
-  return v.is_string() ? v.get<std::string>() : fallback;
-}
-
 EngineOptions EngineOptionsFrom(const config::ResolvedConfig& rc, int64_t context_length) {
   EngineOptions eo;
-  eo.page_size = IntOr(rc, "page-size", 16);
-  const int64_t total = IntOr(rc, "max-total-tokens", 0);
-  eo.num_pages = total > 0 ? (total + eo.page_size - 1) / eo.page_size : 0;
-  eo.max_running_requests = IntOr(rc, "max-running-requests", 8);
-  eo.chunked_prefill_size = IntOr(rc, "chunked-prefill-size", 512);
+  eo.page_size = rc.Int("page-size");
+  const int64_t total = rc.Int("max-total-tokens");
+  eo.num_pages = (total + eo.page_size - 1) / eo.page_size;
+  eo.max_running_requests = rc.Int("max-running-requests");
+  eo.chunked_prefill_size = rc.Int("chunked-prefill-size");
   eo.context_length = context_length;
-  const std::string nan = StrOr(rc, "nan-check", "logits");
+  const std::string nan = rc.String("nan-check");
   eo.nan_check = nan == "off"      ? EngineOptions::NanCheck::kOff
                  : nan == "layers" ? EngineOptions::NanCheck::kLayers
                                    : EngineOptions::NanCheck::kLogits;
-  const std::string kv = StrOr(rc, "kv-cache-dtype", "f32");
-  eo.kv_dtype = kv == "bf16"       ? KvDtype::kBF16
-                : kv == "fp8_e4m3" ? KvDtype::kFp8E4M3
-                                   : KvDtype::kF32;
+  eo.kv_dtype = rc.kv_cache_dtype();
   return eo;
 }
 
 // Start-up after the configuration resolved; returns the exit status.
-int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
+int Serve(const config::ResolvedConfig& rc) {
   SignalWatcher signals;
   server::ServerOptions so;
-  so.host = StrOr(rc, "host", "127.0.0.1");
-  so.port = static_cast<int>(IntOr(rc, "port", 30000));
-  so.api_key = StrOr(rc, "api-key", "");
-  so.max_concurrent_requests = flags.max_concurrent_requests;
-  so.strict_request_fields = rc.Value("strict-request-fields") == true;
-  for (std::string rest = StrOr(rc, "allowed-origins", ""); !rest.empty();) {
+  so.host = rc.String("host");
+  so.port = static_cast<int>(rc.Int("port"));
+  so.api_key = rc.String("api-key");
+  so.max_concurrent_requests = rc.Int("max-concurrent-requests");
+  so.strict_request_fields = rc.Bool("strict-request-fields");
+  for (std::string rest = rc.String("allowed-origins"); !rest.empty();) {
     const size_t comma = rest.find(',');
     std::string origin = rest.substr(0, comma);
     rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
@@ -146,13 +126,13 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
     origin.erase(origin.find_last_not_of(' ') + 1);
     if (!origin.empty()) so.allowed_origins.push_back(origin);
   }
-  so.max_body_bytes = static_cast<size_t>(config::ParseBytes(flags.max_request_bytes).value());
-  const std::string model_path = StrOr(rc, "model-path", "");
+  so.max_body_bytes = static_cast<size_t>(rc.Int("max-request-bytes"));
+  const std::string model_path = rc.String("model-path");
 
   // --cpu-kernels: CpuFastOps by default, CpuOps with `reference` (the resolver validated the
   // value). Declared before the engine, so it outlives the model and the engine thread.
   const std::unique_ptr<Ops> ops =
-      config::MakeCpuOps(*config::ParseCpuKernelSet(StrOr(rc, "cpu-kernels", "fast")));
+      config::MakeCpuOps(rc.cpu_kernel_set());
   std::unique_ptr<Engine> engine;  // declared before the server: destroyed after it
   server::HttpServer http(so);
   if (Status s = http.Start(); !s.ok()) {
@@ -185,14 +165,14 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
     LogWarning(MisalignedWeightsMessage(off));
   http.SetPhase(server::Phase::kLoading, "preparing the model");
   LogInfo(std::string("kernels: ") + ops->name() + " (--cpu-kernels " +
-          StrOr(rc, "cpu-kernels", "fast") + ")");
+          rc.String("cpu-kernels") + ")");
   StatusOr<std::unique_ptr<Model>> model = LoadModel(*ckpt, *ops);
   if (!model.ok()) {
     LogError("lucid serve: " + model.status().ToString());
     return ExitCodeFor(model.status());
   }
   const ModelConfig mc = (*model)->config();
-  const int64_t context = IntOr(rc, "context-length", mc.max_position_embeddings);
+  const int64_t context = rc.Int("context-length");
   const EngineOptions eo = EngineOptionsFrom(rc, context);
   LogInfo("engine: page size " + std::to_string(eo.page_size) + ", " +
           std::to_string(eo.num_pages) + " KV pages, up to " +
@@ -210,7 +190,7 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
   engine = std::move(*made);
 
   server::ServingModel sm;
-  sm.name = StrOr(rc, "served-model-name", model_path);
+  sm.name = rc.String("served-model-name");
   sm.context_length = context;
   sm.vocab_size = mc.vocab_size;
   sm.tokenizer = assets->tokenizer;
@@ -219,8 +199,8 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
   sm.bos_token = assets->bos_token;
   sm.eos_token = assets->eos_token;
   sm.model_path = model_path;
-  sm.tool_call_format = server::ToolCallFormatFromName(StrOr(rc, "tool-call-parser", "none"));
-  sm.reasoning_parser = StrOr(rc, "reasoning-parser", "none") != "none";
+  sm.tool_call_format = server::ToolCallFormatFromName(rc.String("tool-call-parser"));
+  sm.reasoning_parser = rc.String("reasoning-parser") != "none";
   if (assets->tokenizer) {
     std::vector<int32_t> eos(mc.eos_token_ids.begin(), mc.eos_token_ids.end());
     auto grammars = grammar::CompilerForTokenizerFile(model_path + "/tokenizer.json",
@@ -245,9 +225,9 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
 
   const std::string sig = signals.Wait();
   LogInfo(sig + ": shutting down; " + std::to_string(http.in_flight()) + " requests in flight (" +
-          std::to_string(flags.shutdown_grace_s) + " s to finish)");
+          std::to_string(rc.Int("shutdown-grace")) + " s to finish)");
   http.BeginShutdown();
-  if (int64_t left = http.WaitIdle(std::chrono::seconds(flags.shutdown_grace_s)); left > 0)
+  if (int64_t left = http.WaitIdle(std::chrono::seconds(rc.Int("shutdown-grace"))); left > 0)
     LogWarning(std::to_string(left) + " requests did not finish in time; aborting them");
   engine->Stop();
   http.WaitIdle(std::chrono::seconds(10));
@@ -260,30 +240,14 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
 
 void RegisterServeCommand(CLI::App& app, int* exit_code) {
   auto opts = std::make_shared<config::CliOptions>();
-  auto flags = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve a model over HTTP (OpenAI and SGLang APIs)");
-  opts->AddTo(cmd);
-  cmd->add_option("--max-concurrent-requests", flags->max_concurrent_requests,
-                  "Generation requests held at once (queued in the engine beyond "
-                  "--max-running-requests); one more is answered 429 [default: 256]")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
-      ->group("Server");
-  cmd->add_option("--max-request-bytes", flags->max_request_bytes,
-                  "Largest request body; larger ones are answered 413 [default: 8MiB]")
-      ->group("Server");
-  cmd->add_option("--shutdown-grace", flags->shutdown_grace_s,
-                  "Seconds in-flight requests get to finish after SIGINT/SIGTERM [default: 30]")
-      ->check(CLI::Range(int64_t{0}, int64_t{3600}))
-      ->group("Server");
-  cmd->callback([opts, flags, exit_code] {
+  opts->AddTo(cmd, config::kServe);
+  cmd->callback([opts, exit_code] {
     StatusOr<config::ExplicitSettings> settings = opts->Collect();
     StatusOr<config::ResolvedConfig> rc = settings.ok()
                                               ? config::Resolve(*settings)
                                               : StatusOr<config::ResolvedConfig>(settings.status());
-    if (rc.ok() && !config::ParseBytes(flags->max_request_bytes).ok())
-      rc = InvalidArgument("--max-request-bytes: \"" + flags->max_request_bytes +
-                           "\" is not a size");
-    if (rc.ok() && StrOr(*rc, "model-path", "").empty())
+    if (rc.ok() && rc->String("model-path").empty())
       rc = InvalidArgument(
           "--model-path is required (a model directory with config.json and safetensors)");
     if (rc.ok() && !rc->data().not_runnable_here.empty()) {
@@ -296,9 +260,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       *exit_code = 2;
       return;
     }
-    server::SetLogLevel(StrOr(*rc, "log-level", "info"));
+    server::SetLogLevel(rc->String("log-level"));
     if (server::LogEnabled(server::LogLevel::kInfo)) std::cerr << rc->ToText() << std::flush;
-    *exit_code = Serve(*rc, *flags);
+    *exit_code = Serve(*rc);
   });
 }
 

@@ -4,37 +4,36 @@
 
 #include "bench/synth.h"
 #include "cli/commands.h"
+#include "config/cli_options.h"
 
 namespace lucid::cli {
-namespace {
-
-struct SynthFlags {
-  SynthOptions o;
-};
-
-}  // namespace
 
 void RegisterSynthCommand(CLI::App& app, int* exit_code) {
-  auto f = std::make_shared<SynthFlags>();
+  auto opts = std::make_shared<config::CliOptions>();
   CLI::App* cmd = app.add_subcommand(
       "synth", "Write a random-weight checkpoint (real per-head dims, fewer heads/experts/layers)");
-  cmd->add_option("--arch", f->o.arch, "glm_moe_dsa | deepseek_v32 | deepseek_v3")
-      ->check(CLI::IsMember(SynthArchNames()));
-  cmd->add_option("--preset", f->o.preset, "tiny (tests) | 1g | 4g (benchmarks)")
-      ->check(CLI::IsMember(SynthPresetNames()));
-  cmd->add_option("--out", f->o.out_dir, "Output directory (created)")->required();
-  cmd->add_option("--quant", f->o.quant, "nvfp4 | fp8-block (default: bf16)")
-      ->check(CLI::IsMember({"nvfp4", "fp8-block"}));
-  cmd->add_option("--seed", f->o.seed, "Random seed");
-  cmd->callback([f, exit_code] {
-    auto s = Synthesize(f->o);
+  opts->AddTo(cmd, config::kSynth);
+  cmd->callback([opts, exit_code] {
+    StatusOr<config::ExplicitSettings> settings = opts->Collect();
+    if (!settings.ok()) {
+      std::fprintf(stderr, "lucid synth: %s\n", settings.status().message().c_str());
+      *exit_code = 2;
+      return;
+    }
+    SynthOptions o;
+    o.arch = settings->String("arch");
+    o.preset = settings->String("preset");
+    o.out_dir = settings->String("out");
+    o.quant = settings->String("quant");
+    o.seed = static_cast<uint64_t>(settings->Int("seed"));
+    auto s = Synthesize(o);
     if (!s.ok()) {
-      std::fprintf(stderr, "lucid synth: %s\n", s.status().ToString().c_str());
-      *exit_code = s.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+      std::fprintf(stderr, "lucid synth: %s\n", s.status().message().c_str());
+      *exit_code = ExitCodeFor(s.status());
       return;
     }
     std::printf("wrote %s: %s preset %s, %.3f G params, %.2f GB in %lld tensors, %lld shards\n",
-                f->o.out_dir.c_str(), f->o.arch.c_str(), f->o.preset.c_str(), s->params / 1e9,
+                o.out_dir.c_str(), o.arch.c_str(), o.preset.c_str(), s->params / 1e9,
                 s->bytes / 1e9, static_cast<long long>(s->tensors),
                 static_cast<long long>(s->shards));
   });

@@ -128,6 +128,16 @@ std::vector<OptionSpec> BuildTable() {
                    {"none", "glm45", "deepseek-r1", "deepseek-v3", "qwen3"}, kServer,
                    "How chat completions split <think>...</think> into reasoning_content "
                    "(SGLang's names, one <think> parser; auto: by the model type)"));
+  t.push_back(Range(Opt("max-concurrent-requests", OptionType::kInt, "256", kServer,
+                        "Generation requests held at once (queued in the engine beyond "
+                        "--max-running-requests); one more is answered 429"),
+                    1, 1 << 16));
+  t.push_back(Range(Opt("max-request-bytes", OptionType::kBytes, "8MiB", kServer,
+                        "Largest request body; larger ones are answered 413"),
+                    1, 1LL << 32));
+  t.push_back(Range(Opt("shutdown-grace", OptionType::kInt, "30", kServer,
+                        "Seconds in-flight requests get to finish after SIGINT/SIGTERM"),
+                    0, 3600));
   t.push_back(Opt("allowed-origins", OptionType::kString, "", kServer,
                   "CORS: comma-separated origins whose browser pages may call the API, or * for "
                   "any (default: none, no CORS headers)"));
@@ -151,6 +161,16 @@ std::vector<OptionSpec> BuildTable() {
   for (OptionSpec& o : t) {
     if (o.group == kServer) o.server_only = true;
   }
+  // Plan options that the tools which run a model take too, resolved the same way.
+  const auto also = [&t](const char* name, CommandSet extra) {
+    for (OptionSpec& o : t)
+      if (o.name == name) o.commands |= extra;
+  };
+  also("model-path", kGenerate | kBench | kQuantize | kAlign);
+  also("kv-cache-dtype", kGenerate | kBench);
+  also("cpu-kernels", kGenerate | kBench);
+  also("page-size", kGenerate);
+  AppendCommandOptions(t);
   return t;
 }
 
@@ -188,6 +208,28 @@ StatusOr<double> ParseNumber(const std::string& flag, const std::string& text, b
 }
 
 }  // namespace
+
+const char* CommandName(Command c) {
+  switch (c) {
+    case kServe:
+      return "serve";
+    case kExplain:
+      return "explain";
+    case kGenerate:
+      return "generate";
+    case kBench:
+      return "bench";
+    case kSynth:
+      return "synth";
+    case kQuantize:
+      return "quantize";
+    case kAlign:
+      return "align";
+    case kBackends:
+      return "backends";
+  }
+  return "?";
+}
 
 const char* OptionTypeName(OptionType t) {
   switch (t) {
@@ -277,6 +319,7 @@ StatusOr<nlohmann::json> ParseOptionValue(const OptionSpec& spec, const std::str
 
 nlohmann::json DefaultValue(const OptionSpec& spec) {
   if (spec.auto_default()) return nullptr;
+  if (spec.type == OptionType::kEnum && spec.default_text.empty()) return "";  // no default
   StatusOr<nlohmann::json> v = ParseOptionValue(spec, spec.default_text);
   LUCID_CHECK(v.ok(), "bad default in the option table for " + spec.name);
   return *v;

@@ -1,5 +1,11 @@
-// The option table: every server setting, once. Flags, config-file keys, environment variables,
-// help text and value validation all come from this table (docs/CONFIG.md lists it).
+// The option table: every flag of every subcommand, once. Flags, config-file keys, environment
+// variables, help text and value validation all come from this table (docs/CONFIG.md lists it).
+// Each option names the subcommands that take it (`commands`). The plan options (those of `serve`
+// and `explain`) are the settings the resolver resolves, with provenance, into a ResolvedConfig;
+// some of them (model-path, kv-cache-dtype, cpu-kernels, page-size) are taken by `generate` and
+// `bench` too, which resolve them the same way. The others are a tool's own arguments (generate's
+// --prompt, bench's --batch, synth's --preset), read from the explicit settings with the table's
+// default.
 //
 // Naming: an option `tp-size` is the flag `--tp-size`, the config-file key `tp-size` or `tp_size`,
 // and the environment variable `LUCID_TP_SIZE`. Aliases (e.g. `dsa-prefill-backend`) are accepted
@@ -31,6 +37,22 @@ enum class OptionType {
 };
 const char* OptionTypeName(OptionType t);
 
+// The subcommands, as a bit set: the ones an option applies to.
+enum Command : uint32_t {
+  kServe = 1u << 0,
+  kExplain = 1u << 1,
+  kGenerate = 1u << 2,
+  kBench = 1u << 3,
+  kSynth = 1u << 4,
+  kQuantize = 1u << 5,
+  kAlign = 1u << 6,
+  kBackends = 1u << 7,
+};
+using CommandSet = uint32_t;
+inline constexpr CommandSet kPlanCommands = kServe | kExplain;
+// "serve", "explain", ... (the subcommand's name on the command line).
+const char* CommandName(Command c);
+
 struct OptionSpec {
   std::string name;  // canonical spelling, without dashes in front: "tp-size"
   OptionType type = OptionType::kString;
@@ -42,6 +64,12 @@ struct OptionSpec {
   std::vector<std::string> aliases;  // other accepted names ("dsa-prefill-backend")
   bool secret = false;               // never printed (api-key)
   bool server_only = false;          // has no effect on a plan (host, port, ...)
+  CommandSet commands = kPlanCommands;  // the subcommands that take it
+  bool repeatable = false;  // the flag may be given several times: the values joined by ","
+
+  // A plan option: resolved (with provenance) into every ResolvedConfig.
+  bool in_plan() const { return (commands & kPlanCommands) != 0; }
+  bool applies_to(Command c) const { return (commands & c) != 0; }
 
   bool auto_default() const { return default_text == "auto"; }
   std::string flag() const { return "--" + name; }
@@ -49,7 +77,7 @@ struct OptionSpec {
   std::string key() const;       // "tp_size" (JSON output key)
 };
 
-// The whole table, in display order. Backend options list the backends of the kernel catalog
+// The whole table, in display order: the plan options, then the tools' own. Backend options list the backends of the kernel catalog
 // (config/kernel_catalog.h) as their allowed values: the catalog is their single source.
 const std::vector<OptionSpec>& Options();
 
@@ -57,12 +85,17 @@ const std::vector<OptionSpec>& Options();
 // "--"); nullptr when unknown.
 const OptionSpec* FindOption(std::string_view name);
 
+// Appends the tools' own options (generate, bench, synth, quantize, align, backends, explain's
+// --json) to `table`; command_options.cpp. Used by Options() only.
+void AppendCommandOptions(std::vector<OptionSpec>& table);
+
 // Parses `text` for `spec`. "auto" gives JSON null when the option's default is auto. Errors are
 // InvalidArgument with one line naming the flag, the value and what is valid (the list of values
 // for enums, the range for numbers).
 StatusOr<nlohmann::json> ParseOptionValue(const OptionSpec& spec, const std::string& text);
 
-// The option's default as a JSON value (null for auto).
+// The option's default as a JSON value (null for auto; "" for an enum without a default, which
+// the command then requires).
 nlohmann::json DefaultValue(const OptionSpec& spec);
 
 // "96 GiB", "1.5 GiB", "512 MiB", "100 B": a human-readable binary size.

@@ -43,6 +43,44 @@ const nlohmann::json& ResolvedConfig::Value(const std::string& name) const {
   return f->value;
 }
 
+std::string ResolvedConfig::String(const std::string& name) const {
+  const nlohmann::json& v = Value(name);
+  if (v.is_null()) return "";
+  LUCID_CHECK(v.is_string(), "resolved " + name + " is not a string: " + v.dump());
+  return v.get<std::string>();
+}
+
+int64_t ResolvedConfig::Int(const std::string& name) const {
+  const nlohmann::json& v = Value(name);
+  LUCID_CHECK(v.is_number_integer(), "resolved " + name + " is not an integer: " + v.dump());
+  return v.get<int64_t>();
+}
+
+double ResolvedConfig::Number(const std::string& name) const {
+  const nlohmann::json& v = Value(name);
+  LUCID_CHECK(v.is_number(), "resolved " + name + " is not a number: " + v.dump());
+  return v.get<double>();
+}
+
+bool ResolvedConfig::Bool(const std::string& name) const {
+  const nlohmann::json& v = Value(name);
+  LUCID_CHECK(v.is_boolean(), "resolved " + name + " is not a boolean: " + v.dump());
+  return v.get<bool>();
+}
+
+KvDtype ResolvedConfig::kv_cache_dtype() const {
+  StatusOr<KvDtype> d = KvDtypeFromName(String("kv-cache-dtype"));
+  LUCID_CHECK(d.ok(), d.status().message());
+  return *d;
+}
+
+CpuKernelSet ResolvedConfig::cpu_kernel_set() const {
+  LUCID_CHECK(d_.cpu_kernels.has_value(), "cpu_kernel_set: the plan is not for a cpu device");
+  StatusOr<CpuKernelSet> set = ParseCpuKernelSet(d_.cpu_kernels->set);
+  LUCID_CHECK(set.ok(), set.status().message());
+  return *set;
+}
+
 nlohmann::json ResolvedConfig::ToJson() const {
   nlohmann::json settings = nlohmann::json::object();
   for (const ResolvedField& f : d_.fields) {

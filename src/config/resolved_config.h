@@ -16,6 +16,7 @@
 #include "config/memory_plan.h"
 #include "config/settings.h"
 #include "config/target.h"
+#include "models/kv_cache.h"
 
 namespace lucid::config {
 
@@ -61,8 +62,20 @@ class ResolvedConfig {
   explicit ResolvedConfig(ResolvedData d) : d_(std::move(d)) {}
   const ResolvedData& data() const { return d_; }
   const ResolvedField* Field(const std::string& name) const;
-  // The value of a field (aborts if the name is not in the table).
+  // The value of a field (aborts if the name is not a plan option of the table).
   const nlohmann::json& Value(const std::string& name) const;
+  // Typed values. Resolution leaves every field with a value of its option's type (rules fill
+  // the `auto` ones), so these abort only on a programming error: a name of another type, or one
+  // that resolved to no value (String of a secret that was not set gives "").
+  std::string String(const std::string& name) const;
+  int64_t Int(const std::string& name) const;
+  double Number(const std::string& name) const;
+  bool Bool(const std::string& name) const;
+  // kv-cache-dtype as the KV pool's dtype.
+  KvDtype kv_cache_dtype() const;
+  // The CPU kernel set that runs (device cpu; --cpu-kernels after its rule): what MakeCpuOps
+  // builds and `explain` reports. Aborts on a cuda plan.
+  CpuKernelSet cpu_kernel_set() const;
   const std::vector<KernelChoice>& kernels() const { return d_.kernels; }
   const MemoryPlan& memory() const { return d_.memory; }
 

@@ -159,10 +159,11 @@ StatusOr<ResolvedConfig> Resolver::Run() {
                      Cite("disable-cuda-graph") + ")");
   LUCID_RETURN_IF_ERROR(ResolveMemory());
   for (const OptionSpec& o : Options())
-    if (!fields_.count(o.name)) LUCID_RETURN_IF_ERROR(FillFromRule(o.name));
+    if (o.in_plan() && !fields_.count(o.name)) LUCID_RETURN_IF_ERROR(FillFromRule(o.name));
 
   ResolvedData d;
-  for (const OptionSpec& o : Options()) d.fields.push_back(fields_.at(o.name));
+  for (const OptionSpec& o : Options())
+    if (o.in_plan()) d.fields.push_back(fields_.at(o.name));
   d.target = target_;
   const ModelConfig& c = model_.config;
   d.model_summary = c.architecture + " (" + c.model_type + "), " +

@@ -51,7 +51,6 @@ std::vector<Need> NeedsFor(const ModelFacts& model);
 KernelAttempt TryKernels(const ModelFacts& model, const std::vector<Need>& needs,
                          const KernelEnv& env);
 
-StatusOr<KvDtype> KvDtypeFromName(const std::string& s);
 DType ComputeDTypeFromName(const std::string& s);
 
 class Resolver {

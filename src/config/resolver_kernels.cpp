@@ -47,13 +47,6 @@ std::string Join(const std::vector<std::string>& v, const char* sep) {
 
 }  // namespace
 
-StatusOr<KvDtype> KvDtypeFromName(const std::string& s) {
-  if (s == "f32") return KvDtype::kF32;
-  if (s == "bf16") return KvDtype::kBF16;
-  if (s == "fp8_e4m3") return KvDtype::kFp8E4M3;
-  return InvalidArgument("unknown KV dtype " + s);
-}
-
 DType ComputeDTypeFromName(const std::string& s) {
   if (s == "float32") return DType::kF32;
   if (s == "float16") return DType::kF16;

@@ -74,9 +74,10 @@ const char* SourceName(Source s) {
 Status ExplicitSettings::Set(const std::string& name, const std::string& text, Source source,
                              const std::string& origin) {
   const OptionSpec* spec = FindOption(name);
-  if (spec == nullptr)
-    return InvalidArgument(origin + ": unknown option \"" + name +
-                           "\" (see `lucid explain --help` for the list)");
+  const char* cmd = CommandName(command_);
+  if (spec == nullptr || !spec->applies_to(command_))
+    return InvalidArgument(origin + ": unknown option \"" + name + "\" of `lucid " + cmd +
+                           "` (see `lucid " + cmd + " --help` for the list)");
   StatusOr<nlohmann::json> v = ParseOptionValue(*spec, text);
   if (!v.ok()) {
     // The parser names the flag; name the real origin when it is not the command line.
@@ -94,6 +95,38 @@ Status ExplicitSettings::Set(const std::string& name, const std::string& text, S
 const ExplicitValue* ExplicitSettings::Get(const std::string& name) const {
   auto it = values_.find(name);
   return it == values_.end() ? nullptr : &it->second;
+}
+
+nlohmann::json ExplicitSettings::ValueOrDefault(const std::string& name) const {
+  const OptionSpec* spec = FindOption(name);
+  LUCID_CHECK(spec != nullptr && spec->applies_to(command_),
+              "ValueOrDefault: " + name + " is not an option of " + CommandName(command_));
+  if (const ExplicitValue* v = Get(spec->name)) return v->value;
+  return DefaultValue(*spec);
+}
+
+std::string ExplicitSettings::String(const std::string& name) const {
+  const nlohmann::json v = ValueOrDefault(name);
+  LUCID_CHECK(v.is_string(), "ExplicitSettings::String: " + name + " is not a string option");
+  return v.get<std::string>();
+}
+
+int64_t ExplicitSettings::Int(const std::string& name) const {
+  const nlohmann::json v = ValueOrDefault(name);
+  LUCID_CHECK(v.is_number_integer(), "ExplicitSettings::Int: " + name + " has no integer value");
+  return v.get<int64_t>();
+}
+
+double ExplicitSettings::Number(const std::string& name) const {
+  const nlohmann::json v = ValueOrDefault(name);
+  LUCID_CHECK(v.is_number(), "ExplicitSettings::Number: " + name + " has no numeric value");
+  return v.get<double>();
+}
+
+bool ExplicitSettings::Bool(const std::string& name) const {
+  const nlohmann::json v = ValueOrDefault(name);
+  LUCID_CHECK(v.is_boolean(), "ExplicitSettings::Bool: " + name + " is not a boolean option");
+  return v.get<bool>();
 }
 
 Status LoadConfigFile(const std::string& path, ExplicitSettings* s) {
@@ -119,6 +152,9 @@ Status LoadConfigFile(const std::string& path, ExplicitSettings* s) {
 
 Status LoadEnvironment(const EnvLookup& getenv, ExplicitSettings* s) {
   for (const OptionSpec& o : Options()) {
+    // The environment sets plan options only: a tool's own arguments (--prompt, --out) are
+    // given on its command line.
+    if (!o.in_plan() || !o.applies_to(s->command())) continue;
     const std::string env = o.env_name();
     const char* v = getenv(env.c_str());
     if (v != nullptr && *v != '\0') LUCID_RETURN_IF_ERROR(s->Set(o.name, v, Source::kEnv, env));

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "config/option_table.h"
 #include "core/status.h"
 
 namespace lucid::config {
@@ -34,6 +35,10 @@ struct ExplicitValue {
 
 class ExplicitSettings {
  public:
+  // Settings for subcommand `command`: only its options (option_table.h `commands`) are accepted.
+  explicit ExplicitSettings(Command command = kServe) : command_(command) {}
+  Command command() const { return command_; }
+
   // Parses `text` for option `name` (any accepted spelling) and keeps it unless a source of
   // higher precedence already set it. InvalidArgument naming `origin` for an unknown option or a
   // bad value.
@@ -45,7 +50,17 @@ class ExplicitSettings {
   // Removes a value (used to ask "what if this setting were left unset").
   void Erase(const std::string& name) { values_.erase(name); }
 
+  // A tool's own argument (option_table.h): the user's value, else the table's default (null for
+  // an `auto` default). Aborts for a name that is not an option of this command; the typed forms
+  // abort when the value has another type (the table's parser made it, so that is a bug).
+  nlohmann::json ValueOrDefault(const std::string& name) const;
+  std::string String(const std::string& name) const;
+  int64_t Int(const std::string& name) const;
+  double Number(const std::string& name) const;
+  bool Bool(const std::string& name) const;
+
  private:
+  Command command_;
   std::map<std::string, ExplicitValue> values_;  // canonical name -> value
 };
 
@@ -53,7 +68,7 @@ class ExplicitSettings {
 // the file (and the key or line).
 Status LoadConfigFile(const std::string& path, ExplicitSettings* s);
 
-// Reads LUCID_<NAME> for every option of the table into `s` with Source::kEnv. `getenv` is
+// Reads LUCID_<NAME> for every plan option of s's command into `s` with Source::kEnv. `getenv` is
 // injectable for tests.
 using EnvLookup = std::function<const char*(const char*)>;
 Status LoadEnvironment(const EnvLookup& getenv, ExplicitSettings* s);

@@ -50,11 +50,11 @@ PagedRows IndexerFormat(const KvCacheSpec& s, KvDtype d) {
 
 }  // namespace
 
-StatusOr<KvDtype> ParseKvCacheDtype(const std::string& s) {
-  if (s == "auto" || s == "f32") return KvDtype::kF32;
+StatusOr<KvDtype> KvDtypeFromName(const std::string& s) {
+  if (s == "f32") return KvDtype::kF32;
   if (s == "bf16") return KvDtype::kBF16;
-  if (s == "fp8_e4m3" || s == "fp8") return KvDtype::kFp8E4M3;
-  return InvalidArgument("--kv-cache-dtype \"" + s + "\" (accepted: auto, f32, bf16, fp8_e4m3)");
+  if (s == "fp8_e4m3") return KvDtype::kFp8E4M3;
+  return InvalidArgument("unknown KV cache dtype \"" + s + "\" (f32, bf16, fp8_e4m3)");
 }
 
 int64_t KvCacheSpec::MlaBytesPerTokenPerLayer(KvDtype dtype) const {

@@ -32,9 +32,10 @@ namespace lucid {
 // 128 of them + rope_dim bf16 values (656 bytes for 512 + 64); indexer keys: e4m3 + one f32 scale.
 enum class KvDtype { kF32, kBF16, kFp8E4M3 };
 const char* KvDtypeName(KvDtype d);
-// `--kv-cache-dtype` values: "auto" (f32 on the CPU backend, what the goldens use), "f32",
-// "bf16", "fp8_e4m3" (alias "fp8"). InvalidArgument listing the accepted values otherwise.
-StatusOr<KvDtype> ParseKvCacheDtype(const std::string& s);
+// The dtype named by KvDtypeName ("f32", "bf16", "fp8_e4m3": the values of --kv-cache-dtype
+// once resolved; the option table refuses other text, and its rule resolves "auto"), the one
+// parser of these names. InvalidArgument listing them otherwise.
+StatusOr<KvDtype> KvDtypeFromName(const std::string& s);
 
 // What a model keeps per token per layer; the memory planner sizes the pool from this.
 struct KvCacheSpec {

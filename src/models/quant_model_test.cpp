@@ -177,13 +177,14 @@ TEST(KvCacheTest, Bf16KvStaysCloseToF32AndGreedyAgrees) {
   EXPECT_GT(err, 0.0);  // the dtype is really used
 }
 
-TEST(KvCacheTest, ParseKvCacheDtype) {
-  EXPECT_EQ(ParseKvCacheDtype("auto").value(), KvDtype::kF32);
-  EXPECT_EQ(ParseKvCacheDtype("bf16").value(), KvDtype::kBF16);
-  EXPECT_EQ(ParseKvCacheDtype("fp8_e4m3").value(), KvDtype::kFp8E4M3);
-  auto bad = ParseKvCacheDtype("int4");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("fp8_e4m3"), std::string::npos);
+TEST(KvCacheTest, KvDtypeFromNameIsTheInverseOfKvDtypeNameAndNothingElse) {
+  for (KvDtype d : {KvDtype::kF32, KvDtype::kBF16, KvDtype::kFp8E4M3})
+    EXPECT_EQ(KvDtypeFromName(KvDtypeName(d)).value(), d);
+  for (const char* bad : {"auto", "fp8", "int4", "F32", ""}) {
+    auto r = KvDtypeFromName(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("fp8_e4m3"), std::string::npos);
+  }
 }
 
 }  // namespace

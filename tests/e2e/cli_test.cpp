@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -195,12 +196,39 @@ TEST(CliTest, GenerateAndBenchTakeTheCpuKernelSet) {
   Result bb = RunLucid(bench + " --cpu-kernels turbo");
   EXPECT_EQ(bb.code, 2) << bb.out;
   EXPECT_NE(bb.out.find("--cpu-kernels: unknown value \"turbo\""), std::string::npos) << bb.out;
-  Result both = RunLucid(bench + " --reference-ops --cpu-kernels fast");
-  EXPECT_EQ(both.code, 2) << both.out;
-  EXPECT_NE(both.out.find("contradicts --cpu-kernels fast"), std::string::npos) << both.out;
-  Result help = RunLucid("bench --help");
-  EXPECT_NE(help.out.find("Deprecated alias of --cpu-kernels reference"), std::string::npos)
-      << help.out;
+}
+
+// Every command reads its flags from the one option table: generate's and bench's KV dtype and
+// kernel set are refused with the same one-line error as serve's, and a flag of another command
+// is not accepted.
+TEST(CliTest, GenerateAndBenchRefuseFlagsAsServeDoes) {
+  const std::string model = Src("tests/fixtures/models/tiny_deepseek_v3");
+  const std::string table_error =
+      "--kv-cache-dtype: unknown value \"fp8\" (valid: auto, f32, bf16, fp8_e4m3)";
+  for (const std::string cmd :
+       {"generate --prompt-ids 1 --model-path ", "bench --model-path ", "serve --model-path ",
+        "explain --model-path "}) {
+    Result r = RunLucid(cmd + model + " --kv-cache-dtype fp8");
+    EXPECT_EQ(r.code, 2) << cmd << r.out;
+    EXPECT_NE(r.out.find(table_error), std::string::npos) << cmd << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << cmd << r.out;
+  }
+  Result env = e2e::Shell("LUCID_KV_CACHE_DTYPE=fp8 " + e2e::Lucid() + " generate --prompt-ids 1 " +
+                          "--model-path " + model);
+  EXPECT_EQ(env.code, 2) << env.out;
+  EXPECT_NE(env.out.find("LUCID_KV_CACHE_DTYPE: unknown value \"fp8\""), std::string::npos)
+      << env.out;
+  Result old_alias = RunLucid("bench --model-path " + model + " --reference-ops");
+  EXPECT_EQ(old_alias.code, 2) << old_alias.out;
+  Result serve_flag = RunLucid("generate --prompt-ids 1 --model-path " + model + " --port 1");
+  EXPECT_EQ(serve_flag.code, 2) << serve_flag.out;
+  EXPECT_NE(serve_flag.out.find("--port"), std::string::npos) << serve_flag.out;
+  // bf16 and fp8_e4m3 are accepted by generate as by serve (the same parser).
+  for (const char* kv : {"bf16", "fp8_e4m3", "auto"}) {
+    Result ok = RunLucid("generate --prompt-ids 1,2 --max-new-tokens 1 --model-path " + model +
+                         " --kv-cache-dtype " + kv);
+    EXPECT_EQ(ok.code, 0) << kv << ": " << ok.out;
+  }
 }
 
 // `lucid bench --json` on the tiny GLM-5 fixture (8 experts, top-2, 2 MoE layers, index_topk 8):
@@ -292,8 +320,9 @@ TEST(CliTest, BenchFiguresAreConsistent) {
 
 TEST(CliTest, MissingModelDirectoryIsAClearError) {
   Result r = RunLucid("generate --model-path /nonexistent-lucid-model --prompt-ids 1");
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("/nonexistent-lucid-model/config.json"), std::string::npos) << r.out;
+  EXPECT_EQ(r.code, 2) << r.out;  // a refusal of the user's input
+  EXPECT_NE(r.out.find("model directory /nonexistent-lucid-model not found"), std::string::npos)
+      << r.out;
 }
 
 }  // namespace

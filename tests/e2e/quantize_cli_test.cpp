@@ -69,12 +69,15 @@ TEST_F(QuantizeCliTest, BadInvocations) {
   Result again =
       Shell(Lucid() + " quantize --model-path " + Src("tests/fixtures/quant/roundtrip_fp8") +
             " --out " + (dir_ / "b").string() + " --scheme nvfp4");
-  EXPECT_EQ(again.code, 1) << again.out;
+  EXPECT_EQ(again.code, 2) << again.out;  // a refusal of the user's input
   EXPECT_NE(again.out.find("already quantized"), std::string::npos) << again.out;
   Result scheme = Shell(Lucid() + " quantize --model-path x --out y --scheme int4");
-  EXPECT_NE(scheme.code, 0);
+  EXPECT_EQ(scheme.code, 2) << scheme.out;
+  EXPECT_NE(scheme.out.find("--scheme: unknown value \"int4\" (valid: nvfp4, fp8-block)"),
+            std::string::npos)
+      << scheme.out;
   Result kv = Shell(Lucid() + " generate --model-path x --prompt-ids 1 --kv-cache-dtype int8");
-  EXPECT_NE(kv.code, 0);
+  EXPECT_EQ(kv.code, 2) << kv.out;
   EXPECT_NE(kv.out.find("kv-cache-dtype"), std::string::npos) << kv.out;
 }
 

@@ -1,0 +1,72 @@
+// Every flag of every subcommand comes from the option table (config/option_table.h): the
+// commands are built as main.cpp builds them, and each of their options is looked up in the table.
+#include "cli/commands.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "config/option_table.h"
+#include "config/settings.h"
+
+namespace lucid::cli {
+namespace {
+
+// The Command bit of a subcommand's name; 0 when the table has no such command.
+config::CommandSet CommandOf(const std::string& name) {
+  for (uint32_t bit = 1; bit != 0 && bit <= config::kBackends; bit <<= 1)
+    if (name == config::CommandName(static_cast<config::Command>(bit))) return bit;
+  return 0;
+}
+
+TEST(CommandsTest, EveryFlagOfEverySubcommandIsATableOptionOfThatCommand) {
+  CLI::App app{"lucid"};
+  int exit_code = 0;
+  for (const auto& reg : kCommands) reg(app, &exit_code);
+  std::set<std::string> seen_commands;
+  for (const CLI::App* cmd : app.get_subcommands([](const CLI::App*) { return true; })) {
+    const std::string name = cmd->get_name();
+    const config::CommandSet bit = CommandOf(name);
+    ASSERT_NE(bit, 0u) << "subcommand " << name << " is not a Command of the option table";
+    seen_commands.insert(name);
+    int flags = 0;
+    for (const CLI::Option* opt : cmd->get_options()) {
+      const std::string flag = opt->get_name(/*positional=*/false, /*all_options=*/false);
+      if (flag == "--help" || flag == "--config") continue;  // CLI11's help; the config file
+      const config::OptionSpec* spec = config::FindOption(flag);
+      ASSERT_NE(spec, nullptr) << name << " " << flag << " is not in the option table";
+      EXPECT_TRUE(spec->applies_to(static_cast<config::Command>(bit)))
+          << name << " " << flag << ": the table does not list " << name << " for it";
+      ++flags;
+    }
+    // And the other way round: every table option of the command is a flag of it.
+    int expected = 0;
+    for (const config::OptionSpec& o : config::Options()) {
+      if (!o.applies_to(static_cast<config::Command>(bit))) continue;
+      ++expected;
+      bool found = false;
+      for (const CLI::Option* opt : cmd->get_options())
+        found = found || opt->check_lname(o.name);
+      EXPECT_TRUE(found) << name << " lacks --" << o.name;
+    }
+    EXPECT_EQ(flags, expected) << name;
+  }
+  EXPECT_EQ(seen_commands.size(), std::size(kCommands));
+}
+
+TEST(CommandsTest, ToolArgumentsDoNotReachTheServer) {
+  // A tool's own option is refused by the commands that do not take it, from any source.
+  config::ExplicitSettings serve(config::kServe);
+  Status s = serve.Set("prompt", "hi", config::Source::kFile, "cfg.json: prompt");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("unknown option \"prompt\" of `lucid serve`"), std::string::npos)
+      << s.message();
+  config::ExplicitSettings gen(config::kGenerate);
+  EXPECT_TRUE(gen.Set("prompt", "hi", config::Source::kCli, "--prompt").ok());
+  EXPECT_FALSE(gen.Set("port", "8080", config::Source::kCli, "--port").ok());
+  EXPECT_EQ(gen.String("prompt"), "hi");
+  EXPECT_EQ(gen.Int("max-new-tokens"), 16);  // the table's default
+}
+
+}  // namespace
+}  // namespace lucid::cli
