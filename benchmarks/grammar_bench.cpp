@@ -96,7 +96,8 @@ void BM_GrammarMaskStep(benchmark::State& state) {
   SetNumThreads(all_threads);
   state.counters["vocab"] = static_cast<double>(V);
   state.counters["tokens_in_walk"] = static_cast<double>(s.walk.size());
-  state.counters["threads"] = static_cast<double>(state.range(3) > 0 ? state.range(3) : all_threads);
+  state.counters["threads"] =
+      static_cast<double>(state.range(3) > 0 ? state.range(3) : all_threads);
 }
 BENCHMARK(BM_GrammarMaskStep)
     ->ArgNames({"qwen2_vocab", "batch", "apply", "threads"})

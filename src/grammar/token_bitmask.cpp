@@ -9,8 +9,9 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Whole words: `words` covers logits[0, 32 * n).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void ApplyWords(
-    const int32_t* words, size_t n, float* logits) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void ApplyWords(const int32_t* words,
+                                                                             size_t n,
+                                                                             float* logits) {
   for (size_t w = 0; w < n; ++w) {
     const uint32_t bits = static_cast<uint32_t>(words[w]);
     if (bits == 0xffffffffu) continue;

@@ -12,8 +12,8 @@ namespace {
 
 TEST(TokenBitmask, ForbiddenColumnsBecomeMinusInfinityAndTheRestStay) {
   std::mt19937 rng(7);
-  for (size_t columns : {size_t{1}, size_t{31}, size_t{32}, size_t{33}, size_t{1000},
-                         size_t{151936}}) {
+  for (size_t columns :
+       {size_t{1}, size_t{31}, size_t{32}, size_t{33}, size_t{1000}, size_t{151936}}) {
     for (double density : {0.0, 0.02, 0.5, 0.9, 0.99, 1.0}) {
       for (int64_t extra_words : {0, 1}) {  // a bitmask longer than the row, or exactly covering
         const size_t words = (columns + 31) / 32 + static_cast<size_t>(extra_words);

@@ -320,8 +320,8 @@ struct StreamState {
   ResponseMeta meta;
   std::vector<std::string> echo_prefix;
   std::vector<std::vector<int32_t>> prompt_ids;  // per prompt, for echo + logprobs
-  std::vector<bool> echo_pending;  // echo + logprobs: the echo waits for the prompt's logprobs
-  std::vector<size_t> text_offset;            // completions logprobs: characters so far per choice
+  std::vector<bool> echo_pending;   // echo + logprobs: the echo waits for the prompt's logprobs
+  std::vector<size_t> text_offset;  // completions logprobs: characters so far per choice
   std::vector<ChatDeltaStream> chat_parsers;  // chat with output parsing: one per choice
   std::vector<bool> named_call_sent;          // forced named tool: the call's first delta went out
   bool started = false;
@@ -402,19 +402,21 @@ std::string NamedToolChunks(StreamState& st, const ChoiceEvent& e) {
                  {"id", NewResponseId("call_")},
                  {"type", "function"},
                  {"function", {{"name", st.req.structured.tool_name}, {"arguments", ""}}}};
-    out += SseData(ChatChunk(st.meta, e.choice, {{"tool_calls", json::array({head})}}, nullptr, ""));
+    out +=
+        SseData(ChatChunk(st.meta, e.choice, {{"tool_calls", json::array({head})}}, nullptr, ""));
   }
   if (!o.text.empty() || !o.new_tokens.empty()) {
-    const json piece = {{"tool_calls", json::array({{{"index", 0},
-                                                     {"function", {{"arguments", o.text}}}}})}};
+    const json piece = {
+        {"tool_calls", json::array({{{"index", 0}, {"function", {{"arguments", o.text}}}}})}};
     out += SseData(Decorated(st, o, ChatChunk(st.meta, e.choice, piece, nullptr, "")));
   }
   if (o.finished) {
     const std::string finish = FinishReason(o.finish_reason);
     RequestOutput none = o;
     none.new_tokens.clear();
-    out += SseData(Decorated(st, none, ChatChunk(st.meta, e.choice, json::object(), nullptr,
-                                                 finish == "stop" ? "tool_calls" : finish)));
+    out += SseData(Decorated(st, none,
+                             ChatChunk(st.meta, e.choice, json::object(), nullptr,
+                                       finish == "stop" ? "tool_calls" : finish)));
   }
   return out;
 }
@@ -426,8 +428,8 @@ std::string EchoWithPromptLogprobs(StreamState& st, size_t i) {
   st.echo_pending[i] = false;
   const ChoiceState& c = st.job->choices()[i];
   size_t offset = 0;
-  json lp = PromptLogprobs(c, st.prompt_ids[c.prompt_index], st.tokenizer, st.req.top_logprobs,
-                           &offset);
+  json lp =
+      PromptLogprobs(c, st.prompt_ids[c.prompt_index], st.tokenizer, st.req.top_logprobs, &offset);
   st.text_offset[i] = offset;
   return SseData(CompletionChunk(st.meta, i, st.echo_prefix[c.prompt_index], lp, ""));
 }

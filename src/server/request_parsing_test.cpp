@@ -185,8 +185,8 @@ TEST(ParseChat, ToolCallArgumentsReachTheTemplateAsObjects) {
   // same thing, so the prompt is the golden's, byte for byte.
   const ordered_json goldens = ordered_json::parse(ReadFixture("chat_templates/goldens.json"));
   int checked = 0;
-  for (const std::string name : {"GLM-4.7-Flash.jinja", "deepseek-ai-DeepSeek-V3.2.jinja",
-                                 "GLM-4.6.jinja"}) {
+  for (const std::string name :
+       {"GLM-4.7-Flash.jinja", "deepseek-ai-DeepSeek-V3.2.jinja", "GLM-4.6.jinja"}) {
     for (const ordered_json& g : goldens) {
       if (g["template"] != name || g.value("conversation", "") != "tool_call" ||
           !g.contains("output"))

@@ -263,8 +263,8 @@ bool ParseDsmlParams(Cursor& c, bool complete, PartialCall* call, PartialBlock* 
       *b = Stop(std::move(*b), Match::kMore, complete);
       return false;
     }
-    const ordered_json j = string ? ordered_json(std::string(*value))
-                                  : ordered_json::parse(*value, nullptr, false);
+    const ordered_json j =
+        string ? ordered_json(std::string(*value)) : ordered_json::parse(*value, nullptr, false);
     if (j.is_discarded()) {
       *b = Stop(std::move(*b), Match::kNo, complete);
       return false;

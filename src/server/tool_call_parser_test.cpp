@@ -217,7 +217,8 @@ bool ValidUtf8(const std::string& s) {
 
 TEST(ToolCallStreamer, MultiByteCharactersAreNotSplit) {
   // A value whose UTF-8 bytes arrive one at a time: no piece ends inside a character.
-  const std::string text = "<tool_call>f<arg_key>k</arg_key><arg_value>Zü€😀</arg_value></tool_call>";
+  const std::string text =
+      "<tool_call>f<arg_key>k</arg_key><arg_value>Zü€😀</arg_value></tool_call>";
   ToolCallStreamer s(ToolCallFormat::kGlm45, ordered_json::array());
   std::string args;
   for (size_t k = 0; k <= text.size(); ++k) {

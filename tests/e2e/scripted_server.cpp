@@ -31,8 +31,9 @@ int main(int argc, char** argv) {
     ++argv;
   }
   if (argc < 3) {
-    std::fprintf(stderr, "usage: lucid_scripted_server [--tool-call-parser=NAME] PORT_FILE "
-                         "PIECE...\n");
+    std::fprintf(stderr,
+                 "usage: lucid_scripted_server [--tool-call-parser=NAME] PORT_FILE "
+                 "PIECE...\n");
     return 2;
   }
   if (!server::ToolCallFormatFromName(parser)) {
