@@ -1,16 +1,19 @@
-// Structured output's per-step cost on the engine thread: for each of `batch` requests, fill the
-// grammar's token mask and apply it to a logits row (TokenMatcher::MaskLogits), then accept the
-// sampled token (Accept). Each request walks a fixed valid instance of a nested JSON schema, so
-// the steps cover keys, strings, numbers, enums and structure. Vocabularies: the tiny models'
-// 256-byte one and Qwen2's 151k-token byte-level one (tests/fixtures/tokenizers/qwen2, padded to
-// 151936 columns like the model), close to GLM-5's 154k.
-//   ./build/lucid_grammar_bench
-// Reported per iteration = one engine step over the whole batch; apply:0 fills the bitmask only.
+// Structured output's per-step cost, as the engine pays it (EngineCore::Step): the `batch`
+// requests' grammar masks filled and applied to their logits rows (MaskLogitsInParallel, i.e.
+// TokenMatcher::MaskLogits over the kernels' threads), then each sampled token accepted (Accept).
+// Each request walks a fixed valid instance of a nested JSON schema, so the steps cover keys,
+// strings, numbers, enums and structure. Vocabularies: the tiny models' 256-byte one and Qwen2's
+// 151k-token byte-level one (tests/fixtures/tokenizers/qwen2, padded to 151936 columns like the
+// model), close to GLM-5's 154k.
+//   ./build/benchmarks/lucid_grammar_bench
+// Reported per iteration = one engine step over the whole batch; apply:0 fills the bitmask only;
+// threads:1 masks the requests one after another, threads:0 uses every thread (OMP_NUM_THREADS).
 #include <benchmark/benchmark.h>
 
 #include <fstream>
 #include <sstream>
 
+#include "core/parallel.h"
 #include "grammar/grammar_compiler.h"
 #include "server/byte_tokenizer_for_test.h"
 #include "tokenizer/tokenizer.h"
@@ -67,35 +70,46 @@ void BM_GrammarMaskStep(benchmark::State& state) {
   const Setup& s = Vocab(static_cast<int>(state.range(0)));
   const int batch = static_cast<int>(state.range(1));
   const bool apply = state.range(2) != 0;  // 0: fill the bitmask only (an empty logits span)
+  static const int all_threads = NumThreads();
+  SetNumThreads(state.range(3) > 0 ? static_cast<int>(state.range(3)) : all_threads);
   const size_t V = static_cast<size_t>(s.compiler->vocab_size());
   std::vector<std::vector<float>> rows(batch, std::vector<float>(V, 0.5f));
   std::vector<std::unique_ptr<TokenMatcher>> m(batch);
+  std::vector<MaskJob> jobs(batch);
   size_t step = s.walk.size();
   for (auto _ : state) {
     if (step == s.walk.size()) {  // a fresh batch of requests (not timed)
       state.PauseTiming();
-      for (auto& x : m) x = s.constraint->NewMatcher();
+      for (int b = 0; b < batch; ++b) {
+        m[b] = s.constraint->NewMatcher();
+        jobs[b] = {m[b].get(), apply ? std::span<float>(rows[b]) : std::span<float>()};
+      }
       step = 0;
       state.ResumeTiming();
     }
-    for (int b = 0; b < batch; ++b) {
-      m[b]->MaskLogits(apply ? std::span<float>(rows[b]) : std::span<float>());
+    MaskLogitsInParallel(jobs);
+    for (int b = 0; b < batch; ++b)
       if (!m[b]->Accept(s.walk[step])) state.SkipWithError("the walk left the grammar");
-    }
     ++step;
     benchmark::DoNotOptimize(rows[0].data());
   }
+  SetNumThreads(all_threads);
   state.counters["vocab"] = static_cast<double>(V);
   state.counters["tokens_in_walk"] = static_cast<double>(s.walk.size());
+  state.counters["threads"] =
+      static_cast<double>(state.range(3) > 0 ? state.range(3) : all_threads);
 }
 BENCHMARK(BM_GrammarMaskStep)
-    ->ArgNames({"qwen2_vocab", "batch", "apply"})
-    ->Args({0, 1, 1})
-    ->Args({0, 32, 1})
-    ->Args({1, 1, 1})
-    ->Args({1, 32, 1})
-    ->Args({1, 1, 0})
-    ->Unit(benchmark::kMicrosecond);
+    ->ArgNames({"qwen2_vocab", "batch", "apply", "threads"})
+    ->Args({0, 1, 1, 0})
+    ->Args({0, 32, 1, 0})
+    ->Args({1, 1, 1, 0})
+    ->Args({1, 32, 1, 1})
+    ->Args({1, 32, 1, 0})
+    ->Args({1, 1, 0, 0})
+    ->Args({1, 32, 0, 1})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "grammar/token_bitmask.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lucid::grammar {
@@ -40,22 +41,11 @@ class XgrammarMatcher final : public TokenMatcher {
     t.strides = nullptr;
     t.byte_offset = 0;
     matcher_.FillNextTokenBitmask(&t, 0);
-    const float kNegInf = -std::numeric_limits<float>::infinity();
+    // Columns past the model's vocabulary (padding) are never allowed.
     const size_t n = std::min(logits.size(), static_cast<size_t>(vocab_size_));
-    for (size_t w = 0; w * 32 < n; ++w) {
-      const uint32_t bits = static_cast<uint32_t>(bitmask_[w]);
-      if (bits == 0xffffffffu) continue;  // most words inside strings
-      const size_t end = std::min(n, w * 32 + 32);
-      if (bits == 0) {  // most words between tokens of structure
-        std::fill(logits.begin() + w * 32, logits.begin() + end, kNegInf);
-        continue;
-      }
-      for (uint32_t rejected = ~bits; rejected != 0; rejected &= rejected - 1) {
-        const size_t i = w * 32 + static_cast<size_t>(__builtin_ctz(rejected));
-        if (i < end) logits[i] = kNegInf;
-      }
-    }
-    for (size_t i = n; i < logits.size(); ++i) logits[i] = kNegInf;
+    ApplyTokenBitmask(bitmask_, logits.first(n));
+    std::fill(logits.begin() + static_cast<std::ptrdiff_t>(n), logits.end(),
+              -std::numeric_limits<float>::infinity());
   }
 
   bool Accept(int32_t token) override {

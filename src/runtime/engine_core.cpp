@@ -326,6 +326,8 @@ void EngineCore::Step() {
   std::vector<std::optional<NonFiniteSite>> sites;
   if (options_.nan_check == EngineOptions::NanCheck::kLayers) sites = model_->LastNonFiniteSites();
   // Fail/Finish erase a chunk's own sequence only; the other chunks' sequences stay valid.
+  std::vector<std::pair<uint64_t, float*>> to_sample;  // request id, its row to sample
+  std::vector<MaskJob> masks;
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
     ChunkLogits logits;
@@ -345,8 +347,15 @@ void EngineCore::Step() {
     Request& r = *requests_.at(id);
     if (r.prompt_lp_top >= 0) CollectPromptLogprobs(r, c, logits);
     if (r.prompt_logits.raw() != nullptr) KeepPromptLogits(r, logits);
-    if (c.completes()) SampleAndEmit(r, logits.rows + (logits.count - 1) * V);
+    if (!c.completes()) continue;
+    float* row = logits.rows + (logits.count - 1) * V;
+    to_sample.emplace_back(id, row);
+    if (r.matcher) masks.push_back({r.matcher.get(), {row, static_cast<size_t>(V)}});
   }
+  // Structured output: the sampled rows' grammar masks, filled and applied in parallel.
+  MaskLogitsInParallel(masks);
+  for (const auto& [id, row] : to_sample)
+    if (auto it = requests_.find(id); it != requests_.end()) SampleAndEmit(*it->second, row);
 }
 
 void EngineCore::KeepPromptLogits(Request& r, const ChunkLogits& logits) {
@@ -380,8 +389,7 @@ void EngineCore::SampleAndEmit(Request& r, float* logits_row) {
   const int64_t V = model_->config().vocab_size;
   RequestOutput out;
   TokenLogprob lp;
-  std::span<float> row(logits_row, static_cast<size_t>(V));
-  if (r.matcher) r.matcher->MaskLogits(row);
+  std::span<float> row(logits_row, static_cast<size_t>(V));  // masked by Step when constrained
   const int32_t token = r.sampler.Sample(row, r.generated, &lp);
   if (r.matcher && !r.matcher->Accept(token))
     return Fail(r.id, Internal("structured output: request " + std::to_string(r.id) +

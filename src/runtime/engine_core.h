@@ -94,7 +94,7 @@ class EngineCore {
                     const std::optional<NonFiniteSite>& site) const;
   // Copies the chunk's prompt rows into r.prompt_logits (GenerationRequest::prompt_logits).
   void KeepPromptLogits(Request& r, const ChunkLogits& logits);
-  // Samples from `logits_row` (this step's row of the request; a constraint masks it in place).
+  // Samples from `logits_row` (this step's row of the request, already masked by its constraint).
   void SampleAndEmit(Request& r, float* logits_row);
   void CollectPromptLogprobs(Request& r, const ScheduledChunk& c, const ChunkLogits& logits);
   void Finish(Request& r, RequestOutput& out, const std::string& reason, Status error = {});

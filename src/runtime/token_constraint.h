@@ -5,13 +5,17 @@
 // Engine contract (runtime/engine_core.cpp): before sampling, MaskLogits sets every token the
 // grammar forbids to -inf; after sampling, Accept advances over the chosen token; once
 // IsTerminated (the grammar accepted one of its stop tokens) the request finishes with "stop".
+// The engine masks a step's rows together (MaskLogitsInParallel): each request's row by its own
+// matcher, the requests spread over the kernels' threads.
 // Thread-safety: TokenConstraint is thread-safe (const); a TokenMatcher belongs to one thread at a
-// time (the engine thread).
+// time (the engine thread, or one worker of MaskLogitsInParallel); distinct matchers of one
+// constraint may be used concurrently.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 namespace lucid {
 
@@ -33,5 +37,16 @@ class TokenConstraint {
   // A matcher at the grammar's start.
   virtual std::unique_ptr<TokenMatcher> NewMatcher() const = 0;
 };
+
+// One row of a step to mask: `matcher` masks `row` in place.
+struct MaskJob {
+  TokenMatcher* matcher = nullptr;
+  std::span<float> row;
+};
+
+// Runs every job's MaskLogits, the jobs in parallel over lucid::ParallelFor's threads (inline when
+// there is one job, or when called inside a parallel region). Each job's matcher and row must be
+// distinct from the others'.
+void MaskLogitsInParallel(std::span<const MaskJob> jobs);
 
 }  // namespace lucid

@@ -44,16 +44,30 @@ ChatDeltaStream::ChatDeltaStream(const ChatParsing& p) : p_(p) {
   if (p_.tool_format) tools_.emplace(*p_.tool_format, p_.tools);
 }
 
-void ChatDeltaStream::AddTools(const ToolCallPiece& t, std::vector<json>* out) {
-  if (!t.content.empty()) out->push_back({{"content", t.content}});
-  for (const ToolCall& c : t.calls) {
-    json head = CallJson(c);
-    head["function"]["arguments"] = "";
-    head["index"] = calls_;
-    out->push_back({{"tool_calls", json::array({head})}});
-    out->push_back({{"tool_calls", json::array({{{"index", calls_},
-                                                 {"function", {{"arguments", c.arguments}}}}})}});
-    ++calls_;
+void ChatDeltaStream::AddTools(const std::vector<ToolCallDelta>& deltas, std::vector<json>* out) {
+  for (const ToolCallDelta& d : deltas) {
+    if (d.index < 0) {
+      if (!d.content.empty()) out->push_back({{"content", d.content}});
+      continue;
+    }
+    if (!d.name.empty()) {
+      json head = CallJson({d.name, ""});
+      head["index"] = d.index;
+      out->push_back({{"tool_calls", json::array({head})}});
+      ++calls_;
+      continue;
+    }
+    if (d.arguments.empty()) continue;
+    // Pieces of the same call's arguments in a row go out as one delta.
+    json* last = out->empty() ? nullptr : &out->back();
+    if (last && last->contains("tool_calls") && (*last)["tool_calls"][0]["index"] == d.index &&
+        !(*last)["tool_calls"][0].contains("id")) {
+      json& args = (*last)["tool_calls"][0]["function"]["arguments"];
+      args = args.get<std::string>() + d.arguments;
+      continue;
+    }
+    out->push_back({{"tool_calls", json::array({{{"index", d.index},
+                                                 {"function", {{"arguments", d.arguments}}}}})}});
   }
 }
 

@@ -3,9 +3,11 @@
 // (message.tool_calls / delta.tool_calls, finish_reason "tool_calls"), in that order. See
 // reasoning_parser.h and tool_call_parser.h for the formats.
 // Tool calls get fresh ids "call_<24 hex>" and type "function"; arguments are JSON text. In a
-// stream, a call is sent once its markup is complete, as two deltas with its index: the id,
-// type and name with empty arguments, then the arguments (the openai client concatenates
-// arguments by index). finish_reason "stop" becomes "tool_calls" when the choice made a call.
+// stream, as the OpenAI client assembles them: a call's first delta (with its index) carries the
+// id, type and name with empty arguments, once the name is complete; then deltas with the index
+// carry the arguments in pieces as the model writes them (ToolCallStreamer says when a piece is
+// ready; the client concatenates them by index). finish_reason "stop" becomes "tool_calls" when
+// the choice made a call.
 // Thread-safety: a ChatDeltaStream belongs to one choice; ApplyChatParsers is pure.
 #pragma once
 
@@ -41,7 +43,7 @@ class ChatDeltaStream {
 
  private:
   void Add(const ReasoningPiece& r, std::vector<nlohmann::json>* out);
-  void AddTools(const ToolCallPiece& t, std::vector<nlohmann::json>* out);
+  void AddTools(const std::vector<ToolCallDelta>& deltas, std::vector<nlohmann::json>* out);
 
   ChatParsing p_;
   std::optional<ReasoningStreamer> reasoning_;

@@ -199,17 +199,25 @@ void AddTokenIds(const std::vector<ChoiceState>& choices,
   if (kind == ApiKind::kChat && !prompts.empty()) (*response)["prompt_token_ids"] = prompts[0].ids;
 }
 
-// Prompt logprobs in the legacy completions form, before the generated tokens' (echo + logprobs,
-// as vLLM: the first prompt token has null logprob and top_logprobs); text_offset runs over both.
+// A choice's prompt logprobs in the legacy completions form (as vLLM: the first prompt token has a
+// null logprob and top_logprobs); `offset` ends after the prompt tokens' text.
+json PromptLogprobs(const ChoiceState& c, const std::vector<int32_t>& prompt,
+                    const tok::Tokenizer* tk, int top, size_t* offset) {
+  std::vector<TokenLogprob> lps = {TokenLogprob{prompt[0], 0.0f, {}}};
+  lps.insert(lps.end(), c.prompt_logprobs.begin(), c.prompt_logprobs.end());
+  *offset = 0;
+  json head = CompletionLogprobs(lps, tk, top, offset);
+  head["token_logprobs"][0] = nullptr;
+  head["top_logprobs"][0] = nullptr;
+  return head;
+}
+
+// Prompt logprobs before the generated tokens' (echo + logprobs); text_offset runs over both.
 void PrependPromptLogprobs(const ChoiceState& c, const std::vector<int32_t>& prompt,
                            const std::string& echo_prefix, const tok::Tokenizer* tk, int top,
                            json* logprobs) {
-  std::vector<TokenLogprob> lps = {TokenLogprob{prompt[0], 0.0f, {}}};
-  lps.insert(lps.end(), c.prompt_logprobs.begin(), c.prompt_logprobs.end());
   size_t offset = 0;
-  json head = CompletionLogprobs(lps, tk, top, &offset);
-  head["token_logprobs"][0] = nullptr;
-  head["top_logprobs"][0] = nullptr;
+  json head = PromptLogprobs(c, prompt, tk, top, &offset);
   const size_t shift = offset - Utf8Chars(echo_prefix);  // generated offsets start after it
   json& lp = *logprobs;
   for (const char* k : {"tokens", "token_logprobs", "top_logprobs"})
@@ -311,8 +319,11 @@ struct StreamState {
   ParsedRequest req;
   ResponseMeta meta;
   std::vector<std::string> echo_prefix;
-  std::vector<size_t> text_offset;            // completions logprobs: characters so far per choice
+  std::vector<std::vector<int32_t>> prompt_ids;  // per prompt, for echo + logprobs
+  std::vector<bool> echo_pending;   // echo + logprobs: the echo waits for the prompt's logprobs
+  std::vector<size_t> text_offset;  // completions logprobs: characters so far per choice
   std::vector<ChatDeltaStream> chat_parsers;  // chat with output parsing: one per choice
+  std::vector<bool> named_call_sent;          // forced named tool: the call's first delta went out
   bool started = false;
   bool done = false;
 };
@@ -337,6 +348,9 @@ std::string StartChunks(StreamState& st) {
       none.prompt_tokens = c.prompt_tokens;
       out += SseData(Decorated(
           st, none, ChatChunk(st.meta, i, {{"role", "assistant"}, {"content", ""}}, nullptr, "")));
+    } else if (st.req.kind == ApiKind::kCompletions && st.req.echo &&
+               st.req.prompt_logprobs_from >= 0) {
+      st.echo_pending[i] = true;
     } else if (st.req.kind == ApiKind::kCompletions && st.req.echo) {
       const std::string& p = st.echo_prefix[c.prompt_index];
       out += SseData(CompletionChunk(st.meta, i, p, nullptr, ""));
@@ -375,6 +389,51 @@ std::string ParsedChatChunks(StreamState& st, const ChoiceEvent& e) {
   return out;
 }
 
+// tool_choice naming a function: the output is that function's arguments (the grammar makes it a
+// JSON object), so the call streams as vLLM streams it: the first delta names the call, then the
+// output's text goes out as pieces of its arguments; the finish reason is "tool_calls" when the
+// output completed (stop), else the engine's ("length": the arguments are cut).
+std::string NamedToolChunks(StreamState& st, const ChoiceEvent& e) {
+  const RequestOutput& o = e.output;
+  std::string out;
+  if (!st.named_call_sent[e.choice]) {
+    st.named_call_sent[e.choice] = true;
+    json head = {{"index", 0},
+                 {"id", NewResponseId("call_")},
+                 {"type", "function"},
+                 {"function", {{"name", st.req.structured.tool_name}, {"arguments", ""}}}};
+    out +=
+        SseData(ChatChunk(st.meta, e.choice, {{"tool_calls", json::array({head})}}, nullptr, ""));
+  }
+  if (!o.text.empty() || !o.new_tokens.empty()) {
+    const json piece = {
+        {"tool_calls", json::array({{{"index", 0}, {"function", {{"arguments", o.text}}}}})}};
+    out += SseData(Decorated(st, o, ChatChunk(st.meta, e.choice, piece, nullptr, "")));
+  }
+  if (o.finished) {
+    const std::string finish = FinishReason(o.finish_reason);
+    RequestOutput none = o;
+    none.new_tokens.clear();
+    out += SseData(Decorated(st, none,
+                             ChatChunk(st.meta, e.choice, json::object(), nullptr,
+                                       finish == "stop" ? "tool_calls" : finish)));
+  }
+  return out;
+}
+
+// Completions echo + logprobs, streaming (as vLLM): the choice's first chunk is the echoed prompt
+// with the prompt's logprobs, sent with its first event (the engine computes them with the first
+// generated token); the generated tokens' text_offset continues after the prompt tokens' text.
+std::string EchoWithPromptLogprobs(StreamState& st, size_t i) {
+  st.echo_pending[i] = false;
+  const ChoiceState& c = st.job->choices()[i];
+  size_t offset = 0;
+  json lp =
+      PromptLogprobs(c, st.prompt_ids[c.prompt_index], st.tokenizer, st.req.top_logprobs, &offset);
+  st.text_offset[i] = offset;
+  return SseData(CompletionChunk(st.meta, i, st.echo_prefix[c.prompt_index], lp, ""));
+}
+
 std::string EventChunks(StreamState& st, const ChoiceEvent& e) {
   const RequestOutput& o = e.output;
   if (o.finished && o.finish_reason == "error") return "";  // reported as an error event
@@ -383,13 +442,16 @@ std::string EventChunks(StreamState& st, const ChoiceEvent& e) {
   const bool has_content = !o.text.empty() || !o.new_tokens.empty();
   std::string out;
   if (st.req.kind == ApiKind::kCompletions) {
-    if (!has_content && !o.finished) return "";
+    if (st.echo_pending[i]) out += EchoWithPromptLogprobs(st, i);
+    if (!has_content && !o.finished) return out;
     json lp = nullptr;
     if (st.req.want_logprobs)
       lp = CompletionLogprobs(o.logprobs, st.tokenizer, st.req.top_logprobs, &st.text_offset[i]);
     out += SseData(Decorated(st, o, CompletionChunk(st.meta, i, o.text, lp, finish)));
+  } else if (st.req.kind == ApiKind::kChat && st.req.structured.tools == ForcedTools::kNamed) {
+    out += NamedToolChunks(st, e);
   } else if (st.req.kind == ApiKind::kChat && st.req.structured.tools != ForcedTools::kNone) {
-    // A forced tool call is sent whole once the output is complete (it must parse first).
+    // "required": the calls are sent whole once the output is complete (it must parse first).
     if (!o.finished) return "";
     const ChoiceState& c = st.job->choices()[i];
     std::optional<json> delta =
@@ -526,6 +588,9 @@ void HttpServer::HandleGeneration(int kind_int, const httplib::Request& http_req
     st->meta = meta;
     st->echo_prefix = std::move(echo_prefix);
     st->text_offset.assign(job->choices().size(), 0);
+    st->named_call_sent.assign(job->choices().size(), false);
+    st->echo_pending.assign(job->choices().size(), false);
+    for (const PreparedPrompt& p : prompts) st->prompt_ids.push_back(p.ids);
     if (parsing.active())
       for (size_t i = 0; i < job->choices().size(); ++i) st->chat_parsers.emplace_back(parsing);
     ServeStream(st, res);

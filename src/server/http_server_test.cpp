@@ -520,6 +520,7 @@ TEST_F(HttpServerTest, ChatToolCallsAndReasoningFromAScriptedModel) {
   r = Post("/v1/chat/completions", body.substr(0, body.size() - 1) + R"(, "stream": true})");
   bool done = false;
   std::string reasoning, content, name, args, finish;
+  int arg_deltas = 0;
   for (const auto& e : SseEvents(r->body, &done)) {
     const json& d = e["choices"][0]["delta"];
     reasoning += d.value("reasoning_content", "");
@@ -531,11 +532,13 @@ TEST_F(HttpServerTest, ChatToolCallsAndReasoningFromAScriptedModel) {
         EXPECT_TRUE(args.empty()) << "the name comes first";
         name += f["name"];
       }
+      arg_deltas += !f.value("arguments", "").empty();
       args += f.value("arguments", "");
     }
     if (!e["choices"][0]["finish_reason"].is_null()) finish = e["choices"][0]["finish_reason"];
   }
   EXPECT_TRUE(done);
+  EXPECT_GT(arg_deltas, 1) << "the arguments stream in pieces as the pairs complete";
   EXPECT_EQ(reasoning, "Need the weather.");
   EXPECT_EQ(content, "On it.");
   EXPECT_EQ(name, "get_weather");

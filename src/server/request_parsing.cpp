@@ -363,6 +363,23 @@ Err NormalizeContent(ordered_json* content, const std::string& param) {
   return std::nullopt;
 }
 
+// An assistant turn's tool calls carry their arguments as JSON text (OpenAI's form); chat
+// templates iterate them as a mapping (GLM's `arguments.items()`, DeepSeek-V3.2's), so, as vLLM
+// does, arguments that parse as a JSON object are handed to the template as that object.
+void ToolCallArgumentsAsObjects(ordered_json* msg) {
+  const auto calls = msg->find("tool_calls");
+  if (calls == msg->end() || !calls->is_array()) return;
+  for (ordered_json& call : *calls) {
+    if (!call.is_object()) continue;
+    const auto f = call.find("function");
+    if (f == call.end() || !f->is_object()) continue;
+    const auto args = f->find("arguments");
+    if (args == f->end() || !args->is_string()) continue;
+    ordered_json parsed = ordered_json::parse(args->get<std::string>(), nullptr, false);
+    if (!parsed.is_discarded() && parsed.is_object()) *args = std::move(parsed);
+  }
+}
+
 Err ParseMessages(const ordered_json& body, ParsedRequest* out) {
   const ordered_json* m = Field(body, "messages");
   if (!m)
@@ -399,6 +416,7 @@ Err ParseMessages(const ordered_json& body, ParsedRequest* out) {
     } else {
       LUCID_API_RETURN_IF_ERROR(NormalizeContent(&*content, param + ".content"));
     }
+    if (*role == "assistant") ToolCallArgumentsAsObjects(&msg);
     out->messages.push_back(std::move(msg));
   }
   return std::nullopt;
@@ -477,13 +495,7 @@ std::optional<ApiError> ParseCompletionRequest(const ordered_json& body, ParsedR
   LUCID_API_RETURN_IF_ERROR(ParseVllmExtras(body, out));
   LUCID_API_RETURN_IF_ERROR(GetBool(body, "echo", "", &out->echo));
   LUCID_API_RETURN_IF_ERROR(ParseStreamFlags(body, out));
-  if (out->echo && out->want_logprobs) {
-    if (out->stream)
-      return Unsupported("echo",
-                         "echo with logprobs while streaming (prompt logprobs are returned by "
-                         "non-streaming requests)");
-    out->prompt_logprobs_from = 0;
-  }
+  if (out->echo && out->want_logprobs) out->prompt_logprobs_from = 0;
   LUCID_API_RETURN_IF_ERROR(ParseStructuredOutput(body, false, false, nullptr, &out->structured));
   return CheckChoiceCount(*out);
 }

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
+#include "tokenizer/chat_template.h"
+
 namespace lucid::server {
 namespace {
 
@@ -165,6 +170,54 @@ TEST(ParseChat, MessagesAreValidatedAndFlattened) {
   // Assistant messages may omit content (tool calls).
   EXPECT_FALSE(
       ParseChatRequest(J(R"({"messages": [{"role": "assistant", "tool_calls": []}]})"), &r));
+}
+
+std::string ReadFixture(const std::string& rel) {
+  std::ifstream f(std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/" + rel, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(ParseChat, ToolCallArgumentsReachTheTemplateAsObjects) {
+  // The chat-template goldens render a past tool call whose arguments are an object (as jinja2
+  // sees them through transformers). A client sends them as JSON text: the template must see the
+  // same thing, so the prompt is the golden's, byte for byte.
+  const ordered_json goldens = ordered_json::parse(ReadFixture("chat_templates/goldens.json"));
+  int checked = 0;
+  for (const std::string name :
+       {"GLM-4.7-Flash.jinja", "deepseek-ai-DeepSeek-V3.2.jinja", "GLM-4.6.jinja"}) {
+    for (const ordered_json& g : goldens) {
+      if (g["template"] != name || g.value("conversation", "") != "tool_call" ||
+          !g.contains("output"))
+        continue;
+      ordered_json body = {{"messages", g["context"]["messages"]}};
+      for (ordered_json& m : body["messages"]) {
+        if (!m.contains("tool_calls")) continue;
+        for (ordered_json& c : m["tool_calls"])
+          c["function"]["arguments"] = c["function"]["arguments"].dump();
+      }
+      ParsedRequest r;
+      ASSERT_FALSE(ParseChatRequest(body, &r));
+      ordered_json ctx = g["context"];
+      ctx["messages"] = r.messages;
+      auto tpl = tok::ChatTemplate::Parse(ReadFixture("chat_templates/" + name));
+      ASSERT_TRUE(tpl.ok()) << tpl.status().ToString();
+      auto out = tpl->Render(ctx);
+      ASSERT_TRUE(out.ok()) << name << ": " << out.status().ToString();
+      EXPECT_EQ(*out, g["output"].get<std::string>()) << name;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 6);  // three templates, with and without the generation prompt
+  // Arguments that are not a JSON object stay as sent.
+  ParsedRequest r;
+  ASSERT_FALSE(ParseChatRequest(J(R"({"messages": [{"role": "assistant", "tool_calls": [
+      {"id": "1", "type": "function", "function": {"name": "f", "arguments": "not json"}},
+      {"id": "2", "type": "function", "function": {"name": "f", "arguments": "[1]"}}]}]})"),
+                                &r));
+  EXPECT_EQ(r.messages[0]["tool_calls"][0]["function"]["arguments"], "not json");
+  EXPECT_EQ(r.messages[0]["tool_calls"][1]["function"]["arguments"], "[1]");
 }
 
 TEST(ParseGenerate, NativeSchema) {

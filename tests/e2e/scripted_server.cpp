@@ -1,12 +1,16 @@
 // A test-only server: lucid's real HttpServer over the FakeEngine with a scripted output, so
 // that the Python e2e tests can drive tool calls and reasoning through the official openai client
 // (a random tiny model cannot be made to write tool-call markup).
-// Usage: lucid_scripted_server PORT_FILE PIECE... — serves model "scripted" on a free loopback
-// port (written to PORT_FILE once listening) with the byte-level tokenizer, a one-line chat
-// template, the glm47 tool-call parser and the reasoning parser; every request's output is the
-// PIECEs, one per step, then "stop". Runs until SIGINT/SIGTERM.
+// Usage: lucid_scripted_server [--tool-call-parser=NAME] PORT_FILE PIECE... — serves model
+// "scripted" on a free loopback port (written to PORT_FILE once listening) with the byte-level
+// tokenizer, a one-line chat template, the tool-call parser NAME (default glm47) and the
+// reasoning parser; every request's output is the PIECEs, one per step, then "stop". Runs until
+// SIGINT/SIGTERM.
 #include <csignal>
+#include <cstdio>
 #include <fstream>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "server/byte_tokenizer_for_test.h"
@@ -19,8 +23,21 @@ volatile std::sig_atomic_t g_stop = 0;
 
 int main(int argc, char** argv) {
   using namespace lucid;
+  std::string parser = "glm47";
+  constexpr std::string_view kParserFlag = "--tool-call-parser=";
+  if (argc > 1 && std::string_view(argv[1]).substr(0, kParserFlag.size()) == kParserFlag) {
+    parser = std::string(argv[1] + kParserFlag.size());
+    --argc;
+    ++argv;
+  }
   if (argc < 3) {
-    std::fprintf(stderr, "usage: lucid_scripted_server PORT_FILE PIECE...\n");
+    std::fprintf(stderr,
+                 "usage: lucid_scripted_server [--tool-call-parser=NAME] PORT_FILE "
+                 "PIECE...\n");
+    return 2;
+  }
+  if (!server::ToolCallFormatFromName(parser)) {
+    std::fprintf(stderr, "lucid_scripted_server: unknown tool-call parser '%s'\n", parser.c_str());
     return 2;
   }
   std::signal(SIGINT, [](int) { g_stop = 1; });
@@ -42,7 +59,7 @@ int main(int argc, char** argv) {
   if (!tk.ok() || !tmpl.ok()) return 1;
   m.tokenizer = std::shared_ptr<const tok::Tokenizer>(std::move(*tk));
   m.chat_template = std::make_shared<tok::ChatTemplate>(std::move(*tmpl));
-  m.tool_call_format = server::ToolCallFormatFromName("glm47");
+  m.tool_call_format = server::ToolCallFormatFromName(parser);
   m.reasoning_parser = true;
   http.AttachEngine(&engine, m, nlohmann::json::object());
   http.SetPhase(server::Phase::kReady);

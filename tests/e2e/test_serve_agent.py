@@ -124,6 +124,41 @@ class PromptLogprobsTest(unittest.TestCase):
         self.assertEqual(len(meta["input_top_logprobs"][0]), 1)
 
 
+    def test_streamed_echo_with_logprobs_matches_the_non_streaming_answer(self):
+        """vLLM streams echo + logprobs too: the first chunk is the prompt with its logprobs;
+        assembled, the stream gives the non-streaming text and logprobs."""
+        body = {"model": "tiny", "prompt": "Score this prompt", "max_tokens": 6, "temperature": 0,
+                "echo": True, "logprobs": 2, "ignore_eos": True}
+        status, raw = ls.post(SERVER.url + "/v1/completions", body)
+        self.assertEqual(status, 200, raw)
+        want = json.loads(raw)["choices"][0]
+        text, lps, first = "", {"tokens": [], "token_logprobs": [], "top_logprobs": [],
+                                "text_offset": []}, None
+        with httpx.Client(timeout=120) as h, h.stream("POST", SERVER.url + "/v1/completions",
+                                                      json=dict(body, stream=True)) as r:
+            self.assertEqual(r.status_code, 200)
+            for line in r.iter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                ch = json.loads(line[6:])["choices"][0]
+                if first is None:
+                    first = ch
+                text += ch["text"]
+                for k in lps:
+                    lps[k] += (ch["logprobs"] or {}).get(k, [])
+        self.assertEqual(first["text"], "Score this prompt")
+        self.assertIsNone(first["logprobs"]["token_logprobs"][0])
+        self.assertEqual(text, want["text"])
+        self.assertEqual(lps["tokens"], want["logprobs"]["tokens"])
+        self.assertEqual(lps["text_offset"], want["logprobs"]["text_offset"])
+        self.assertIsNone(lps["token_logprobs"][0])
+        for got, exp in zip(lps["token_logprobs"][1:], want["logprobs"]["token_logprobs"][1:]):
+            self.assertAlmostEqual(got, exp, places=4)
+        self.assertEqual(lps["top_logprobs"][0], None)
+        for got, exp in zip(lps["top_logprobs"][1:], want["logprobs"]["top_logprobs"][1:]):
+            self.assertEqual(set(got), set(exp))
+
+
 class LenientFieldsTest(unittest.TestCase):
     def test_unknown_fields_are_accepted_and_named(self):
         """vLLM / SGLang accept unknown fields (LangChain, LiteLLM send them); lucid names them in

@@ -316,5 +316,23 @@ class ToolChoiceTest(unittest.TestCase):
         self.assertEqual([tc.index for tc in calls], list(range(len(calls))))
 
 
+    def test_streamed_named_call_arguments_in_pieces(self):
+        chunks = list(chat("Louder.", tools=TOOLS, max_tokens=200, temperature=1.0, seed=1,
+                           tool_choice={"type": "function", "function": {"name": "set_volume"}},
+                           stream=True))
+        deltas = [tc for ch in chunks if ch.choices for tc in (ch.choices[0].delta.tool_calls or [])]
+        finish = [ch.choices[0].finish_reason for ch in chunks
+                  if ch.choices and ch.choices[0].finish_reason]
+        self.assertEqual(finish, ["tool_calls"])
+        # The first delta names the call; the arguments follow in pieces, as vLLM streams them.
+        self.assertTrue(deltas[0].id.startswith("call_"))
+        self.assertEqual(deltas[0].function.name, "set_volume")
+        self.assertEqual(deltas[0].function.arguments, "")
+        self.assertTrue(all(tc.index == 0 and tc.id is None and not tc.function.name
+                            for tc in deltas[1:]))
+        pieces = [tc.function.arguments for tc in deltas[1:] if tc.function.arguments]
+        self.assertGreater(len(pieces), 1)
+        jsonschema.validate(json.loads("".join(pieces)), PARAMS["set_volume"])
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -80,7 +80,9 @@ CASES = [
 
 SPECIAL = {
     "GLM-4.6.jinja": ("", "<|endoftext|>"),
+    "GLM-4.7-Flash.jinja": ("", "<|endoftext|>"),
     "deepseek-ai-DeepSeek-V3.1.jinja": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    "deepseek-ai-DeepSeek-V3.2.jinja": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
     "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja": ("<｜begin▁of▁sentence｜>",
                                                        "<｜end▁of▁sentence｜>"),
     "Qwen-Qwen3-0.6B.jinja": ("", "<|im_end|>"),

@@ -1,18 +1,17 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/tool_calls/recorded.json for src/server/tool_call_parser_test.cpp: model
-outputs that carry tool calls, each with the calls and content a parser must read back.
+outputs that carry tool calls, each with the calls, content and reasoning a parser must read back.
 
-Where the model's own chat template is a fixture (tests/fixtures/chat_templates: GLM-4.6 for the
-glm45 format, DeepSeek-V3.1 for deepseekv31), the output is rendered by Python jinja2 through that
-template: an assistant message with `tool_calls` is rendered after a user turn, and the text after
-the generation prompt is what the model would have written (the end-of-turn token removed, since
-the engine never puts a stop token in the text). The template is compiled as transformers
-compiles chat templates (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols,
-tojson with ensure_ascii=False, raise_exception); transformers itself is not needed.
-
-GLM-4.7 / GLM-5 (glm47 format) and DeepSeek-V3.2 (DSML) have no template fixture here: their cases
-are written in the format as their model cards and SGLang's detectors document it, and are marked
-"source": "documented format".
+Every output is rendered by Python jinja2 through the model's own chat template
+(tests/fixtures/chat_templates): GLM-4.6 for the glm45 format, GLM-4.7-Flash for glm47 (GLM-4.7's
+markup, which GLM-5 writes too), DeepSeek-V3.1 for deepseekv31, DeepSeek-V3.2 for deepseekv32 (DSML).
+An assistant message with `tool_calls` (and, where the template keeps it, `reasoning_content`) is
+rendered after a user turn, and the text after the generation prompt is what the model would have
+written (the end-of-turn token removed, since the engine never puts a stop token in the text).
+`prompt_tail` is the end of the generation prompt, which tells whether the model starts inside a
+<think> block. The template is compiled as transformers compiles chat templates
+(ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, tojson with
+ensure_ascii=False, raise_exception); transformers itself is not needed.
 Run: python3 tools/reference/tokenizer/gen_tool_call_fixtures.py (jinja2==3.1.6, requirements.txt)
 """
 import json
@@ -66,15 +65,17 @@ def compile_template(src):
     return env.from_string(src)
 
 
-def rendered_output(template, bos, eos, calls, content, extra):
+def rendered_output(template, bos, eos, calls, content, extra, reasoning=""):
     tpl = compile_template(open(os.path.join(TPL_DIR, template), encoding="utf-8").read())
     user = [{"role": "user", "content": "Help me."}]
     tool_calls = [{"type": "function", "id": f"call_{i}", "function": c}
                   for i, c in enumerate(calls)]
     ctx = dict(extra, tools=TOOLS, bos_token=bos, eos_token=eos, documents=None)
     prefix = tpl.render(messages=user, add_generation_prompt=True, **ctx)
-    full = tpl.render(messages=user + [{"role": "assistant", "content": content,
-                                        "tool_calls": tool_calls}],
+    assistant = {"role": "assistant", "content": content, "tool_calls": tool_calls}
+    if reasoning:
+        assistant["reasoning_content"] = reasoning
+    full = tpl.render(messages=user + [assistant],
                       add_generation_prompt=False, **ctx)
     assert full.startswith(prefix), (template, prefix[-80:], full[:len(prefix) + 80])
     out = full[len(prefix):]
@@ -84,53 +85,37 @@ def rendered_output(template, bos, eos, calls, content, extra):
     return prefix, out
 
 
-def glm47(calls, content):
-    text = content
-    for c in calls:
-        text += "<tool_call>" + c["name"]
-        for k, v in c["arguments"].items():
-            text += f"<arg_key>{k}</arg_key><arg_value>"
-            text += (v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
-            text += "</arg_value>"
-        text += "</tool_call>"
-    return text
-
-
-def dsml(calls, content):
-    t = "｜DSML｜"
-    inv = []
-    for c in calls:
-        params = []
-        for k, v in c["arguments"].items():
-            is_str = isinstance(v, str)
-            val = v if is_str else json.dumps(v, ensure_ascii=False)
-            params.append(f'<{t}parameter name="{k}" string="{"true" if is_str else "false"}">'
-                          f'{val}</{t}parameter>')
-        inv.append(f'<{t}invoke name="{c["name"]}">\n' + "\n".join(params) + f"\n</{t}invoke>")
-    return content + f"\n\n<{t}function_calls>\n" + "\n".join(inv) + f"\n</{t}function_calls>"
+# (format, template, bos, eos, extra context, reasoning written in the assistant turn)
+RENDERINGS = [
+    # GLM-4.6 drops empty content and strips it; the model's own text between the think block
+    # and the call is "\n" + content.
+    ("glm45", "GLM-4.6.jinja", "", "<|endoftext|>", {}, ""),
+    ("deepseekv31", "deepseek-ai-DeepSeek-V3.1.jinja", "<｜begin▁of▁sentence｜>",
+     "<｜end▁of▁sentence｜>", {}, ""),
+    # GLM-4.7: thinking off (the prompt ends "</think>") and on (the prompt opens <think>, the
+    # template keeps the current turn's reasoning_content).
+    ("glm47", "GLM-4.7-Flash.jinja", "", "", {"enable_thinking": False}, ""),
+    ("glm47", "GLM-4.7-Flash.jinja", "", "", {"enable_thinking": True},
+     "The user needs the weather."),
+    # DeepSeek-V3.2 in thinking mode (its non-thinking generation prompt "<think></think>" is not
+    # how the template renders a past turn, "</think>", so only thinking mode renders as a prefix).
+    ("deepseekv32", "deepseek-ai-DeepSeek-V3.2.jinja", "<｜begin▁of▁sentence｜>",
+     "<｜end▁of▁sentence｜>", {"thinking": True}, ""),
+    ("deepseekv32", "deepseek-ai-DeepSeek-V3.2.jinja", "<｜begin▁of▁sentence｜>",
+     "<｜end▁of▁sentence｜>", {"thinking": True}, "Call the tools."),
+]
 
 
 def main():
     cases = []
-    for calls_name, calls in CALLS.items():
-        for content in ("", "Let me check."):
-            # GLM-4.6's template drops empty content and strips it; the model's own text
-            # between the think block and the call is "\n" + content.
-            prefix, out = rendered_output("GLM-4.6.jinja", "", "<|endoftext|>", calls, content, {})
-            cases.append({"format": "glm45", "source": "GLM-4.6.jinja", "name": calls_name,
-                          "prompt_tail": prefix[-40:], "output": out, "calls": calls,
-                          "content": content})
-            prefix, out = rendered_output("deepseek-ai-DeepSeek-V3.1.jinja",
-                                          "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>",
-                                          calls, content, {})
-            cases.append({"format": "deepseekv31", "source": "deepseek-ai-DeepSeek-V3.1.jinja",
-                          "name": calls_name, "prompt_tail": prefix[-40:], "output": out,
-                          "calls": calls, "content": content})
-            cases.append({"format": "glm47", "source": "documented format", "name": calls_name,
-                          "output": glm47(calls, content), "calls": calls, "content": content})
-            cases.append({"format": "deepseekv32", "source": "documented format",
-                          "name": calls_name, "output": dsml(calls, content), "calls": calls,
-                          "content": content})
+    for fmt, template, bos, eos, extra, reasoning in RENDERINGS:
+        for calls_name, calls in CALLS.items():
+            for content in ("", "Let me check."):
+                prefix, out = rendered_output(template, bos, eos, calls, content, extra,
+                                              reasoning)
+                cases.append({"format": fmt, "source": template, "context": extra,
+                              "name": calls_name, "prompt_tail": prefix[-40:], "output": out,
+                              "calls": calls, "content": content, "reasoning": reasoning})
     os.makedirs(OUT_DIR, exist_ok=True)
     with open(os.path.join(OUT_DIR, "recorded.json"), "w", encoding="utf-8") as f:
         json.dump({"tools": TOOLS, "cases": cases}, f, ensure_ascii=False, indent=1)

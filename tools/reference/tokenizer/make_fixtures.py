@@ -25,7 +25,9 @@ TPL_DIR = os.path.join(ROOT, "tests", "fixtures", "chat_templates")
 
 TEMPLATES = [
     "GLM-4.6.jinja",
+    "GLM-4.7-Flash.jinja",
     "deepseek-ai-DeepSeek-V3.1.jinja",
+    "deepseek-ai-DeepSeek-V3.2.jinja",
     "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
     "Qwen-Qwen3-0.6B.jinja",
     "meta-llama-Llama-3.1-8B-Instruct.jinja",
