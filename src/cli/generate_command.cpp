@@ -89,8 +89,8 @@ Status RunGenerate(const GenerateFlags& f) {
   const std::string torch_dtype = f.cpu_kernels == "auto" ? config.torch_dtype : "";
   LUCID_ASSIGN_OR_RETURN(config::CpuKernelSet set,
                          config::ChooseCpuKernelSet(f.cpu_kernels, torch_dtype));
-  const std::unique_ptr<Ops> ops = config::MakeCpuOps(set);
-  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(f.model_path, *ops));
+  const std::unique_ptr<Backend> backend = config::MakeCpuBackend(set);
+  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(f.model_path, *backend));
   Tensor prompt_logits;
   LUCID_ASSIGN_OR_RETURN(std::vector<int32_t> out,
                          GreedyGenerate(*model, prompt, f.max_new_tokens, &prompt_logits,

@@ -150,9 +150,10 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
   const std::string model_path = StrOr(rc, "model-path", "");
 
   // --cpu-kernels: CpuFastOps by default, CpuOps with `reference` (the resolver validated the
-  // value). Declared before the engine, so it outlives the model and the engine thread.
-  const std::unique_ptr<Ops> ops =
-      config::MakeCpuOps(*config::ParseCpuKernelSet(StrOr(rc, "cpu-kernels", "fast")));
+  // value), on the host backend. Declared before the engine, so it outlives the model and the
+  // engine thread.
+  const std::unique_ptr<Backend> backend =
+      config::MakeCpuBackend(*config::ParseCpuKernelSet(StrOr(rc, "cpu-kernels", "fast")));
   std::unique_ptr<Engine> engine;  // declared before the server: destroyed after it
   server::HttpServer http(so);
   if (Status s = http.Start(); !s.ok()) {
@@ -184,9 +185,9 @@ int Serve(const config::ResolvedConfig& rc, const ServeFlags& flags) {
   if (const uint64_t off = MisalignedWeightBytes(*ckpt); off > 0)
     LogWarning(MisalignedWeightsMessage(off));
   http.SetPhase(server::Phase::kLoading, "preparing the model");
-  LogInfo(std::string("kernels: ") + ops->name() + " (--cpu-kernels " +
+  LogInfo(std::string("kernels: ") + backend->ops().name() + " (--cpu-kernels " +
           StrOr(rc, "cpu-kernels", "fast") + ")");
-  StatusOr<std::unique_ptr<Model>> model = LoadModel(*ckpt, *ops);
+  StatusOr<std::unique_ptr<Model>> model = LoadModel(*ckpt, *backend);
   if (!model.ok()) {
     LogError("lucid serve: " + model.status().ToString());
     return ExitCodeFor(model.status());
