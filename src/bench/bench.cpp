@@ -85,7 +85,7 @@ StatusOr<std::vector<Step>> DecodeSteps(Model& m, const ProfilingOps& prof, int6
                                         BandwidthProbe* probe = nullptr) {
   const int64_t V = m.config().vocab_size, total = ctx + steps + 1;
   const int64_t per_seq = (total + kPage - 1) / kPage;
-  KvStorage pool(m.kv_spec(), per_seq * B, kPage, kv_dtype);
+  KvStorage pool(m.kv_spec(), per_seq * B, kPage, kv_dtype, m.kv_allocator());
   std::vector<SequenceKv> seqs(B);
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t p = 0; p < per_seq; ++p) seqs[b].page_table.push_back(int32_t(b * per_seq + p));
@@ -172,7 +172,7 @@ Status Prefill(Model& m, const ProfilingOps& prof, const BenchOptions& o, const 
                std::FILE* log, nlohmann::json* out) {
   const int64_t P = o.prompt_len;
   const int64_t pages = (P + kPage - 1) / kPage;
-  KvStorage pool(m.kv_spec(), pages, kPage, o.kv_dtype);
+  KvStorage pool(m.kv_spec(), pages, kPage, o.kv_dtype, m.kv_allocator());
   std::vector<int32_t> page_table(pages);
   std::iota(page_table.begin(), page_table.end(), 0);
   std::vector<Step> runs;
@@ -390,11 +390,12 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
                   {"fma_gflops", mi.fma_gflops},
                   {"fma_gflops_best", mi.fma_gflops_best},
                   {"dot_bf16_gflops", mi.dot_bf16_gflops}};
-  // The set's entry in the backend registry builds the ops (as serve and generate do).
+  // The set's entry in the backend registry builds the backend (as serve and generate do); the
+  // model runs on the host through ProfilingOps around its ops.
   const OpsSetEntry* set = FindOpsSet("cpu", o.kernel_set);
   if (set == nullptr) return InvalidArgument("bench: no cpu kernel set named " + o.kernel_set);
-  const std::unique_ptr<Ops> backend = set->make(CpuIsa::kAvx512Bf16);
-  ProfilingOps prof(*backend);
+  const std::unique_ptr<Backend> backend = MakeBackend(*set, CpuIsa::kAvx512Bf16);
+  ProfilingOps prof(backend->ops());
   const double t0 = Now();
   LUCID_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(o.model_path));
   LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(ckpt, prof));
@@ -408,7 +409,7 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
                "first token (16-token prompt) at %.1f ms\n",
                o.model_path.c_str(), c.model_type.c_str(),
                static_cast<long long>(c.num_hidden_layers), model->weight_bytes() / 1e9,
-               backend->name(), KvDtypeName(o.kv_dtype), Ms(t_load), Ms(t_first));
+               backend->ops().name(), KvDtypeName(o.kv_dtype), Ms(t_load), Ms(t_first));
   std::fprintf(log, "cpu kernels: %s (%s)\n", o.kernel_set.c_str(), o.kernel_set_reason.c_str());
   const uint64_t misaligned = MisalignedWeightBytes(ckpt);
   if (misaligned > 0)

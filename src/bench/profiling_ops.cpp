@@ -177,20 +177,20 @@ void ProfilingOps::TopK(const float* scores, int64_t n, int64_t k, int32_t* out)
   Add(OpCategory::kTopK, Now() - t0, double(n) * sizeof(float), 0);
 }
 
-void ProfilingOps::MoeRoute(const Tensor& logits, const float* bias, int64_t n_group,
+void ProfilingOps::MoeRoute(const Tensor& logits, const Tensor& bias, int64_t n_group,
                             int64_t topk_group, int64_t k, bool norm_topk_prob, float scaling,
-                            int32_t* idx, float* weights) const {
+                            Tensor& idx, Tensor& weights) const {
   const double t0 = Now();
   inner_.MoeRoute(logits, bias, n_group, topk_group, k, norm_topk_prob, scaling, idx, weights);
   Add(OpCategory::kOther, Now() - t0, 0, 0);
 }
 
 void ProfilingOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts,
-                              const int32_t* idx, const float* weights, int64_t k,
-                              Tensor& out) const {
+                              const Tensor& idx_t, const Tensor& weights, Tensor& out) const {
   const double t0 = Now();
-  inner_.MoeExperts(x, experts, idx, weights, k, out);
-  const int64_t T = x.size(0);
+  inner_.MoeExperts(x, experts, idx_t, weights, out);
+  const int64_t T = x.size(0), k = idx_t.size(1);
+  const int32_t* idx = idx_t.data<const int32_t>();  // host memory: the CPU sets only
   std::set<int32_t> touched(idx, idx + T * k);
   double bytes = 0, flops = 0;
   for (int32_t e : touched) {
@@ -228,6 +228,28 @@ void ProfilingOps::CopyColumns(const Tensor& x, int64_t groups, int64_t group_st
 void ProfilingOps::GatherRows(const Tensor& x, std::span<const int64_t> rows, Tensor& out) const {
   const double t0 = Now();
   inner_.GatherRows(x, rows, out);
+  Add(OpCategory::kOther, Now() - t0, 0, 0);
+}
+
+void ProfilingOps::WriteKvRows(std::span<const Tensor* const> parts, const KvRowsOut& out,
+                               std::span<const int64_t> pool_rows) const {
+  const double t0 = Now();
+  inner_.WriteKvRows(parts, out, pool_rows);
+  Add(OpCategory::kOther, Now() - t0, double(pool_rows.size()) * double(out.fmt.row_bytes), 0);
+}
+
+void ProfilingOps::TopKRows(const Tensor& scores, std::span<const int64_t> lengths, int64_t k,
+                            int32_t offset, Tensor& out) const {
+  const double t0 = Now();
+  inner_.TopKRows(scores, lengths, k, offset, out);
+  double n = 0;
+  for (int64_t len : lengths) n += double(len);
+  Add(OpCategory::kTopK, Now() - t0, n * sizeof(float), 0);
+}
+
+void ProfilingOps::NonFiniteRows(const Tensor& x, Tensor& flags) const {
+  const double t0 = Now();
+  inner_.NonFiniteRows(x, flags);
   Add(OpCategory::kOther, Now() - t0, 0, 0);
 }
 

@@ -73,11 +73,11 @@ class ProfilingOps final : public Ops {
   void MlaAttention(const MlaAttentionArgs& a) const override;
   void IndexerScores(const IndexerArgs& a) const override;
   void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const override;
-  void MoeRoute(const Tensor& logits, const float* bias, int64_t n_group, int64_t topk_group,
-                int64_t k, bool norm_topk_prob, float scaling, int32_t* idx,
-                float* weights) const override;
-  void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts, const int32_t* idx,
-                  const float* weights, int64_t k, Tensor& out) const override;
+  void MoeRoute(const Tensor& logits, const Tensor& bias, int64_t n_group, int64_t topk_group,
+                int64_t k, bool norm_topk_prob, float scaling, Tensor& idx,
+                Tensor& weights) const override;
+  void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts, const Tensor& idx,
+                  const Tensor& weights, Tensor& out) const override;
   void MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride, int64_t nope_dim,
                       int64_t v_dim, const Weight& kv_b, Tensor& q_latent) const override;
   void MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t nope_dim, int64_t v_dim,
@@ -87,6 +87,12 @@ class ProfilingOps final : public Ops {
   void CopyColumns(const Tensor& x, int64_t groups, int64_t group_stride, int64_t offset,
                    int64_t width, Tensor& out) const override;
   void GatherRows(const Tensor& x, std::span<const int64_t> rows, Tensor& out) const override;
+  void WriteKvRows(std::span<const Tensor* const> parts, const KvRowsOut& out,
+                   std::span<const int64_t> pool_rows) const override;
+  void TopKRows(const Tensor& scores, std::span<const int64_t> lengths, int64_t k, int32_t offset,
+                Tensor& out) const override;
+  void NonFiniteRows(const Tensor& x, Tensor& flags) const override;
+  Device device() const override { return inner_.device(); }
   Status Synchronize() const override { return inner_.Synchronize(); }
 
  private:

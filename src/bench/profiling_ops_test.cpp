@@ -31,7 +31,7 @@ TEST(ProfilingOpsTest, TalliesMatmulsPerWeightAcrossLayers) {
   const Weight l1 = RandomDense(true, 24, 40, 2, "model.layers.1.mlp.up_proj.weight");
   const Weight head = RandomDense(true, 16, 40, 3, "lm_head.weight");
   const Tensor x = Random({3, 40}, 4);
-  Tensor y = Tensor::Empty(DType::kF32, {3, 24}), z = Tensor::Empty(DType::kF32, {3, 16});
+  Tensor y = Tensor::Zeros(DType::kF32, {3, 24}), z = Tensor::Zeros(DType::kF32, {3, 16});
   prof.Linear(x, l0, y);
   prof.Linear(x, l1, y);
   prof.Linear(x, head, z);
@@ -60,7 +60,7 @@ TEST(ProfilingOpsTest, LinearManySharesTheCallsTimeByBytes) {
   const Weight a = RandomDense(true, 24, 40, 1, "model.layers.0.self_attn.q_a_proj.weight");
   const Weight b = RandomDense(false, 8, 40, 2, "model.layers.0.self_attn.kv_a_proj.weight");
   const Tensor x = Random({2, 40}, 4);
-  Tensor ya = Tensor::Empty(DType::kF32, {2, 24}), yb = Tensor::Empty(DType::kF32, {2, 8});
+  Tensor ya = Tensor::Zeros(DType::kF32, {2, 24}), yb = Tensor::Zeros(DType::kF32, {2, 8});
   Tensor ra = ya.Clone(), rb = yb.Clone();
   const Weight* ws[] = {&a, &b};
   Tensor* ys[] = {&ya, &yb};
@@ -94,7 +94,7 @@ TEST(ProfilingOpsTest, SplitsKvBIntoItsTwoShares) {
   const Weight kv_b =
       RandomDense(true, H * (nope + v), R, 5, "model.layers.3.self_attn.kv_b_proj.weight");
   const Tensor q = Random({1, H * nope}, 6), lat = Random({1, H * R}, 7);
-  Tensor ql = Tensor::Empty(DType::kF32, {1, H * R}), o = Tensor::Empty(DType::kF32, {1, H * v});
+  Tensor ql = Tensor::Zeros(DType::kF32, {1, H * R}), o = Tensor::Zeros(DType::kF32, {1, H * v});
   prof.MlaAbsorbQuery(q, H, nope, nope, v, kv_b, ql);
   prof.MlaProjectOutput(lat, H, nope, v, kv_b, o);
   const auto& by = prof.ByWeight();

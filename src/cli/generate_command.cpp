@@ -99,8 +99,8 @@ Status RunGenerate(const GenerateFlags& f, const config::ResolvedConfig& rc) {
   // The resolved plan's kernel set (--cpu-kernels after its rule: by default fast-bf16act for a
   // bf16 checkpoint, else fast) and KV dtype, as `explain` prints them.
   LUCID_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(f.model_path));
-  const std::unique_ptr<Ops> ops = config::MakeCpuOps(rc.cpu_kernel_set());
-  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(f.model_path, *ops));
+  const std::unique_ptr<Backend> backend = config::MakeCpuBackend(rc.cpu_kernel_set());
+  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(f.model_path, *backend));
   Tensor prompt_logits;
   LUCID_ASSIGN_OR_RETURN(std::vector<int32_t> out,
                          GreedyGenerate(*model, prompt, f.max_new_tokens, &prompt_logits,

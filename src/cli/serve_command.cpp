@@ -130,9 +130,9 @@ int Serve(const config::ResolvedConfig& rc) {
   const std::string model_path = rc.String("model-path");
 
   // --cpu-kernels: CpuFastOps by default, CpuOps with `reference` (the resolver validated the
-  // value). Declared before the engine, so it outlives the model and the engine thread.
-  const std::unique_ptr<Ops> ops =
-      config::MakeCpuOps(rc.cpu_kernel_set());
+  // value), on the host backend. Declared before the engine, so it outlives the model and the
+  // engine thread.
+  const std::unique_ptr<Backend> backend = config::MakeCpuBackend(rc.cpu_kernel_set());
   std::unique_ptr<Engine> engine;  // declared before the server: destroyed after it
   server::HttpServer http(so);
   if (Status s = http.Start(); !s.ok()) {
@@ -164,9 +164,9 @@ int Serve(const config::ResolvedConfig& rc) {
   if (const uint64_t off = MisalignedWeightBytes(*ckpt); off > 0)
     LogWarning(MisalignedWeightsMessage(off));
   http.SetPhase(server::Phase::kLoading, "preparing the model");
-  LogInfo(std::string("kernels: ") + ops->name() + " (--cpu-kernels " +
+  LogInfo(std::string("kernels: ") + backend->ops().name() + " (--cpu-kernels " +
           rc.String("cpu-kernels") + ")");
-  StatusOr<std::unique_ptr<Model>> model = LoadModel(*ckpt, *ops);
+  StatusOr<std::unique_ptr<Model>> model = LoadModel(*ckpt, *backend);
   if (!model.ok()) {
     LogError("lucid serve: " + model.status().ToString());
     return ExitCodeFor(model.status());

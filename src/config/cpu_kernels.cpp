@@ -71,6 +71,13 @@ std::unique_ptr<Ops> MakeCpuOps(CpuKernelSet set) {
   return e->make(CpuIsa::kAvx512Bf16);
 }
 
+std::unique_ptr<Backend> MakeCpuBackend(CpuKernelSet set) {
+  const OpsSetEntry* e = FindOpsSet("cpu", CpuKernelSetName(set));
+  LUCID_CHECK(e != nullptr,
+              std::string("the backend registry has no cpu set ") + CpuKernelSetName(set));
+  return MakeBackend(*e, CpuIsa::kAvx512Bf16);
+}
+
 CpuKernelReport DescribeCpuKernels(CpuKernelSet set, bool this_machine) {
   CpuKernelReport r;
   r.set = CpuKernelSetName(set);

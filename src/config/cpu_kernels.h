@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 
+#include "backends/backend.h"
 #include "backends/cpu/cpu_ops.h"
 #include "core/status.h"
 
@@ -50,6 +51,9 @@ StatusOr<CpuKernelSet> ChooseCpuKernelSet(const std::string& text, const std::st
 // The set's ops on this machine, built by its entry in the backend registry
 // (backends/cpu/ops_registry.h), whose names are the sets' names.
 std::unique_ptr<Ops> MakeCpuOps(CpuKernelSet set);
+// The set's Backend (backends/backend.h; a CpuBackend owning MakeCpuOps(set)): what serve,
+// generate and bench load the model on.
+std::unique_ptr<Backend> MakeCpuBackend(CpuKernelSet set);
 
 // What the resolver reports for the set.
 struct CpuKernelReport {

@@ -1,6 +1,6 @@
 #include "core/tensor.h"
 
-#include <cstdlib>
+#include <algorithm>
 #include <cstring>
 
 namespace lucid {
@@ -30,25 +30,33 @@ Shape ContiguousStrides(const Shape& shape) {
   return st;
 }
 
-Tensor Tensor::Empty(DType dtype, Shape shape) {
+Tensor Tensor::Empty(DType dtype, Shape shape, Allocator& alloc) {
   Tensor t;
   t.dtype_ = dtype;
+  t.device_ = alloc.device();
   t.shape_ = std::move(shape);
   t.strides_ = ContiguousStrides(t.shape_);
   const size_t bytes = static_cast<size_t>((t.numel() * DTypeBits(dtype) + 7) / 8);
-  size_t alloc = ((bytes + 63) / 64) * 64;
-  if (alloc == 0) alloc = 64;
-  void* p = std::aligned_alloc(64, alloc);
-  LUCID_CHECK(p != nullptr, "out of memory allocating " + std::to_string(alloc) + " bytes");
-  std::memset(p, 0, alloc);
-  t.storage_ = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
-  t.data_ = p;
+  StatusOr<std::shared_ptr<void>> mem = alloc.Allocate(bytes);
+  LUCID_CHECK(mem.ok(), mem.status().ToString());
+  t.data_ = mem->get();
+  t.storage_ = std::move(*mem);
   return t;
 }
 
-Tensor Tensor::Borrow(DType dtype, Shape shape, void* data, std::shared_ptr<const void> keepalive) {
+Tensor Tensor::Zeros(DType dtype, Shape shape, Allocator& alloc) {
+  Tensor t = Empty(dtype, std::move(shape), alloc);
+  // The whole 64-byte-rounded extent, as the allocators hand it out.
+  const size_t bytes = static_cast<size_t>((t.numel() * DTypeBits(dtype) + 7) / 8);
+  alloc.Zero(t.data_, std::max<size_t>((bytes + 63) / 64 * 64, 64));
+  return t;
+}
+
+Tensor Tensor::Borrow(DType dtype, Shape shape, void* data, std::shared_ptr<const void> keepalive,
+                      Device device) {
   Tensor t;
   t.dtype_ = dtype;
+  t.device_ = device;
   t.shape_ = std::move(shape);
   t.strides_ = ContiguousStrides(t.shape_);
   t.data_ = data;
@@ -85,6 +93,7 @@ Tensor Tensor::Rows(int64_t begin, int64_t end) const {
 
 Tensor Tensor::Clone() const {
   LUCID_CHECK(is_contiguous(), "Clone of a non-contiguous tensor");
+  LUCID_CHECK(device_ == Device::kCpu, "Clone of a tensor on " + std::string(DeviceName(device_)));
   Tensor t = Empty(dtype_, shape_);
   if (nbytes()) std::memcpy(t.data_, data_, nbytes());
   return t;

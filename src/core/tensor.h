@@ -2,9 +2,11 @@
 //
 // Invariants:
 // - shape and strides have the same rank; strides are in elements (not bytes) and non-negative.
-// - storage_ keeps the bytes alive: an owned buffer (64-byte aligned, zero-filled) or whatever the
-//   borrower passed as keep-alive (e.g. the memory-mapped file). A default Tensor is empty (rank 0,
-//   no data) and valid() is false.
+// - storage_ keeps the bytes alive: an allocation from an Allocator (core/allocator.h; the host
+//   one is 64-byte aligned, not zero-filled) or whatever the borrower passed as keep-alive (e.g.
+//   the memory-mapped file). A default Tensor is empty (rank 0, no data) and valid() is false.
+// - device() says where the bytes are (the allocator's device; Borrow says it for borrowed
+//   memory). Only kCpu tensors may be read or written through data() by host code.
 // - kF4E2M1 tensors are packed: element i of a contiguous row lives in byte i/2, low nibble first;
 //   only contiguous views of them are allowed and the last dimension must be even.
 // Copying a Tensor copies the view and shares the storage (like a shared_ptr).
@@ -17,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -31,14 +34,20 @@ class Tensor {
  public:
   Tensor() = default;
 
-  // A new zero-filled contiguous tensor that owns its memory.
-  static Tensor Empty(DType dtype, Shape shape);
-  // A contiguous view over memory owned elsewhere; `keepalive` (may be null) is held by the view.
+  // A new contiguous tensor in memory from `alloc`, uninitialised (write every element before
+  // reading it, or use Zeros). Aborts when the allocator has no memory (host: as operator new).
+  static Tensor Empty(DType dtype, Shape shape, Allocator& alloc = HostAllocator());
+  // The same, every byte zero (the allocator's Zero: a memset on the host).
+  static Tensor Zeros(DType dtype, Shape shape, Allocator& alloc = HostAllocator());
+  // A contiguous view over memory owned elsewhere (on `device`); `keepalive` (may be null) is
+  // held by the view.
   static Tensor Borrow(DType dtype, Shape shape, void* data,
-                       std::shared_ptr<const void> keepalive = nullptr);
+                       std::shared_ptr<const void> keepalive = nullptr,
+                       Device device = Device::kCpu);
 
   bool valid() const { return data_ != nullptr || NumElements(shape_) == 0; }
   DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
   const Shape& shape() const { return shape_; }
   const Shape& strides() const { return strides_; }
   int rank() const { return static_cast<int>(shape_.size()); }
@@ -56,13 +65,14 @@ class Tensor {
   Tensor Reshape(Shape shape) const;
   // Rows [begin, end) along dimension 0 (a view; contiguous if this is).
   Tensor Rows(int64_t begin, int64_t end) const;
-  // A deep copy into new owned, contiguous memory.
+  // A deep copy into new owned, contiguous host memory (host tensors only).
   Tensor Clone() const;
 
   std::string DebugString() const;  // "f32[3, 4]"
 
  private:
   DType dtype_ = DType::kF32;
+  Device device_ = Device::kCpu;
   Shape shape_;
   Shape strides_;
   void* data_ = nullptr;

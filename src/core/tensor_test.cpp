@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -28,9 +29,10 @@ TEST(Tensor, DefaultIsInvalid) {
   EXPECT_EQ(t.raw(), nullptr);
 }
 
-TEST(Tensor, EmptyIsZeroedAlignedAndContiguous) {
+TEST(Tensor, ZerosIsZeroedAlignedAndContiguous) {
   for (DType dt : {DType::kF32, DType::kBF16, DType::kF8E4M3, DType::kF4E2M1, DType::kI64}) {
-    Tensor t = Tensor::Empty(dt, {3, 50});
+    Tensor t = Tensor::Zeros(dt, {3, 50});
+    EXPECT_EQ(t.device(), Device::kCpu);
     ASSERT_TRUE(t.valid());
     EXPECT_EQ(t.dtype(), dt);
     EXPECT_EQ(t.shape(), (Shape{3, 50}));
@@ -198,6 +200,45 @@ TEST(Tensor, CloneOwnsItsMemory) {
   EXPECT_EQ(c.shape(), (Shape{2, 2}));
   EXPECT_EQ(c.data<float>()[0], 3);  // only the selected rows were copied
   EXPECT_EQ(c.data<float>()[3], 6);
+}
+
+// Host memory that every allocation fills with 0xAB first, and that counts its allocations: shows
+// which constructors write the bytes and where a tensor's memory comes from.
+class PoisonAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::kCuda; }  // a stand-in device tag
+  StatusOr<std::shared_ptr<void>> Allocate(size_t bytes) override {
+    ++count;
+    StatusOr<std::shared_ptr<void>> m = HostAllocator().Allocate(bytes);
+    if (m.ok()) std::memset(m->get(), 0xAB, std::max<size_t>((bytes + 63) / 64 * 64, 64));
+    return m;
+  }
+  void Zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+  int count = 0;
+};
+
+TEST(Tensor, EmptyLeavesTheAllocatorsBytesAndTakesItsDevice) {
+  PoisonAllocator a;
+  Tensor t = Tensor::Empty(DType::kF32, {3, 5}, a);
+  EXPECT_EQ(a.count, 1);
+  EXPECT_EQ(t.device(), Device::kCuda);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw()) % 64, 0u);
+  const auto* bytes = t.data<const uint8_t>();
+  for (size_t i = 0; i < t.nbytes(); ++i) ASSERT_EQ(bytes[i], 0xAB) << "Empty wrote byte " << i;
+  Tensor z = Tensor::Zeros(DType::kBF16, {7}, a);
+  EXPECT_EQ(a.count, 2);
+  for (size_t i = 0; i < z.nbytes(); ++i) ASSERT_EQ(z.data<const uint8_t>()[i], 0) << i;
+}
+
+TEST(Tensor, BorrowCarriesTheDeviceItIsGiven) {
+  float v[4] = {1, 2, 3, 4};
+  EXPECT_EQ(Tensor::Borrow(DType::kF32, {4}, v).device(), Device::kCpu);
+  Tensor d = Tensor::Borrow(DType::kF32, {2, 2}, v, nullptr, Device::kCuda);
+  EXPECT_EQ(d.device(), Device::kCuda);
+  EXPECT_EQ(d.Rows(1, 2).device(), Device::kCuda);  // views keep it
+  EXPECT_EQ(d.Reshape({4}).device(), Device::kCuda);
+  EXPECT_STREQ(DeviceName(Device::kCuda), "cuda");
+  EXPECT_STREQ(DeviceName(Device::kCpu), "cpu");
 }
 
 TEST(Tensor, ClonePackedFp4) {

@@ -30,7 +30,7 @@ void WriteAll(const std::string& path, const std::string& bytes) {
 std::string Bytes(const Tensor& t) { return std::string(t.data<const char>(), t.nbytes()); }
 
 Tensor Pattern(DType dtype, Shape shape, int seed) {
-  Tensor t = Tensor::Empty(dtype, std::move(shape));
+  Tensor t = Tensor::Zeros(dtype, std::move(shape));
   for (size_t i = 0; i < t.nbytes(); ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(seed + 5 * i);
   return t;
 }
@@ -95,13 +95,13 @@ TEST_F(NpyTest, RoundTripsEverySupportedDType) {
 TEST_F(NpyTest, HeaderMatchesNumpy) {
   const std::string pad(58, ' ');
   const std::pair<Tensor, std::string> cases[] = {
-      {Tensor::Empty(DType::kF32, {3, 4}),
+      {Tensor::Zeros(DType::kF32, {3, 4}),
        "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }" + pad},
-      {Tensor::Empty(DType::kF64, {}),
+      {Tensor::Zeros(DType::kF64, {}),
        "{'descr': '<f8', 'fortran_order': False, 'shape': (), }" + std::string(62, ' ')},
-      {Tensor::Empty(DType::kU8, {5}),
+      {Tensor::Zeros(DType::kU8, {5}),
        "{'descr': '|u1', 'fortran_order': False, 'shape': (5,), }" + std::string(60, ' ')},
-      {Tensor::Empty(DType::kI64, {0, 2}),
+      {Tensor::Zeros(DType::kI64, {0, 2}),
        "{'descr': '<i8', 'fortran_order': False, 'shape': (0, 2), }" + pad},
   };
   for (const auto& [t, dict] : cases) {
@@ -129,10 +129,10 @@ TEST_F(NpyTest, ReadsVersion2AndPython2StyleHeaders) {
 }
 
 TEST_F(NpyTest, WriteErrorsNameThePath) {
-  ExpectError(WriteNpy(Path("bf.npy"), Tensor::Empty(DType::kBF16, {2})),
+  ExpectError(WriteNpy(Path("bf.npy"), Tensor::Zeros(DType::kBF16, {2})),
               StatusCode::kInvalidArgument, {"bf.npy", "bf16"});
   ExpectError(WriteNpy(Path("none.npy"), Tensor()), StatusCode::kInvalidArgument, {"none.npy"});
-  ExpectError(WriteNpy(Path("no/dir/x.npy"), Tensor::Empty(DType::kF32, {2})),
+  ExpectError(WriteNpy(Path("no/dir/x.npy"), Tensor::Zeros(DType::kF32, {2})),
               StatusCode::kNotFound, {"no/dir/x.npy"});
   EXPECT_FALSE(fs::exists(Path("bf.npy")));
   for (const auto& e : fs::directory_iterator(dir_)) {

@@ -89,7 +89,7 @@ Status Produce(const Checkpoint& in, const Plan& p, float scale2,
   const std::string m = ModuleOf(p.name);
   if (p.scheme == QuantScheme::kNvfp4) {
     const int64_t g = (c + 15) / 16;
-    Tensor q = Tensor::Empty(DType::kU8, {r, g * 8});
+    Tensor q = Tensor::Zeros(DType::kU8, {r, g * 8});  // a padded last group stays 0
     Tensor s = Tensor::Empty(DType::kF8E4M3, {r, g});
     Tensor s2 = Tensor::Empty(DType::kF32, {});
     *s2.data<float>() = scale2;

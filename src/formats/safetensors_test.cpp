@@ -38,14 +38,14 @@ std::string RawFile(const std::string& header, size_t data_bytes) {
 std::string Bytes(const Tensor& t) { return std::string(t.data<const char>(), t.nbytes()); }
 
 Tensor Pattern(DType dtype, Shape shape, int seed) {
-  Tensor t = Tensor::Empty(dtype, std::move(shape));
+  Tensor t = Tensor::Zeros(dtype, std::move(shape));
   for (size_t i = 0; i < t.nbytes(); ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(seed + 7 * i);
   return t;
 }
 
 template <typename T>
 Tensor Make(DType dtype, Shape shape, std::vector<T> values) {
-  Tensor t = Tensor::Empty(dtype, std::move(shape));
+  Tensor t = Tensor::Zeros(dtype, std::move(shape));
   EXPECT_EQ(t.nbytes(), values.size() * sizeof(T));
   if (!values.empty()) std::memcpy(t.raw(), values.data(), values.size() * sizeof(T));
   return t;
@@ -354,7 +354,7 @@ TEST_F(SafetensorsTest, WriteFailuresLeaveExistingFileAndNoTempFile) {
   ExpectError(WriteSafetensors(Path("keep.safetensors"), {{"__metadata__", a}}),
               StatusCode::kInvalidArgument, {"reserved"});
   ExpectError(
-      WriteSafetensors(Path("keep.safetensors"), {{"odd", Tensor::Empty(DType::kF4E2M1, {3})}}),
+      WriteSafetensors(Path("keep.safetensors"), {{"odd", Tensor::Zeros(DType::kF4E2M1, {3})}}),
       StatusCode::kInvalidArgument, {"\"odd\"", "whole bytes"});
   ExpectError(WriteSafetensors(Path("keep.safetensors"), {{"bad\xff", a}}),
               StatusCode::kInvalidArgument, {"UTF-8"});

@@ -19,10 +19,9 @@ RopeStyle StyleOf(RopeLayout l) {
   return l == RopeLayout::kInterleaved ? RopeStyle::kInterleaved : RopeStyle::kHalfSplit;
 }
 
-Tensor F32(int64_t rows, int64_t cols) { return Tensor::Empty(DType::kF32, {rows, cols}); }
-
 // The rows of one step (a checked view of the StepInput): which sequence each token belongs to,
-// at which position.
+// at which position, and the integer metadata the ops get with it (built on the host from the
+// StepInput; a device backend uploads it with the step).
 struct StepLayout {
   std::span<const int32_t> ids;
   std::span<const int64_t> positions;
@@ -31,69 +30,54 @@ struct StepLayout {
     int64_t begin, count, start_pos;
   };
   std::vector<Span> spans;
+  std::vector<int64_t> pool_rows;  // [N] the KV pool row of each token's slot (WriteKvRows)
+  // Several sequences' attention as one MlaAttention problem: their page tables concatenated (a
+  // layer's pages of every sequence live in one pool buffer, so the combined table addresses them
+  // all) and each query row's selected tokens shifted by the rows of the tables before its
+  // sequence's (`offset`, applied by TopKRows). A backend then spreads the whole batch over its
+  // threads in one parallel region instead of one per sequence. Each query row still attends only
+  // to its own sequence's rows. Off for one sequence, or when the rows overflow int32.
+  bool batched = false;
+  std::vector<int32_t> page_table;  // combined
+  std::vector<int32_t> offset;      // [spans] first row of each span's pages in the combined table
+  std::vector<int32_t> begin;       // [N] offset of each row's span (dense mode's dense_begin)
 };
 
-// Several sequences' attention as one MlaAttention problem: their page tables concatenated (a
-// layer's pages of every sequence live in one pool buffer, so the combined table addresses them
-// all) and each query row's selected tokens shifted by the rows of the tables before its
-// sequence's. A backend then spreads the whole batch over its threads in one parallel region
-// instead of one per sequence. Each query row still attends only to its own sequence's rows.
-struct BatchedSelection {
-  std::vector<int32_t> page_table;
-  std::vector<int32_t> counts;  // [N]
-  std::vector<int32_t> rows;    // [N, stride] (sparse)
-  std::vector<int32_t> begin;   // [N] first token of each row (dense)
+// Which tokens each query row attends to, shared by the layers that reuse a full layer's choice.
+struct Selection {
+  bool ready = false;
+  int64_t stride = 0;           // K: columns of `rows`
+  std::vector<int32_t> counts;  // [N] tokens attended (host metadata: min(K, causal) or causal)
+  Tensor rows;                  // i32 [N, stride], sparse only (TopKRows' output)
 };
 
-// Fills *out and returns true when there are several spans, in step order, whose views differ
-// only in their page tables; false (out untouched) otherwise. selected[i] holds span i's counts,
-// then (sparse) its rows (stride `stride`), as SelectTokens leaves them; dense, each row attends
-// to its count of tokens from the start of its sequence's pages in the combined table.
-bool CombineSpans(const StepLayout& s, const std::vector<PagedRows>& views,
-                  const std::vector<std::vector<int32_t>>& selected, int64_t stride, bool dense,
-                  BatchedSelection* out) {
-  if (s.spans.size() < 2) return false;
-  int64_t next = 0, pages = 0;
-  for (size_t i = 0; i < s.spans.size(); ++i) {
-    const PagedRows& v = views[i];
-    if (s.spans[i].begin != next || v.base != views[0].base || v.bytes != views[0].bytes ||
-        v.page_size != views[0].page_size || v.kind != views[0].kind)
-      return false;
-    next += s.spans[i].count;
-    pages += static_cast<int64_t>(v.page_table.size());
+// Fills s's batched table (see StepLayout) and pool rows.
+void BatchSpans(const KvStorage& kv, StepLayout* s) {
+  for (const auto& sp : s->spans)
+    for (int64_t i = 0; i < sp.count; ++i)
+      s->pool_rows.push_back(kv.PoolRow(sp.page_table, sp.start_pos + i));
+  int64_t pages = 0;
+  for (const auto& sp : s->spans) pages += static_cast<int64_t>(sp.page_table.size());
+  s->batched =
+      s->spans.size() >= 2 && pages * kv.page_size() <= std::numeric_limits<int32_t>::max();
+  if (!s->batched) return;
+  for (const auto& sp : s->spans) {
+    const int32_t offset = static_cast<int32_t>(s->page_table.size() * kv.page_size());
+    s->offset.push_back(offset);
+    s->page_table.insert(s->page_table.end(), sp.page_table.begin(), sp.page_table.end());
+    s->begin.insert(s->begin.end(), sp.count, offset);
   }
-  if (pages * views[0].page_size > std::numeric_limits<int32_t>::max()) return false;
-  out->page_table.clear();
-  out->counts.assign(next, 0);
-  out->rows.assign(dense ? 0 : next * stride, 0);
-  out->begin.assign(dense ? next : 0, 0);
-  for (size_t i = 0; i < s.spans.size(); ++i) {
-    const auto& sp = s.spans[i];
-    const int32_t offset = static_cast<int32_t>(out->page_table.size() * views[i].page_size);
-    out->page_table.insert(out->page_table.end(), views[i].page_table.begin(),
-                           views[i].page_table.end());
-    for (int64_t t = 0; t < sp.count; ++t) {
-      const int32_t n = selected[i][t];
-      out->counts[sp.begin + t] = n;
-      if (dense) {
-        out->begin[sp.begin + t] = offset;
-        continue;
-      }
-      const int32_t* src = selected[i].data() + sp.count + t * stride;
-      int32_t* dst = out->rows.data() + (sp.begin + t) * stride;
-      for (int32_t j = 0; j < n; ++j) dst[j] = src[j] + offset;
-    }
-  }
-  return true;
 }
 
 class DeepseekV3Model final : public Model {
  public:
-  DeepseekV3Model(ModelConfig c, DeepseekV3Weights w, const Ops& ops, int64_t index_topk,
-                  bool dense)
+  DeepseekV3Model(ModelConfig c, DeepseekV3Weights w, std::shared_ptr<Backend> backend,
+                  int64_t index_topk, bool dense)
       : c_(std::move(c)),
         w_(std::move(w)),
-        ops_(ops),
+        backend_(std::move(backend)),
+        ops_(backend_->ops()),
+        ws_(backend_->workspace()),
         index_topk_(index_topk),
         indexer_live_(c_.has_indexer && !dense) {
     spec_ = KvSpecFor(c_);
@@ -104,6 +88,7 @@ class DeepseekV3Model final : public Model {
   const ModelConfig& config() const override { return c_; }
   const KvCacheSpec& kv_spec() const override { return spec_; }
   uint64_t weight_bytes() const override { return w_.bytes; }
+  Allocator& kv_allocator() const override { return backend_->allocator(); }
 
   Status Forward(const StepInput& in, KvStorage& kv, StepOutput* out) override;
   bool SetNumericsCheck(bool on) override {
@@ -115,8 +100,14 @@ class DeepseekV3Model final : public Model {
 
  private:
   StatusOr<StepLayout> Layout(const StepInput& in, const KvStorage& kv) const;
+  // A step's activation [rows, cols] f32, from the workspace (uninitialised).
+  Tensor F32(int64_t rows, int64_t cols) { return Tensor::Empty(DType::kF32, {rows, cols}, ws_); }
+  // A step output [rows, cols] f32 (outlives the step: the backend's allocator).
+  Tensor Output(int64_t rows, int64_t cols) {
+    return Tensor::Empty(DType::kF32, {rows, cols}, backend_->allocator());
+  }
   Tensor Attention(int64_t l, const Tensor& h, const StepLayout& s, KvStorage& pool,
-                   std::vector<std::vector<int32_t>>& selected, int64_t* sel_stride);
+                   Selection* sel);
   // The indexer's projections of one layer, as they come out of the matmuls (Attention runs them
   // with the layer's other projections of the same inputs).
   struct IndexerProjections {
@@ -125,8 +116,7 @@ class DeepseekV3Model final : public Model {
     Tensor w;  // [N, nI] = weights_proj(h)
   };
   void SelectTokens(int64_t l, int64_t N, IndexerProjections* ip, const StepLayout& s,
-                    KvStorage& pool, std::vector<std::vector<int32_t>>& selected,
-                    int64_t* sel_stride);
+                    KvStorage& pool, Selection* sel);
   Tensor Mlp(const MlpWeights& m, const Tensor& x);
   // down(silu(g) * u), g overwritten.
   Tensor MlpDown(const MlpWeights& m, Tensor& g, const Tensor& u);
@@ -139,7 +129,9 @@ class DeepseekV3Model final : public Model {
 
   ModelConfig c_;
   DeepseekV3Weights w_;
-  const Ops& ops_;
+  std::shared_ptr<Backend> backend_;  // shared with whoever made the model
+  const Ops& ops_;                    // backend_->ops()
+  Workspace& ws_;                     // backend_->workspace(): this model's activations
   int64_t index_topk_;
   bool indexer_live_;  // false: attend to every causal token (deepseek_v3, or forced dense)
   KvCacheSpec spec_;
@@ -152,7 +144,10 @@ class DeepseekV3Model final : public Model {
 void DeepseekV3Model::Check(const Tensor& t, int64_t layer, const char* op, const StepLayout& s,
                             std::span<const int64_t> rows) {
   if (!check_) return;
-  const int64_t row = t.numel() / std::max<int64_t>(1, t.size(0));
+  // The op scans the rows; the host reads one flag per row (a device backend copies them back).
+  Tensor flags = Tensor::Empty(DType::kI32, {t.size(0)}, ws_);
+  ops_.NonFiniteRows(t, flags);
+  const int32_t* bad = flags.data<const int32_t>();
   size_t next = 0;  // first entry of `rows` not yet below the span
   for (size_t i = 0; i < s.spans.size(); ++i) {
     const auto& sp = s.spans[i];
@@ -164,9 +159,8 @@ void DeepseekV3Model::Check(const Tensor& t, int64_t layer, const char* op, cons
       count = static_cast<int64_t>(next) - begin;
     }
     if (sites_[i]) continue;
-    const float* p = t.data<const float>() + begin * row;
-    for (int64_t j = 0; j < count * row; ++j) {
-      if (std::isfinite(p[j])) continue;
+    for (int64_t j = 0; j < count; ++j) {
+      if (!bad[begin + j]) continue;
       sites_[i] = NonFiniteSite{layer, layer < 0 ? op : "L" + std::to_string(layer) + "." + op};
       break;
     }
@@ -224,19 +218,20 @@ StatusOr<StepLayout> DeepseekV3Model::Layout(const StepInput& in, const KvStorag
 Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* out) {
   sites_.clear();
   LUCID_ASSIGN_OR_RETURN(StepLayout s, Layout(in, kv));
+  ws_.Reset();  // the last step's activations are dead: their memory is this step's
+  BatchSpans(kv, &s);
   if (check_) sites_.assign(s.spans.size(), std::nullopt);
   const int64_t N = static_cast<int64_t>(s.ids.size()), D = c_.hidden_size;
   Tensor x = F32(N, D);
   ops_.Embedding(w_.embed, s.ids, x);
   Check(x, -1, "embedding", s);
   Tensor h = F32(N, D);
-  std::vector<std::vector<int32_t>> selected;  // per span: [count, stride] chosen tokens
-  int64_t sel_stride = 0;
+  Selection sel;  // per row: the tokens it attends to
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     const LayerWeights& L = w_.layers[l];
     ops_.RmsNorm(x, L.input_norm, static_cast<float>(c_.rms_norm_eps), h);
     Check(h, l, "attn_norm", s);
-    ops_.Accumulate(x, Attention(l, h, s, kv, selected, &sel_stride));
+    ops_.Accumulate(x, Attention(l, h, s, kv, &sel));
     ops_.RmsNorm(x, L.post_attn_norm, static_cast<float>(c_.rms_norm_eps), h);
     Check(h, l, "mlp_norm", s);
     Tensor mlp = L.is_moe ? Moe(L.moe, h) : Mlp(L.dense, h);
@@ -245,30 +240,31 @@ Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* 
   }
   ops_.RmsNorm(x, w_.final_norm, static_cast<float>(c_.rms_norm_eps), h);
   Check(h, -1, "final_norm", s);
-  auto gather = [&](std::span<const int64_t> rows) {
-    Tensor g = F32(static_cast<int64_t>(rows.size()), D);
-    ops_.GatherRows(h, rows, g);
-    return g;
-  };
   // lm_head only over the rows whose logits are used.
-  out->logits = F32(static_cast<int64_t>(in.logits_rows.size()), c_.vocab_size);
+  out->logits = Output(static_cast<int64_t>(in.logits_rows.size()), c_.vocab_size);
   if (!in.logits_rows.empty()) {
     const bool every_row = static_cast<int64_t>(in.logits_rows.size()) == N;
-    ops_.Linear(every_row ? h : gather(in.logits_rows), w_.lm_head, out->logits);
+    Tensor rows;
+    if (!every_row) {
+      rows = F32(static_cast<int64_t>(in.logits_rows.size()), D);
+      ops_.GatherRows(h, in.logits_rows, rows);
+    }
+    ops_.Linear(every_row ? h : rows, w_.lm_head, out->logits);
     Check(out->logits, -1, "lm_head", s, in.logits_rows);
   }
-  if (static_cast<int64_t>(in.hidden_rows.size()) == N) {
-    out->hidden = std::move(h);
-  } else {
-    out->hidden = in.hidden_rows.empty() ? Tensor() : gather(in.hidden_rows);
+  // Hidden states outlive the step: copied out of the workspace (GatherRows of every row is a
+  // copy).
+  out->hidden = Tensor();
+  if (!in.hidden_rows.empty()) {
+    out->hidden = Output(static_cast<int64_t>(in.hidden_rows.size()), D);
+    ops_.GatherRows(h, in.hidden_rows, out->hidden);
   }
   // An asynchronous backend's errors surface here, as this step's Status.
   return ops_.Synchronize();
 }
 
 Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& s, KvStorage& pool,
-                                  std::vector<std::vector<int32_t>>& selected,
-                                  int64_t* sel_stride) {
+                                  Selection* sel) {
   const MlaWeights& a = w_.layers[l].attn;
   const int64_t N = h.size(0), H = c_.num_attention_heads, dn = c_.qk_nope_head_dim;
   const int64_t dr = c_.qk_rope_head_dim, dv = c_.v_head_dim, dq = c_.qk_head_dim();
@@ -318,47 +314,41 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
   ops_.CopyColumns(kva, 1, R + dr, R, dr, kpe);
   ops_.RmsNorm(ckv, a.kv_a_norm, kLatentNormEps, ckv);
   ops_.Rope(kpe, 1, dr, 0, rope_, s.positions, StyleOf(c_.mla_rope_layout));
-  for (const auto& sp : s.spans)
-    for (int64_t i = 0; i < sp.count; ++i)
-      pool.WriteMla(l, sp.page_table, sp.start_pos + i, ckv.data<float>() + (sp.begin + i) * R,
-                    kpe.data<float>() + (sp.begin + i) * dr);
+  const Tensor* mla_row[] = {&ckv, &kpe};  // a cached row is [ckv | k_pe]
+  ops_.WriteKvRows(mla_row, pool.MlaOut(l), s.pool_rows);
   // Absorb W_uk into the queries: q_latent[t, h] = q_nope[t, h] · W_uk_h.
   Tensor q_lat = F32(N, H * R), q_rope = F32(N, H * dr);
   ops_.MlaAbsorbQuery(q, H, dq, dn, dv, a.kv_b, q_lat);
   ops_.CopyColumns(q, H, dq, dn, dr, q_rope);
-  SelectTokens(l, N, index_here ? &ip : nullptr, s, pool, selected, sel_stride);
+  SelectTokens(l, N, index_here ? &ip : nullptr, s, pool, sel);
   Tensor out_lat = F32(N, H * R);
   MlaAttentionArgs args;
   args.heads = H;
   args.latent_dim = R;
   args.rope_dim = dr;
   args.scale = scale_;
-  args.selected_stride = *sel_stride;
-  std::vector<PagedRows> views;
-  for (const auto& sp : s.spans) views.push_back(pool.MlaRows(l, sp.page_table));
+  args.selected_stride = sel->stride;
   const bool dense = !indexer_live_;  // counts only: every causal token
-  BatchedSelection all;
-  if (CombineSpans(s, views, selected, *sel_stride, dense, &all)) {
-    // One call for the whole batch (see CombineSpans).
+  const int32_t* rows = dense ? nullptr : sel->rows.data<const int32_t>();
+  if (s.batched) {
+    // One call for the whole batch (see StepLayout::batched).
     args.q_latent = q_lat.data<float>();
     args.q_rope = q_rope.data<float>();
     args.tokens = N;
-    args.kv = views[0];
-    args.kv.page_table = all.page_table;
-    args.selected = dense ? nullptr : all.rows.data();
-    args.selected_count = all.counts.data();
-    args.dense_begin = dense ? all.begin.data() : nullptr;
+    args.kv = pool.MlaRows(l, s.page_table);
+    args.selected = rows;
+    args.selected_count = sel->counts.data();
+    args.dense_begin = dense ? s.begin.data() : nullptr;
     args.out_latent = out_lat.data<float>();
     ops_.MlaAttention(args);
   } else {
-    for (size_t i = 0; i < s.spans.size(); ++i) {
-      const auto& sp = s.spans[i];
+    for (const auto& sp : s.spans) {
       args.q_latent = q_lat.data<float>() + sp.begin * H * R;
       args.q_rope = q_rope.data<float>() + sp.begin * H * dr;
       args.tokens = sp.count;
-      args.kv = views[i];
-      args.selected = dense ? nullptr : selected[i].data() + sp.count;  // counts, then rows
-      args.selected_count = selected[i].data();
+      args.kv = pool.MlaRows(l, sp.page_table);
+      args.selected = dense ? nullptr : rows + sp.begin * sel->stride;
+      args.selected_count = sel->counts.data() + sp.begin;
       args.out_latent = out_lat.data<float>() + sp.begin * H * R;
       ops_.MlaAttention(args);
     }
@@ -373,78 +363,64 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
   return out;
 }
 
-// Fills selected[span] = [count per row (sp.count ints), then rows of *sel_stride indices].
-// Full indexer layers compute it from *ip (their projections, given whenever the indexer runs
-// here); shared layers keep the previous layer's; deepseek_v3 (and forced dense) attends to every
-// causal token: counts only, no index lists (MlaAttention's dense mode).
+// Fills *sel: per row the count of tokens it attends to and (sparse) their indices, TopKRows'
+// output in the rows of each span (shifted into the combined page table when the step is
+// batched). Full indexer layers compute it from *ip (their projections, given whenever the
+// indexer runs here); shared layers keep the previous layer's; deepseek_v3 (and forced dense)
+// attends to every causal token: counts only, no index lists (MlaAttention's dense mode).
 void DeepseekV3Model::SelectTokens(int64_t l, int64_t N, IndexerProjections* ip,
-                                   const StepLayout& s, KvStorage& pool,
-                                   std::vector<std::vector<int32_t>>& selected,
-                                   int64_t* sel_stride) {
+                                   const StepLayout& s, KvStorage& pool, Selection* sel) {
   const IndexerWeights& x = w_.layers[l].indexer;
   if (c_.has_indexer && !x.present) return;  // shared layer: reuse the last full layer's choice
-  if (!indexer_live_ && !selected.empty()) return;  // dense: every causal token, computed once
+  if (!indexer_live_ && sel->ready) return;  // dense: every causal token, computed once
   int64_t max_ctx = 0;
   for (const auto& sp : s.spans) max_ctx = std::max(max_ctx, sp.start_pos + sp.count);
   const int64_t K = indexer_live_ ? std::min(index_topk_, max_ctx) : 0;
-  *sel_stride = K;
-  selected.assign(s.spans.size(), {});
+  sel->ready = true;
+  sel->stride = K;
+  sel->counts.assign(N, 0);
+  for (const auto& sp : s.spans)
+    for (int64_t i = 0; i < sp.count; ++i) {
+      const int64_t causal = sp.start_pos + i + 1;
+      sel->counts[sp.begin + i] =
+          static_cast<int32_t>(indexer_live_ ? std::min(K, causal) : causal);
+    }
+  if (!indexer_live_) return;
+  LUCID_CHECK(ip != nullptr, "SelectTokens: the indexer runs at layer " + std::to_string(l) +
+                                 " but its projections were not given");
   const int64_t nI = c_.index_n_heads, dI = c_.index_head_dim;
-  Tensor qi, w;
-  if (indexer_live_) {
-    LUCID_CHECK(ip != nullptr, "SelectTokens: the indexer runs at layer " + std::to_string(l) +
-                                   " but its projections were not given");
-    qi = ip->q;
-    ops_.Rope(qi, nI, dI, 0, rope_, s.positions, StyleOf(c_.indexer_rope_layout));
-    Tensor ki = ip->k;
-    ops_.LayerNorm(ki, x.k_norm_w, x.k_norm_b, kIndexerNormEps, ki);
-    ops_.Rope(ki, 1, dI, 0, rope_, s.positions, StyleOf(c_.indexer_rope_layout));
-    Check(qi, l, "indexer_q", s);
-    Check(ki, l, "indexer_k", s);
-    for (const auto& sp : s.spans)
-      for (int64_t i = 0; i < sp.count; ++i)
-        pool.WriteIndexerKey(l, sp.page_table, sp.start_pos + i,
-                             ki.data<float>() + (sp.begin + i) * dI);
-    w = ip->w;
-    const float fold = static_cast<float>(1.0 / std::sqrt(static_cast<double>(nI)) /
-                                          std::sqrt(static_cast<double>(dI)));
-    ops_.Scale(w, fold);
-  }
+  Tensor qi = ip->q;
+  ops_.Rope(qi, nI, dI, 0, rope_, s.positions, StyleOf(c_.indexer_rope_layout));
+  Tensor ki = ip->k;
+  ops_.LayerNorm(ki, x.k_norm_w, x.k_norm_b, kIndexerNormEps, ki);
+  ops_.Rope(ki, 1, dI, 0, rope_, s.positions, StyleOf(c_.indexer_rope_layout));
+  Check(qi, l, "indexer_q", s);
+  Check(ki, l, "indexer_k", s);
+  const Tensor* key_row[] = {&ki};
+  ops_.WriteKvRows(key_row, pool.IndexerOut(l), s.pool_rows);
+  Tensor w = ip->w;
+  const float fold = static_cast<float>(1.0 / std::sqrt(static_cast<double>(nI)) /
+                                        std::sqrt(static_cast<double>(dI)));
+  ops_.Scale(w, fold);
+  sel->rows = Tensor::Empty(DType::kI32, {N, K}, ws_);
   for (size_t si = 0; si < s.spans.size(); ++si) {
     const auto& sp = s.spans[si];
-    std::vector<int32_t>& sel = selected[si];
-    sel.assign(sp.count + sp.count * K, 0);
-    if (!indexer_live_) {
-      for (int64_t i = 0; i < sp.count; ++i) sel[i] = static_cast<int32_t>(sp.start_pos + i + 1);
-      continue;
-    }
     std::vector<int64_t> causal(sp.count);
     for (int64_t i = 0; i < sp.count; ++i) causal[i] = sp.start_pos + i + 1;
-    std::vector<float> scores;
-    if (indexer_live_) {
-      scores.assign(sp.count * (sp.start_pos + sp.count), 0.0f);
-      IndexerArgs ia;
-      ia.q = qi.data<float>() + sp.begin * nI * dI;
-      ia.w = w.data<float>() + sp.begin * nI;
-      ia.tokens = sp.count;
-      ia.heads = nI;
-      ia.head_dim = dI;
-      ia.keys = pool.IndexerRows(l, sp.page_table);
-      ia.causal_len = causal.data();
-      ia.scores = scores.data();
-      ia.score_stride = sp.start_pos + sp.count;
-      ops_.IndexerScores(ia);
-    }
-    for (int64_t i = 0; i < sp.count; ++i) {
-      const int64_t k = std::min(K, causal[i]);
-      sel[i] = static_cast<int32_t>(k);
-      int32_t* row = sel.data() + sp.count + i * K;
-      if (indexer_live_ && k < causal[i]) {
-        ops_.TopK(scores.data() + i * (sp.start_pos + sp.count), causal[i], k, row);
-      } else {
-        for (int64_t u = 0; u < k; ++u) row[u] = static_cast<int32_t>(u);
-      }
-    }
+    Tensor scores = F32(sp.count, sp.start_pos + sp.count);  // entries past causal unspecified
+    IndexerArgs ia;
+    ia.q = qi.data<float>() + sp.begin * nI * dI;
+    ia.w = w.data<float>() + sp.begin * nI;
+    ia.tokens = sp.count;
+    ia.heads = nI;
+    ia.head_dim = dI;
+    ia.keys = pool.IndexerRows(l, sp.page_table);
+    ia.causal_len = causal.data();
+    ia.scores = scores.data<float>();
+    ia.score_stride = sp.start_pos + sp.count;
+    ops_.IndexerScores(ia);
+    Tensor out = sel->rows.Rows(sp.begin, sp.begin + sp.count);
+    ops_.TopKRows(scores, causal, K, s.batched ? s.offset[si] : 0, out);
   }
 }
 
@@ -477,27 +453,56 @@ Tensor DeepseekV3Model::Moe(const MoeWeights& m, const Tensor& x) {
   } else {
     ops_.Linear(x, m.router, router_logits);
   }
-  std::vector<int32_t> idx(N * K);
-  std::vector<float> wts(N * K);
-  ops_.MoeRoute(router_logits, m.router_bias.data(), c_.n_group, c_.topk_group, K,
-                c_.norm_topk_prob, static_cast<float>(c_.routed_scaling_factor), idx.data(),
-                wts.data());
-  Tensor out = F32(N, c_.hidden_size);
-  ops_.MoeExperts(x, m.experts, idx.data(), wts.data(), K, out);
+  Tensor idx = Tensor::Empty(DType::kI32, {N, K}, ws_), wts = F32(N, K);
+  ops_.MoeRoute(router_logits, m.router_bias, c_.n_group, c_.topk_group, K, c_.norm_topk_prob,
+                static_cast<float>(c_.routed_scaling_factor), idx, wts);
+  Tensor out = Tensor::Zeros(DType::kF32, {N, c_.hidden_size}, ws_);  // MoeExperts adds into it
+  ops_.MoeExperts(x, m.experts, idx, wts, out);
   if (c_.n_shared_experts > 0) ops_.Accumulate(out, MlpDown(m.shared, g, u));
   return out;
+}
+
+// Every weight tensor onto the backend's device, once (CPU: the mapped views themselves).
+Status UploadAll(Backend& b, DeepseekV3Weights* w) {
+  auto tensor = [&](Tensor* t) -> Status {
+    if (t->raw() == nullptr) return OkStatus();
+    LUCID_ASSIGN_OR_RETURN(*t, b.UploadWeight(*t));
+    return OkStatus();
+  };
+  auto mlp = [&](MlpWeights* m) -> Status {
+    for (Weight* x : {&m->gate, &m->up, &m->down}) LUCID_RETURN_IF_ERROR(b.UploadWeights(x));
+    return OkStatus();
+  };
+  for (Weight* x : {&w->embed, &w->lm_head}) LUCID_RETURN_IF_ERROR(b.UploadWeights(x));
+  LUCID_RETURN_IF_ERROR(tensor(&w->final_norm));
+  for (LayerWeights& L : w->layers) {
+    for (Tensor* t : {&L.input_norm, &L.post_attn_norm, &L.attn.q_a_norm, &L.attn.kv_a_norm,
+                      &L.indexer.k_norm_w, &L.indexer.k_norm_b, &L.moe.router_bias})
+      LUCID_RETURN_IF_ERROR(tensor(t));
+    for (Weight* x :
+         {&L.attn.q_a, &L.attn.q_b, &L.attn.q_proj, &L.attn.kv_a, &L.attn.kv_b, &L.attn.o,
+          &L.indexer.wq_b, &L.indexer.wk, &L.indexer.weights_proj, &L.moe.router})
+      LUCID_RETURN_IF_ERROR(b.UploadWeights(x));
+    LUCID_RETURN_IF_ERROR(mlp(&L.dense));
+    LUCID_RETURN_IF_ERROR(mlp(&L.moe.shared));
+    for (ExpertWeights& e : L.moe.experts)
+      for (Weight* x : {&e.gate, &e.up, &e.down}) LUCID_RETURN_IF_ERROR(b.UploadWeights(x));
+  }
+  return OkStatus();
 }
 
 }  // namespace
 
 StatusOr<std::unique_ptr<Model>> CreateDeepseekV3Family(const ModelConfig& config,
-                                                        const Checkpoint& ckpt, const Ops& ops,
+                                                        const Checkpoint& ckpt,
+                                                        std::shared_ptr<Backend> backend,
                                                         const ModelLoadOptions& options) {
   LUCID_ASSIGN_OR_RETURN(DeepseekV3Weights w, LoadDeepseekV3Weights(config, ckpt));
+  LUCID_RETURN_IF_ERROR(UploadAll(*backend, &w));
   const int64_t topk =
       options.index_topk_override > 0 ? options.index_topk_override : config.index_topk;
-  return std::unique_ptr<Model>(
-      new DeepseekV3Model(config, std::move(w), ops, topk, options.force_dense_attention));
+  return std::unique_ptr<Model>(new DeepseekV3Model(config, std::move(w), std::move(backend), topk,
+                                                    options.force_dense_attention));
 }
 
 }  // namespace lucid

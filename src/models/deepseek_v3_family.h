@@ -9,6 +9,7 @@
 
 #include <memory>
 
+#include "backends/backend.h"
 #include "models/model.h"
 #include "ops/ops.h"
 
@@ -17,7 +18,8 @@ namespace lucid {
 class Checkpoint;
 
 StatusOr<std::unique_ptr<Model>> CreateDeepseekV3Family(const ModelConfig& config,
-                                                        const Checkpoint& ckpt, const Ops& ops,
+                                                        const Checkpoint& ckpt,
+                                                        std::shared_ptr<Backend> backend,
                                                         const ModelLoadOptions& options);
 
 }  // namespace lucid

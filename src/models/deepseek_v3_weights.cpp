@@ -224,8 +224,8 @@ Status BindMoe(Binder& b, const ModelConfig& c, const std::string& p, MoeWeights
   const int64_t E = c.n_routed_experts;
   LUCID_ASSIGN_OR_RETURN(m->router, b.Matrix(p + "gate.weight"));
   LUCID_ASSIGN_OR_RETURN(Tensor bias, b.Vector(p + "gate.e_score_correction_bias"));
-  m->router_bias.resize(E);
-  ConvertToF32(bias.dtype(), bias.raw(), m->router_bias.data(), E);
+  m->router_bias = Tensor::Empty(DType::kF32, {E});
+  ConvertToF32(bias.dtype(), bias.raw(), m->router_bias.data<float>(), E);
   m->experts.resize(E);
   for (int64_t e = 0; e < E; ++e) {
     MlpWeights w;

@@ -38,7 +38,7 @@ struct MlpWeights {
 
 struct MoeWeights {
   Weight router;                   // [E, D]
-  std::vector<float> router_bias;  // e_score_correction_bias [E]
+  Tensor router_bias;              // e_score_correction_bias f32 [E]
   std::vector<ExpertWeights> experts;
   MlpWeights shared;
 };

@@ -49,7 +49,7 @@ TEST_P(GgufWeight, RowsAndLinearEqualTheGgufPackage) {
   const int64_t T = 5;
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
-  Tensor x = Tensor::Empty(DType::kF32, {T, C});
+  Tensor x = Tensor::Zeros(DType::kF32, {T, C});
   for (int64_t i = 0; i < T * C; ++i) x.data<float>()[i] = nd(rng);
   std::vector<float> expect(T * R);
   for (int64_t t = 0; t < T; ++t)
@@ -61,7 +61,7 @@ TEST_P(GgufWeight, RowsAndLinearEqualTheGgufPackage) {
   CpuOps reference;
   CpuFastOps fast;
   for (const Ops* ops : {static_cast<const Ops*>(&reference), static_cast<const Ops*>(&fast)}) {
-    Tensor y = Tensor::Empty(DType::kF32, {T, R});
+    Tensor y = Tensor::Zeros(DType::kF32, {T, R});
     ops->Linear(x, *w, y);
     if (w->format == WeightFormat::kGgml || ops == &reference) {
       EXPECT_EQ(std::memcmp(y.data<float>(), expect.data(), T * R * 4), 0) << ops->name();
@@ -70,9 +70,9 @@ TEST_P(GgufWeight, RowsAndLinearEqualTheGgufPackage) {
         EXPECT_NEAR(y.data<float>()[i], expect[i], 1e-3 * (1 + std::abs(expect[i]))) << ops->name();
     }
     // x [T, R] times W [R, C].
-    Tensor xt = Tensor::Empty(DType::kF32, {T, R});
+    Tensor xt = Tensor::Zeros(DType::kF32, {T, R});
     for (int64_t i = 0; i < T * R; ++i) xt.data<float>()[i] = nd(rng);
-    Tensor yt = Tensor::Empty(DType::kF32, {T, C});
+    Tensor yt = Tensor::Zeros(DType::kF32, {T, C});
     ops->LinearTransposed(xt, *w, yt);
     for (int64_t t = 0; t < T; ++t)
       for (int64_t c = 0; c < C; ++c) {

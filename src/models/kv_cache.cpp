@@ -77,8 +77,13 @@ int64_t KvCacheSpec::BytesPerTokenPerLayer(KvDtype dtype) const {
   return 0;
 }
 
-KvStorage::KvStorage(const KvCacheSpec& spec, int64_t num_pages, int64_t page_size, KvDtype dtype)
-    : spec_(spec), num_pages_(num_pages), page_size_(page_size), dtype_(dtype) {
+KvStorage::KvStorage(const KvCacheSpec& spec, int64_t num_pages, int64_t page_size, KvDtype dtype,
+                     Allocator& alloc)
+    : spec_(spec),
+      num_pages_(num_pages),
+      page_size_(page_size),
+      dtype_(dtype),
+      device_(alloc.device()) {
   LUCID_CHECK(num_pages > 0 && page_size > 0, "KvStorage needs pages");
   mla_fmt_ = MlaFormat(spec, dtype);
   idx_fmt_ = IndexerFormat(spec, dtype);
@@ -87,9 +92,16 @@ KvStorage::KvStorage(const KvCacheSpec& spec, int64_t num_pages, int64_t page_si
               "KvStorage row sizes disagree with KvCacheSpec::BytesPerTokenPerLayer");
   mla_.resize(spec.num_layers);
   indexer_.resize(spec.num_layers);
+  auto make = [&](const PagedRows& fmt) {
+    const size_t bytes = static_cast<size_t>(num_pages * page_size * fmt.row_bytes);
+    StatusOr<std::shared_ptr<void>> mem = alloc.Allocate(bytes);
+    LUCID_CHECK(mem.ok(), "KV pool: " + mem.status().ToString());
+    alloc.Zero(mem->get(), bytes);
+    return std::move(*mem);
+  };
   for (int64_t l = 0; l < spec.num_layers; ++l) {
-    mla_[l].assign(num_pages * page_size * mla_fmt_.row_bytes, 0);
-    if (spec.indexer_dim > 0) indexer_[l].assign(num_pages * page_size * idx_fmt_.row_bytes, 0);
+    mla_[l] = make(mla_fmt_);
+    if (spec.indexer_dim > 0) indexer_[l] = make(idx_fmt_);
   }
 }
 
@@ -99,39 +111,52 @@ uint64_t KvStorage::bytes() const {
 
 void KvStorage::WriteMla(int64_t layer, std::span<const int32_t> page_table, int64_t pos,
                          const float* ckv, const float* kpe) {
+  LUCID_CHECK(device_ == Device::kCpu, "KvStorage::WriteMla: host write into device KV");
   const int64_t page = page_table[pos / page_size_];
   std::vector<float> row(spec_.mla_row());
   std::copy_n(ckv, spec_.latent_dim, row.data());
   std::copy_n(kpe, spec_.rope_dim, row.data() + spec_.latent_dim);
   EncodeKvRow(mla_fmt_, row.data(),
-              mla_[layer].data() + (page * page_size_ + pos % page_size_) * mla_fmt_.row_bytes);
+              static_cast<uint8_t*>(mla_[layer].get()) +
+                  (page * page_size_ + pos % page_size_) * mla_fmt_.row_bytes);
 }
 
 void KvStorage::WriteIndexerKey(int64_t layer, std::span<const int32_t> page_table, int64_t pos,
                                 const float* key) {
+  LUCID_CHECK(device_ == Device::kCpu, "KvStorage::WriteIndexerKey: host write into device KV");
   const int64_t page = page_table[pos / page_size_];
   EncodeKvRow(idx_fmt_, key,
-              indexer_[layer].data() + (page * page_size_ + pos % page_size_) * idx_fmt_.row_bytes);
+              static_cast<uint8_t*>(indexer_[layer].get()) +
+                  (page * page_size_ + pos % page_size_) * idx_fmt_.row_bytes);
 }
 
 namespace {
 
-PagedRows View(const PagedRows& fmt, const std::vector<uint8_t>& buf,
+PagedRows View(const PagedRows& fmt, const std::shared_ptr<void>& buf,
                std::span<const int32_t> page_table, int64_t page_size) {
   PagedRows r = fmt;
   r.page_table = page_table;
   r.page_size = page_size;
   r.page_bytes = page_size * fmt.row_bytes;
   if (fmt.kind == KvRowKind::kF32) {
-    r.base = reinterpret_cast<const float*>(buf.data());
+    r.base = static_cast<const float*>(buf.get());
     r.page_stride = page_size * fmt.row_floats;
   } else {
-    r.bytes = buf.data();
+    r.bytes = static_cast<const uint8_t*>(buf.get());
   }
   return r;
 }
 
 }  // namespace
+
+KvRowsOut KvStorage::MlaOut(int64_t layer) {
+  return {mla_fmt_, static_cast<uint8_t*>(mla_[layer].get()), num_pages_ * page_size_};
+}
+
+KvRowsOut KvStorage::IndexerOut(int64_t layer) {
+  LUCID_CHECK(indexer_[layer] != nullptr, "KvStorage::IndexerOut: the cache has no indexer keys");
+  return {idx_fmt_, static_cast<uint8_t*>(indexer_[layer].get()), num_pages_ * page_size_};
+}
 
 PagedRows KvStorage::MlaRows(int64_t layer, std::span<const int32_t> page_table) const {
   return View(mla_fmt_, mla_[layer], page_table, page_size_);

@@ -15,14 +15,18 @@
 // A sequence owns an ordered page table; token position u lives in page_table[u / page_size] at
 // slot u % page_size. KvStorage holds the bytes only: which pages a sequence gets is the runtime's
 // KvBlockManager's decision, and a sequence's length is the engine's (StepInput carries both).
+// Its bytes come from an Allocator: the backend's (Backend::allocator(), Model::kv_allocator()),
+// so a device backend's KV pool lives in device memory; zeroed once when allocated.
 // Thread-safety: none; owned by the engine thread.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/status.h"
 #include "ops/ops.h"
 
@@ -61,7 +65,11 @@ struct SequenceKv {
 // The paged KV bytes of every layer; pages are addressed by id through a page table.
 class KvStorage {
  public:
-  KvStorage(const KvCacheSpec& spec, int64_t num_pages, int64_t page_size, KvDtype dtype);
+  // Aborts when `alloc` has no memory for the pool (the planner sized it).
+  KvStorage(const KvCacheSpec& spec, int64_t num_pages, int64_t page_size, KvDtype dtype,
+            Allocator& alloc = HostAllocator());
+
+  Device device() const { return device_; }
 
   KvDtype dtype() const { return dtype_; }
   const KvCacheSpec& spec() const { return spec_; }
@@ -71,11 +79,19 @@ class KvStorage {
 
   // Stores slot `pos` of the sequence whose pages are `page_table`: its normalized latent
   // ckv[latent_dim] and roped k_pe[rope_dim] (converted to the storage's KV dtype), or its
-  // indexer key [indexer_dim]. page_table must cover pos.
+  // indexer key [indexer_dim]. page_table must cover pos. Host storage only (device() kCpu).
   void WriteMla(int64_t layer, std::span<const int32_t> page_table, int64_t pos, const float* ckv,
                 const float* kpe);
   void WriteIndexerKey(int64_t layer, std::span<const int32_t> page_table, int64_t pos,
                        const float* key);
+  // The pool row (page * page_size + slot) of slot `pos` of the sequence whose pages are
+  // `page_table`, which must cover pos: where Ops::WriteKvRows stores that token's row.
+  int64_t PoolRow(std::span<const int32_t> page_table, int64_t pos) const {
+    return page_table[pos / page_size_] * page_size_ + pos % page_size_;
+  }
+  // Layer `layer`'s MLA rows / indexer keys as Ops::WriteKvRows' destination.
+  KvRowsOut MlaOut(int64_t layer);
+  KvRowsOut IndexerOut(int64_t layer);
   // Views of a sequence's rows (the view borrows page_table).
   PagedRows MlaRows(int64_t layer, std::span<const int32_t> page_table) const;
   PagedRows IndexerRows(int64_t layer, std::span<const int32_t> page_table) const;
@@ -84,8 +100,9 @@ class KvStorage {
   KvCacheSpec spec_;
   int64_t num_pages_, page_size_;
   KvDtype dtype_;
+  Device device_;
   PagedRows mla_fmt_, idx_fmt_;  // row formats (no storage pointers)
-  std::vector<std::vector<uint8_t>> mla_, indexer_;
+  std::vector<std::shared_ptr<void>> mla_, indexer_;  // per layer; indexer_ null without one
 };
 
 }  // namespace lucid

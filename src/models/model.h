@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "formats/model_config.h"
@@ -38,6 +39,9 @@ class Model {
   virtual const KvCacheSpec& kv_spec() const = 0;
   // Bytes of weights held (packed size as stored).
   virtual uint64_t weight_bytes() const = 0;
+  // The memory the KvStorage that Forward is given must live in: the allocator of the model's
+  // backend (backends/backend.h). Host memory unless the model runs on a device.
+  virtual Allocator& kv_allocator() const { return HostAllocator(); }
 
   // Runs one step. Every sequence's page table must cover its slots [0, kv_length + rows). On
   // success out->logits is [in.logits_rows.size(), vocab] f32 and out->hidden

@@ -91,15 +91,15 @@ TEST(QuantMetadataTest, MissingScale) {
 
 TEST(QuantMetadataTest, WrongScaleShapeOrDtype) {
   Scratch s("nvfp4");
-  s.Replace(kExpert + ".weight_scale", Tensor::Empty(DType::kF8E4M3, {32, 3}));
+  s.Replace(kExpert + ".weight_scale", Tensor::Zeros(DType::kF8E4M3, {32, 3}));
   ExpectError(
       s.Load(), StatusCode::kInvalidArgument,
       {"experts.2.up_proj.weight_scale", "expects f8_e4m3 [32, 4]", "found f8_e4m3 [32, 3]"});
   Scratch t("nvfp4");
-  t.Replace(kExpert + ".weight_scale_2", Tensor::Empty(DType::kF32, {2}));
+  t.Replace(kExpert + ".weight_scale_2", Tensor::Zeros(DType::kF32, {2}));
   ExpectError(t.Load(), StatusCode::kInvalidArgument, {"weight_scale_2", "f32 scalar"});
   Scratch f("fp8");
-  f.Replace(kExpert + ".weight_scale_inv", Tensor::Empty(DType::kBF16, {1, 1}));
+  f.Replace(kExpert + ".weight_scale_inv", Tensor::Zeros(DType::kBF16, {1, 1}));
   ExpectError(f.Load(), StatusCode::kInvalidArgument, {"weight_scale_inv", "found bf16"});
 }
 
@@ -135,7 +135,7 @@ TEST(QuantMetadataTest, HighPrecisionTensorWhereTheMetadataExpectsNvfp4) {
   Scratch s("nvfp4");
   s.Drop(kExpert + ".weight_scale");
   s.Drop(kExpert + ".weight_scale_2");
-  s.Replace(kExpert + ".weight", Tensor::Empty(DType::kBF16, {32, 64}));
+  s.Replace(kExpert + ".weight", Tensor::Zeros(DType::kBF16, {32, 64}));
   ExpectError(s.Load(), StatusCode::kInvalidArgument,
               {kExpert.c_str(), "u8 [32, 32]", "found bf16 [32, 64]"});
 }

@@ -1,5 +1,6 @@
 #include "models/registry.h"
 
+#include "backends/cpu/cpu_backend.h"
 #include "models/deepseek_v3_family.h"
 
 namespace lucid {
@@ -41,22 +42,52 @@ KvCacheSpec KvSpecFor(const ModelConfig& config) {
   return s;
 }
 
-StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& model_dir, const Ops& ops,
-                                           const ModelLoadOptions& options) {
+namespace {
+
+StatusOr<std::unique_ptr<Model>> Load(const Checkpoint& ckpt, std::shared_ptr<Backend> backend,
+                                      const ModelLoadOptions& options) {
+  LUCID_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(ckpt.dir()));
+  LUCID_ASSIGN_OR_RETURN(const ArchitectureInfo* arch, FindArchitecture(config));
+  auto model = arch->create(config, ckpt, std::move(backend), options);
+  if (!model.ok()) return model.status().WithContext(ckpt.dir());
+  return model;
+}
+
+StatusOr<std::unique_ptr<Model>> Load(const std::string& model_dir,
+                                      std::shared_ptr<Backend> backend,
+                                      const ModelLoadOptions& options) {
   // The config first: an unsupported architecture is named before any shard is opened.
   LUCID_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
   LUCID_RETURN_IF_ERROR(FindArchitecture(config).status());
   LUCID_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(model_dir));
-  return LoadModel(ckpt, ops, options);
+  return Load(ckpt, std::move(backend), options);
+}
+
+// The caller keeps `b` alive: a shared_ptr that does not own it.
+std::shared_ptr<Backend> Borrowed(Backend& b) {
+  return std::shared_ptr<Backend>(&b, [](Backend*) {});
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& model_dir, Backend& backend,
+                                           const ModelLoadOptions& options) {
+  return Load(model_dir, Borrowed(backend), options);
+}
+
+StatusOr<std::unique_ptr<Model>> LoadModel(const Checkpoint& ckpt, Backend& backend,
+                                           const ModelLoadOptions& options) {
+  return Load(ckpt, Borrowed(backend), options);
+}
+
+StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& model_dir, const Ops& ops,
+                                           const ModelLoadOptions& options) {
+  return Load(model_dir, std::make_shared<CpuBackend>(ops), options);
 }
 
 StatusOr<std::unique_ptr<Model>> LoadModel(const Checkpoint& ckpt, const Ops& ops,
                                            const ModelLoadOptions& options) {
-  LUCID_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(ckpt.dir()));
-  LUCID_ASSIGN_OR_RETURN(const ArchitectureInfo* arch, FindArchitecture(config));
-  auto model = arch->create(config, ckpt, ops, options);
-  if (!model.ok()) return model.status().WithContext(ckpt.dir());
-  return model;
+  return Load(ckpt, std::make_shared<CpuBackend>(ops), options);
 }
 
 }  // namespace lucid

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "core/status.h"
 #include "formats/model_config.h"
 #include "formats/safetensors.h"
@@ -22,8 +23,10 @@ struct ArchitectureInfo {
   bool sparse_attention;     // has the DSA indexer
   // Which tensor-parallel layouts the family supports (1 = single device only so far).
   int max_tensor_parallel;
+  // `backend` is shared with the model (which may own it: see LoadModel with Ops).
   StatusOr<std::unique_ptr<Model>> (*create)(const ModelConfig& config, const Checkpoint& ckpt,
-                                             const Ops& ops, const ModelLoadOptions& options);
+                                             std::shared_ptr<Backend> backend,
+                                             const ModelLoadOptions& options);
 };
 
 const std::vector<ArchitectureInfo>& SupportedArchitectures();
@@ -33,12 +36,20 @@ StatusOr<const ArchitectureInfo*> FindArchitecture(const ModelConfig& config);
 // The KV cache a config needs (no weights read).
 KvCacheSpec KvSpecFor(const ModelConfig& config);
 
-// Reads config.json and the checkpoint in `model_dir` and builds the model.
+// Reads config.json and the checkpoint in `model_dir` and builds the model on `backend` (which
+// must outlive the model): its weights are uploaded once (CPU: views of the mapping), its
+// activations come from backend.workspace(), its KV from backend.allocator() (kv_allocator()).
+StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& model_dir, Backend& backend,
+                                           const ModelLoadOptions& options = {});
+// The same from an open checkpoint (config.json from ckpt.dir()): on the CPU the model's weights
+// are views of ckpt's mappings, so a Checkpoint::Prefetch on ckpt (before or after) maps the very
+// pages the model reads.
+StatusOr<std::unique_ptr<Model>> LoadModel(const Checkpoint& ckpt, Backend& backend,
+                                           const ModelLoadOptions& options = {});
+// Both on a CpuBackend that borrows `ops` (owned by the model; `ops` must outlive it): for tests
+// and tools that build their own host Ops.
 StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& model_dir, const Ops& ops,
                                            const ModelLoadOptions& options = {});
-// The same from an open checkpoint (config.json from ckpt.dir()): the model's weights are views
-// of ckpt's mappings, so a Checkpoint::Prefetch on ckpt (before or after) maps the very pages the
-// model reads.
 StatusOr<std::unique_ptr<Model>> LoadModel(const Checkpoint& ckpt, const Ops& ops,
                                            const ModelLoadOptions& options = {});
 

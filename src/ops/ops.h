@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <vector>
 
@@ -80,6 +81,16 @@ int64_t KvRowBytes(const PagedRows& fmt);
 // saturating; the tail is rounded to bf16 (RNE). kBF16 rounds RNE.
 void EncodeKvRow(const PagedRows& fmt, const float* in, uint8_t* out);
 
+// Where WriteKvRows stores rows: one layer's pool of `rows` rows in fmt's row format (kind,
+// row_floats, fp8_values, fp8_block, row_bytes; its page fields are unused). Pool row r (page
+// * page_size + slot, KvStorage::PoolRow) starts at bytes + r * fmt.row_bytes, in memory of the
+// ops' device.
+struct KvRowsOut {
+  PagedRows fmt;
+  uint8_t* bytes = nullptr;
+  int64_t rows = 0;
+};
+
 // One MLA attention problem for one sequence: T query rows attending over cached tokens.
 // The key of token u is [ckv_u | kpe_u] (first `latent_dim` floats of its row, then `rope_dim`),
 // the value is ckv_u; queries come already absorbed: q_latent = q_nope · W_uk, so
@@ -131,6 +142,10 @@ class Ops {
  public:
   virtual ~Ops() = default;
   virtual const char* name() const = 0;
+  // The device whose memory these ops read and write: every Tensor argument (and weight) must be
+  // on it (Tensor::device()); an implementation aborts with one line naming the op, the argument's
+  // device and its own otherwise (CheckDevices). The CPU sets run on kCpu.
+  virtual Device device() const { return Device::kCpu; }
 
   // y[T, w.rows] = x[T, w.cols] · W^T.
   virtual void Linear(const Tensor& x, const Weight& w, Tensor& y) const = 0;
@@ -167,14 +182,15 @@ class Ops {
   virtual void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const = 0;
   // DeepSeek-V3 routing for T rows of router logits [T, E]: sigmoid, + bias for selection,
   // group-limited (top-2 sum per group, keep topk_group groups), top-k, weights = sigmoid scores
-  // of the chosen (renormalized if norm_topk_prob) times scaling. Writes idx/weights [T, k].
-  virtual void MoeRoute(const Tensor& logits, const float* bias, int64_t n_group,
+  // of the chosen (renormalized if norm_topk_prob) times scaling. bias: f32 [E] (a tensor
+  // without data: no bias). Writes idx (i32 [T, k]) and weights (f32 [T, k]).
+  virtual void MoeRoute(const Tensor& logits, const Tensor& bias, int64_t n_group,
                         int64_t topk_group, int64_t k, bool norm_topk_prob, float scaling,
-                        int32_t* idx, float* weights) const = 0;
-  // out[T, D] += sum over each row's k routed experts of weight * expert(x row).
+                        Tensor& idx, Tensor& weights) const = 0;
+  // out[T, D] += sum over each row's k routed experts of weight * expert(x row), with idx
+  // (i32 [T, k]) and weights (f32 [T, k]) as MoeRoute writes them.
   virtual void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts,
-                          const int32_t* idx, const float* weights, int64_t k,
-                          Tensor& out) const = 0;
+                          const Tensor& idx, const Tensor& weights, Tensor& out) const = 0;
 
   // MLA weight absorption, all heads in one call. kv_b is kv_b_proj [heads * (nope_dim + v_dim),
   // latent] (any format); head h's W_uk is its rows [h * (nope_dim + v_dim), + nope_dim) and W_uv
@@ -202,10 +218,34 @@ class Ops {
   // out[i, :] = x[rows[i], :] (x and out 2-D, same width; rows in [0, x.size(0))).
   virtual void GatherRows(const Tensor& x, std::span<const int64_t> rows, Tensor& out) const = 0;
 
+  // The model's KV writes and the outputs it reads back, as ops.
+  // For each t < T: row t of the column concatenation of `parts` (each [T, w_i] f32, the widths
+  // summing to out.fmt.row_floats) encoded as EncodeKvRow(out.fmt) does, stored at pool row
+  // pool_rows[t] (distinct, in [0, out.rows)). Writes nothing else.
+  virtual void WriteKvRows(std::span<const Tensor* const> parts, const KvRowsOut& out,
+                           std::span<const int64_t> pool_rows) const = 0;
+  // Row-wise top-k over scores [T, S] f32 into out [T, >= k] i32: for row t with n = lengths[t]
+  // (<= S) candidates, n > k: out[t, 0..k) = offset + TopK(scores[t, 0..n), k) (the order and
+  // ties of TopK); n <= k: out[t, 0..n) = offset + 0..n-1 (every candidate, ascending). Entries
+  // past min(n, k) are left as they are. `offset` shifts every index written (a batch's combined
+  // page table, see MlaAttentionArgs).
+  virtual void TopKRows(const Tensor& scores, std::span<const int64_t> lengths, int64_t k,
+                        int32_t offset, Tensor& out) const = 0;
+  // flags[t] (i32 [T]) = 1 when row t of x ([T, ...] f32) holds a NaN or an infinity, else 0:
+  // the numerics check's scan (the host reads T flags, not the activations).
+  virtual void NonFiniteRows(const Tensor& x, Tensor& flags) const = 0;
+
   // Errors of the ops issued since the last call: an asynchronous backend (a GPU stream) waits for
   // them here and reports a failure as a Status instead of aborting; the model returns it from
   // Forward and the engine fails the step's requests with it. Synchronous backends: always OK.
   virtual Status Synchronize() const { return OkStatus(); }
 };
+
+// Aborts naming `op`, the device of the first tensor in `ts` that is not on ops.device() and the
+// ops' own, e.g. "Accumulate: an argument on cuda, but cpu-reference runs on cpu". Tensors
+// without data (an absent weight scale) are skipped.
+void CheckDevices(const Ops& ops, const char* op, std::initializer_list<const Tensor*> ts);
+// Aborts unless idx is i32 [T, k] and weights f32 [T, k] (MoeRoute's outputs, MoeExperts' inputs).
+void CheckRouting(const char* op, const Tensor& idx, const Tensor& weights, int64_t T, int64_t k);
 
 }  // namespace lucid

@@ -72,7 +72,8 @@ EngineCore::EngineCore(std::unique_ptr<Model> model,
     : model_(std::move(model)),
       tokenizer_(std::move(tokenizer)),
       options_(options),
-      kv_(model_->kv_spec(), options.num_pages, options.page_size, options.kv_dtype),
+      kv_(model_->kv_spec(), options.num_pages, options.page_size, options.kv_dtype,
+          model_->kv_allocator()),
       blocks_(options.num_pages, options.page_size, options.enable_prefix_cache),
       scheduler_({options.max_running_requests, options.chunked_prefill_size}, blocks_),
       seed_source_(std::random_device{}()) {
@@ -162,7 +163,7 @@ void EngineCore::Add(uint64_t id, GenerationRequest request, Engine::Sink sink) 
   }
   if (request.sampling.constraint) r->matcher = request.sampling.constraint->NewMatcher();
   if (request.prompt_logits)
-    r->prompt_logits = Tensor::Empty(DType::kF32, {r->prompt_tokens, model_->config().vocab_size});
+    r->prompt_logits = Tensor::Zeros(DType::kF32, {r->prompt_tokens, model_->config().vocab_size});
   if (tokenizer_ != nullptr) {
     const size_t n = request.prompt.size(), k = std::min(n, kDetokContext);
     r->detok = std::make_unique<tok::IncrementalDetokenizer>(

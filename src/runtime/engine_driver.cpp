@@ -88,6 +88,7 @@ class BorrowedModel final : public Model {
   explicit BorrowedModel(Model& m) : m_(m) {}
   const ModelConfig& config() const override { return m_.config(); }
   const KvCacheSpec& kv_spec() const override { return m_.kv_spec(); }
+  Allocator& kv_allocator() const override { return m_.kv_allocator(); }
   uint64_t weight_bytes() const override { return m_.weight_bytes(); }
   Status Forward(const StepInput& in, KvStorage& kv, StepOutput* out) override {
     return m_.Forward(in, kv, out);

@@ -78,17 +78,26 @@ class PoisonAt final : public Ops {
   void GatherRows(const Tensor& x, std::span<const int64_t> r, Tensor& out) const override {
     in_.GatherRows(x, r, out);
   }
+  void WriteKvRows(std::span<const Tensor* const> p, const KvRowsOut& o,
+                   std::span<const int64_t> r) const override {
+    in_.WriteKvRows(p, o, r);
+  }
+  void TopKRows(const Tensor& s, std::span<const int64_t> n, int64_t k, int32_t off,
+                Tensor& out) const override {
+    in_.TopKRows(s, n, k, off, out);
+  }
+  void NonFiniteRows(const Tensor& x, Tensor& f) const override { in_.NonFiniteRows(x, f); }
   void IndexerScores(const IndexerArgs& a) const override { in_.IndexerScores(a); }
   void TopK(const float* s, int64_t n, int64_t k, int32_t* out) const override {
     in_.TopK(s, n, k, out);
   }
-  void MoeRoute(const Tensor& l, const float* b, int64_t ng, int64_t tg, int64_t k, bool norm,
-                float scale, int32_t* idx, float* w) const override {
+  void MoeRoute(const Tensor& l, const Tensor& b, int64_t ng, int64_t tg, int64_t k, bool norm,
+                float scale, Tensor& idx, Tensor& w) const override {
     in_.MoeRoute(l, b, ng, tg, k, norm, scale, idx, w);
   }
-  void MoeExperts(const Tensor& x, std::span<const ExpertWeights> e, const int32_t* idx,
-                  const float* w, int64_t k, Tensor& out) const override {
-    in_.MoeExperts(x, e, idx, w, k, out);
+  void MoeExperts(const Tensor& x, std::span<const ExpertWeights> e, const Tensor& idx,
+                  const Tensor& w, Tensor& out) const override {
+    in_.MoeExperts(x, e, idx, w, out);
   }
   void MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride, int64_t nope_dim,
                       int64_t v_dim, const Weight& kv_b, Tensor& q_latent) const override {

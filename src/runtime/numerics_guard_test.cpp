@@ -28,9 +28,9 @@ class PoisonOps final : public Ops {
     moe_calls_ = 0;
     cpu_.Embedding(t, ids, out);
   }
-  void MoeExperts(const Tensor& x, std::span<const ExpertWeights> e, const int32_t* idx,
-                  const float* w, int64_t k, Tensor& out) const override {
-    cpu_.MoeExperts(x, e, idx, w, k, out);
+  void MoeExperts(const Tensor& x, std::span<const ExpertWeights> e, const Tensor& idx,
+                  const Tensor& w, Tensor& out) const override {
+    cpu_.MoeExperts(x, e, idx, w, out);
     if (moe_calls_++ != 0) return;
     for (int64_t r : rows_)
       out.data<float>()[r * out.size(1)] = std::numeric_limits<float>::quiet_NaN();
@@ -45,6 +45,15 @@ class PoisonOps final : public Ops {
   void GatherRows(const Tensor& x, std::span<const int64_t> r, Tensor& out) const override {
     cpu_.GatherRows(x, r, out);
   }
+  void WriteKvRows(std::span<const Tensor* const> p, const KvRowsOut& o,
+                   std::span<const int64_t> r) const override {
+    cpu_.WriteKvRows(p, o, r);
+  }
+  void TopKRows(const Tensor& s, std::span<const int64_t> n, int64_t k, int32_t off,
+                Tensor& out) const override {
+    cpu_.TopKRows(s, n, k, off, out);
+  }
+  void NonFiniteRows(const Tensor& x, Tensor& f) const override { cpu_.NonFiniteRows(x, f); }
   void LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const override {
     cpu_.LinearTransposed(x, w, y);
   }
@@ -67,8 +76,8 @@ class PoisonOps final : public Ops {
   void TopK(const float* s, int64_t n, int64_t k, int32_t* out) const override {
     cpu_.TopK(s, n, k, out);
   }
-  void MoeRoute(const Tensor& l, const float* b, int64_t ng, int64_t tg, int64_t k, bool norm,
-                float scale, int32_t* idx, float* w) const override {
+  void MoeRoute(const Tensor& l, const Tensor& b, int64_t ng, int64_t tg, int64_t k, bool norm,
+                float scale, Tensor& idx, Tensor& w) const override {
     cpu_.MoeRoute(l, b, ng, tg, k, norm, scale, idx, w);
   }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/quant_test_util.h"
 
 namespace lucid {
 namespace {
@@ -130,7 +131,9 @@ TEST(CpuAttentionTest, MoeRouteMatchesBruteForceGroupLimitedSelection) {
   std::vector<int32_t> idx(T * K);
   std::vector<float> wts(T * K);
   Tensor lt = Tensor::Borrow(DType::kF32, {T, E}, logits.data());
-  kOps.MoeRoute(lt, bias.data(), G, TG, K, true, 2.5f, idx.data(), wts.data());
+  Tensor bt = Tensor::Borrow(DType::kF32, {E}, bias.data());
+  Tensor it = testing_util::IdxRows(idx, K), wt = testing_util::WtRows(wts, K);
+  kOps.MoeRoute(lt, bt, G, TG, K, true, 2.5f, it, wt);
   for (int64_t t = 0; t < T; ++t) {
     std::vector<double> s(E), c(E);
     for (int64_t e = 0; e < E; ++e)
@@ -174,8 +177,8 @@ TEST(CpuAttentionTest, MoeExpertsEqualsPerTokenSum) {
   std::vector<int32_t> idx = {0, 3, 3, 1, 2, 0, 1, 2, 3, 0};
   std::vector<float> wts = {0.5f, 1.5f, 1.0f, 2.0f, 0.25f, 0.75f, 1.0f, 1.0f, 3.0f, 0.1f};
   Tensor xt = Tensor::Borrow(DType::kF32, {T, D}, x.data());
-  Tensor out = Tensor::Empty(DType::kF32, {T, D});
-  kOps.MoeExperts(xt, experts, idx.data(), wts.data(), K, out);
+  Tensor out = Tensor::Zeros(DType::kF32, {T, D});
+  kOps.MoeExperts(xt, experts, testing_util::IdxRows(idx, K), testing_util::WtRows(wts, K), out);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t o = 0; o < D; ++o) {
       double want = 0;

@@ -115,7 +115,7 @@ TEST(DenseAttentionTest, DenseEqualsTheSameTokensListed) {
   for (CpuIsa isa : Isas()) fast.emplace_back(isa);
   for (const CpuFastOps& f : fast) all.push_back(&f);
   for (const Ops* ops : all) {
-    Tensor dense = Tensor::Empty(DType::kF32, {p.T, p.H, p.R}), listed = dense.Clone();
+    Tensor dense = Tensor::Zeros(DType::kF32, {p.T, p.H, p.R}), listed = dense.Clone();
     MlaAttentionArgs a = p.Args(kv, dense.data<float>());
     ops->MlaAttention(a);
     a.selected = sel.data();
@@ -139,7 +139,7 @@ TEST(DenseAttentionTest, A64kContextAllocatesNoMoreThanAShortOne) {
   const int threads = NumThreads();
   SetNumThreads(std::min(threads, 16));
   const CpuOps ref;
-  Tensor want = Tensor::Empty(DType::kF32, {T, p.H, R});
+  Tensor want = Tensor::Zeros(DType::kF32, {T, p.H, R});
   ref.MlaAttention(p.Args(kv, want.data<float>()));
   // The short context's call first, so that what a call keeps between calls is already there.
   Problem shortp = MakeProblem(T, 4, R, P, 6);

@@ -76,7 +76,7 @@ TEST_P(FastBf16ActTest, LinearMatchesReferenceOnRoundedActivations) {
                    " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K));
       const Weight w = AnyWeight(kind, c.N, c.K, 7 + c.K);
       const Tensor x = Random({c.T, c.K}, 3 + c.T);
-      Tensor y = Tensor::Empty(DType::kF32, {c.T, c.N}), r = y.Clone(), r32 = y.Clone();
+      Tensor y = Tensor::Zeros(DType::kF32, {c.T, c.N}), r = y.Clone(), r32 = y.Clone();
       ops_.Linear(x, w, y);
       kRef.Linear(RoundedToBf16(x), w, r);
       EXPECT_LE(RelErr(y, r), 2e-5);
@@ -96,7 +96,7 @@ TEST_P(FastBf16ActTest, RowViewsMatchReferenceOnRoundedActivations) {
       const int64_t N = 200, K = 270, skip = 5;
       const Weight w = AnyWeight(kind, skip + N + 3, K, 11).RowRange(skip, N);
       const Tensor x = Random({T, K}, 12);
-      Tensor y = Tensor::Empty(DType::kF32, {T, N}), r = y.Clone();
+      Tensor y = Tensor::Zeros(DType::kF32, {T, N}), r = y.Clone();
       ops_.Linear(x, w, y);
       kRef.Linear(RoundedToBf16(x), w, r);
       EXPECT_LE(RelErr(y, r), 2e-5);
@@ -117,16 +117,16 @@ TEST_P(FastBf16ActTest, MoeExpertsRoundBothMatmulInputs) {
       std::vector<float> wt;
       testing_util::Top2Routing(T, E, &idx, &wt);  // k == 2
       Tensor out = Random({T, D}, 18), ref = out.Clone();
-      ops_.MoeExperts(x, ex, idx.data(), wt.data(), k, out);
+      ops_.MoeExperts(x, ex, testing_util::IdxRows(idx, k), testing_util::WtRows(wt, k), out);
       // The reference, one token and expert at a time from the reference's Linear and SwiGlu.
       const Tensor xr = RoundedToBf16(x);
       for (int64_t t = 0; t < T; ++t) {
-        Tensor xt = Tensor::Empty(DType::kF32, {1, D});
+        Tensor xt = Tensor::Zeros(DType::kF32, {1, D});
         for (int64_t d = 0; d < D; ++d) xt.data<float>()[d] = xr.data<float>()[t * D + d];
         for (int64_t j = 0; j < k; ++j) {
           const ExpertWeights& e = ex[idx[t * k + j]];
-          Tensor g = Tensor::Empty(DType::kF32, {1, I}), u = g.Clone(), h = g.Clone();
-          Tensor o = Tensor::Empty(DType::kF32, {1, D});
+          Tensor g = Tensor::Zeros(DType::kF32, {1, I}), u = g.Clone(), h = g.Clone();
+          Tensor o = Tensor::Zeros(DType::kF32, {1, D});
           kRef.Linear(xt, e.gate, g);
           kRef.Linear(xt, e.up, u);
           kRef.SwiGlu(g, u, h);
@@ -147,7 +147,7 @@ TEST_P(FastBf16ActTest, MlaProjectOutputMatchesReferenceOnRoundedLatent) {
       SCOPED_TRACE(std::string(KindName(kind)) + " T=" + std::to_string(T));
       const Weight kv_b = AnyWeight(kind, heads * (nope + v), R, 40 + kind);
       const Tensor lat = Random({T, heads * R}, 41);
-      Tensor o = Tensor::Empty(DType::kF32, {T, heads * v}), o_ref = o.Clone();
+      Tensor o = Tensor::Zeros(DType::kF32, {T, heads * v}), o_ref = o.Clone();
       ops_.MlaProjectOutput(lat, heads, nope, v, kv_b, o);
       kRef.MlaProjectOutput(RoundedToBf16(lat), heads, nope, v, kv_b, o_ref);
       EXPECT_LE(RelErr(o, o_ref), 2e-5);

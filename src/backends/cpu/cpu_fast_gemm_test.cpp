@@ -76,7 +76,7 @@ TEST_P(FastGemmTest, LinearMatchesReference) {
                    " skip=" + std::to_string(c.skip));
       Weight w = MakeWeight(f, c.N, c.K, 7 + static_cast<uint32_t>(c.K + f), c.skip);
       Tensor x = Random({c.T, c.K}, 3 + static_cast<uint32_t>(c.T));
-      Tensor y = Tensor::Empty(DType::kF32, {c.T, c.N}), r = y.Clone();
+      Tensor y = Tensor::Zeros(DType::kF32, {c.T, c.N}), r = y.Clone();
       ops_.Linear(x, w, y);
       kRef.Linear(x, w, r);
       EXPECT_LE(RelErr(y, r), kTol);
@@ -101,7 +101,7 @@ TEST_P(FastGemmTest, GemmRowsWritesExactlyItsTile) {
     const bool avx512 = ops_.isa() == CpuIsa::kAvx512 || ops_.isa() == CpuIsa::kAvx512Bf16;
     EXPECT_EQ(took, avx512);
     EXPECT_EQ(took, fast::GemmMinTokens(kt, w.format, FastActivations::kF32) > 0);
-    Tensor r = Tensor::Empty(DType::kF32, {T, N});
+    Tensor r = Tensor::Zeros(DType::kF32, {T, N});
     kRef.Linear(x, w, r);
     double e = 0, m = 1e-30;
     for (int64_t t = 0; t < T; ++t)
@@ -130,7 +130,7 @@ TEST_P(FastGemmTest, GemmRowsDecodesWeightsExactly) {
     Weight w = MakeWeight(f, N, K, 31 + static_cast<uint32_t>(f), 100);
     if (f == 2)  // big scales on every other block
       for (int64_t i = 0; i < w.scale.numel(); i += 2) w.scale.data<float>()[i] *= 3e6f;
-    Tensor x = Tensor::Empty(DType::kF32, {K, K});
+    Tensor x = Tensor::Zeros(DType::kF32, {K, K});
     std::fill_n(x.data<float>(), K * K, 0.0f);
     for (int64_t t = 0; t < K; ++t) x.data<float>()[t * K + t] = 1.0f;
     fast::PackedX px;
@@ -174,8 +174,8 @@ TEST_P(FastGemmTest, MoeExpertsMatchReference) {
       wt[t * k + 1] = 0.4f;
     }
     Tensor out = Random({T, D}, 18), ref = out.Clone();
-    ops_.MoeExperts(x, ex, idx.data(), wt.data(), k, out);
-    kRef.MoeExperts(x, ex, idx.data(), wt.data(), k, ref);
+    ops_.MoeExperts(x, ex, testing_util::IdxRows(idx, k), testing_util::WtRows(wt, k), out);
+    kRef.MoeExperts(x, ex, testing_util::IdxRows(idx, k), testing_util::WtRows(wt, k), ref);
     EXPECT_LE(RelErr(out, ref), kTol);
   }
 }

@@ -43,8 +43,8 @@ TEST_P(LinearManyTest, EqualsLinearBitForBit) {
       std::vector<Tensor> got, want;
       std::vector<Tensor*> gp;
       for (const Weight& w : ws) {
-        got.push_back(Tensor::Empty(DType::kF32, {T, w.rows}));
-        want.push_back(Tensor::Empty(DType::kF32, {T, w.rows}));
+        got.push_back(Tensor::Zeros(DType::kF32, {T, w.rows}));
+        want.push_back(Tensor::Zeros(DType::kF32, {T, w.rows}));
       }
       for (Tensor& t : got) gp.push_back(&t);
       ops_.LinearMany(x, wp, gp);
@@ -62,7 +62,7 @@ TEST_P(LinearManyTest, EqualsLinearBitForBit) {
 TEST_P(LinearManyTest, OneWeightAndNoneAreFine) {
   const std::vector<Weight> ws = MixedWeights(300);
   const Tensor x = Random({1, 300}, 2);
-  Tensor got = Tensor::Empty(DType::kF32, {1, ws[0].rows}), want = got.Clone();
+  Tensor got = Tensor::Zeros(DType::kF32, {1, ws[0].rows}), want = got.Clone();
   const Weight* one[] = {&ws[0]};
   Tensor* out[] = {&got};
   ops_.LinearMany(x, one, out);

@@ -79,6 +79,7 @@ bool FusedAbsorb(const fast::KernelTable& kt, const Weight& uk, int64_t rows, co
 
 void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride, int64_t nope_dim,
                                 int64_t v_dim, const Weight& kv_b, Tensor& q_latent) const {
+  CheckDevices(*this, "MlaAbsorbQuery", {&q, &kv_b.data, &q_latent});
   const int64_t T = q.size(0), R = kv_b.cols;
   LUCID_CHECK(q.size(-1) == heads * q_stride && q_latent.size(0) == T &&
                   q_latent.size(-1) == heads * R && kv_b.rows == heads * (nope_dim + v_dim),
@@ -146,6 +147,7 @@ void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride
 
 void CpuFastOps::MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t nope_dim,
                                   int64_t v_dim, const Weight& kv_b, Tensor& out) const {
+  CheckDevices(*this, "MlaProjectOutput", {&latent, &kv_b.data, &out});
   const int64_t T = latent.size(0), R = kv_b.cols;
   LUCID_CHECK(latent.size(-1) == heads * R && out.size(0) == T && out.size(-1) == heads * v_dim &&
                   kv_b.rows == heads * (nope_dim + v_dim),

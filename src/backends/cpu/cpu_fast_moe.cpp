@@ -37,9 +37,12 @@ struct MoeItem {
 }  // namespace
 
 void CpuFastOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts,
-                            const int32_t* idx, const float* weights, int64_t k,
-                            Tensor& out) const {
-  const int64_t T = x.size(0), D = x.size(1);
+                            const Tensor& idx_t, const Tensor& weights_t, Tensor& out) const {
+  CheckDevices(*this, "MoeExperts", {&x, &idx_t, &weights_t, &out});
+  const int64_t T = x.size(0), D = x.size(1), k = idx_t.size(1);
+  CheckRouting("MoeExperts", idx_t, weights_t, T, k);
+  const int32_t* idx = idx_t.data<const int32_t>();
+  const float* weights = weights_t.data<const float>();
   const int64_t E = static_cast<int64_t>(experts.size());
   const fast::KernelTable& kt = fast::Kernels(isa_);
   thread_local MoeScratch scratch;  // the calling thread's, reused by every call it makes

@@ -47,6 +47,7 @@ bool CpuFastOps::FastFormat(WeightFormat f) {
 }
 
 void CpuFastOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
+  CheckDevices(*this, "Linear", {&x, &w.data, &y});
   // GGUF block types have no fast kernel yet: the reference matmul (same results, slower).
   if (w.format == WeightFormat::kGgml) return LinearQuantReference(x, w, y);
   const int64_t T = x.size(0), N = w.rows;
@@ -80,6 +81,7 @@ void CpuFastOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
 
 void CpuFastOps::LinearMany(const Tensor& x, std::span<const Weight* const> ws,
                             std::span<Tensor* const> ys) const {
+  CheckDevices(*this, "LinearMany", {&x});
   LUCID_CHECK(ws.size() == ys.size(), "LinearMany: as many outputs as weights");
   const int64_t T = x.size(0), threads = NumThreads();
   const fast::KernelTable& kt = fast::Kernels(isa_);
@@ -133,6 +135,7 @@ void CpuFastOps::LinearMany(const Tensor& x, std::span<const Weight* const> ws,
 }
 
 void CpuFastOps::LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const {
+  CheckDevices(*this, "LinearTransposed", {&x, &w.data, &y});
   const int64_t T = x.size(0), R = w.rows, C = w.cols;
   LUCID_CHECK(x.size(-1) == R && y.size(-1) == C && y.size(0) == T,
               "LinearTransposed shape mismatch for " + w.name);
@@ -161,6 +164,7 @@ void CpuFastOps::LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) c
 }
 
 void CpuFastOps::RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) const {
+  CheckDevices(*this, "RmsNorm", {&x, &weight, &y});
   const int64_t D = x.size(-1), T = x.numel() / D;
   std::vector<float> w(D);
   VectorToF32(weight, w.data());
@@ -177,6 +181,7 @@ void CpuFastOps::RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tenso
 }
 
 void CpuFastOps::SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) const {
+  CheckDevices(*this, "SwiGlu", {&gate, &up, &out});
   const int64_t n = gate.numel();
   LUCID_CHECK(up.numel() == n && out.numel() == n, "SwiGlu shape mismatch");
   const fast::KernelTable& kt = fast::Kernels(isa_);

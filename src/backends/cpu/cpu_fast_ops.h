@@ -83,8 +83,8 @@ class CpuFastOps : public CpuOps {
   void MlaAttention(const MlaAttentionArgs& a) const override;
   void IndexerScores(const IndexerArgs& a) const override;
   void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const override;
-  void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts, const int32_t* idx,
-                  const float* weights, int64_t k, Tensor& out) const override;
+  void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts, const Tensor& idx,
+                  const Tensor& weights, Tensor& out) const override;
   void MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride, int64_t nope_dim,
                       int64_t v_dim, const Weight& kv_b, Tensor& q_latent) const override;
   void MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t nope_dim, int64_t v_dim,

@@ -46,7 +46,7 @@ TEST_P(FastOpsTest, LinearMatchesReference) {
                    " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K));
       Weight w = MakeWeight(f, c.N, c.K, 7 + c.K, c.skip);
       Tensor x = Random({c.T, c.K}, 3 + c.T);
-      Tensor y = Tensor::Empty(DType::kF32, {c.T, c.N}), r = y.Clone();
+      Tensor y = Tensor::Zeros(DType::kF32, {c.T, c.N}), r = y.Clone();
       ops_.Linear(x, w, y);
       kRef.Linear(x, w, r);
       EXPECT_LE(RelErr(y, r), 2e-5);
@@ -59,7 +59,7 @@ TEST_P(FastOpsTest, LinearTransposedMatchesReference) {
     for (int64_t T : {1, 4}) {
       Weight w = MakeWeight(f, 19, 131, 11, 4);
       Tensor x = Random({T, 19}, 5);
-      Tensor y = Tensor::Empty(DType::kF32, {T, 131}), r = y.Clone();
+      Tensor y = Tensor::Zeros(DType::kF32, {T, 131}), r = y.Clone();
       ops_.LinearTransposed(x, w, y);
       kRef.LinearTransposed(x, w, r);
       EXPECT_LE(RelErr(y, r), 1e-5) << WeightFormatName(f) << " T=" << T;
@@ -129,7 +129,7 @@ void CheckAttention(const Ops& ops, int64_t T, int64_t H, int64_t R, int64_t P, 
                                              : std::min<int64_t>(max_sel, 1 + rng() % ctx));
     std::copy(all.begin(), all.begin() + count[t], sel.begin() + t * max_sel);
   }
-  Tensor out = Tensor::Empty(DType::kF32, {T, H, R}), ref = out.Clone();
+  Tensor out = Tensor::Zeros(DType::kF32, {T, H, R}), ref = out.Clone();
   MlaAttentionArgs a;
   a.q_latent = ql.data<float>();
   a.q_rope = qr.data<float>();
@@ -180,7 +180,7 @@ TEST_P(FastOpsTest, IndexerScoresMatchReference) {
           Tensor q = Random({T, heads, D}, 10), w = Random({T, heads}, 11);
           std::vector<int64_t> causal(T);
           for (int64_t t = 0; t < T; ++t) causal[t] = ctx - 3 * (T - 1 - t);
-          Tensor s = Tensor::Empty(DType::kF32, {T, ctx}), r = s.Clone();
+          Tensor s = Tensor::Zeros(DType::kF32, {T, ctx}), r = s.Clone();
           IndexerArgs a;
           a.q = q.data<float>();
           a.w = w.data<float>();
@@ -243,8 +243,8 @@ TEST_P(FastOpsTest, MoeExpertsMatchReference) {
       std::vector<float> wt;
       testing_util::Top2Routing(T, E, &idx, &wt);          // k == 2
       Tensor out = Random({T, D}, 18), ref = out.Clone();  // accumulated into
-      ops_.MoeExperts(x, ex, idx.data(), wt.data(), k, out);
-      kRef.MoeExperts(x, ex, idx.data(), wt.data(), k, ref);
+      ops_.MoeExperts(x, ex, testing_util::IdxRows(idx, k), testing_util::WtRows(wt, k), out);
+      kRef.MoeExperts(x, ex, testing_util::IdxRows(idx, k), testing_util::WtRows(wt, k), ref);
       EXPECT_LE(RelErr(out, ref), 2e-5) << WeightFormatName(f) << " T=" << T;
     }
   }

@@ -171,7 +171,7 @@ TEST_P(FastQuantTest, LinearMatchesReference) {
                    " skip=" + std::to_string(c.skip));
       Weight w = Packed(kind, c.N, c.K, 7 + c.K, c.skip);
       Tensor x = Random({c.T, c.K}, 3 + c.T);
-      Tensor y = Tensor::Empty(DType::kF32, {c.T, c.N}), r = y.Clone();
+      Tensor y = Tensor::Zeros(DType::kF32, {c.T, c.N}), r = y.Clone();
       ops_.Linear(x, w, y);
       kRef.Linear(x, w, r);
       EXPECT_LE(RelErr(y, r), 2e-5);
@@ -184,7 +184,7 @@ TEST_P(FastQuantTest, LinearTransposedMatchesReference) {
     for (int64_t T : {1, 4}) {
       Weight w = Packed(kind, 150, 301, 11, 7);
       Tensor x = Random({T, 150}, 12);
-      Tensor y = Tensor::Empty(DType::kF32, {T, 301}), r = y.Clone();
+      Tensor y = Tensor::Zeros(DType::kF32, {T, 301}), r = y.Clone();
       ops_.LinearTransposed(x, w, y);
       kRef.LinearTransposed(x, w, r);
       EXPECT_LE(RelErr(y, r), 2e-5) << KindName(kind) << " T=" << T;
@@ -205,8 +205,8 @@ TEST_P(FastQuantTest, MoeExpertsMatchReference) {
       std::vector<float> wt;
       testing_util::Top2Routing(T, E, &idx, &wt);  // k == 2
       Tensor out = Random({T, D}, 18), ref = out.Clone();
-      ops_.MoeExperts(x, ex, idx.data(), wt.data(), k, out);
-      kRef.MoeExperts(x, ex, idx.data(), wt.data(), k, ref);
+      ops_.MoeExperts(x, ex, testing_util::IdxRows(idx, k), testing_util::WtRows(wt, k), out);
+      kRef.MoeExperts(x, ex, testing_util::IdxRows(idx, k), testing_util::WtRows(wt, k), ref);
       EXPECT_LE(RelErr(out, ref), 2e-5) << KindName(kind) << " T=" << T;
     }
   }
@@ -235,11 +235,11 @@ TEST_P(FastQuantTest, MlaHeadOpsMatchReference) {
       kv_b = kv_b.RowRange(0, c.heads * (c.nope + c.v));
       const int64_t dq = c.nope + c.rope;
       Tensor q = Random({c.T, c.heads * dq}, 41);
-      Tensor lat = Tensor::Empty(DType::kF32, {c.T, c.heads * c.R}), lat_ref = lat.Clone();
+      Tensor lat = Tensor::Zeros(DType::kF32, {c.T, c.heads * c.R}), lat_ref = lat.Clone();
       ops_.MlaAbsorbQuery(q, c.heads, dq, c.nope, c.v, kv_b, lat);
       kRef.MlaAbsorbQuery(q, c.heads, dq, c.nope, c.v, kv_b, lat_ref);
       EXPECT_LE(RelErr(lat, lat_ref), 2e-5);
-      Tensor o = Tensor::Empty(DType::kF32, {c.T, c.heads * c.v}), o_ref = o.Clone();
+      Tensor o = Tensor::Zeros(DType::kF32, {c.T, c.heads * c.v}), o_ref = o.Clone();
       ops_.MlaProjectOutput(lat_ref, c.heads, c.nope, c.v, kv_b, o);
       kRef.MlaProjectOutput(lat_ref, c.heads, c.nope, c.v, kv_b, o_ref);
       EXPECT_LE(RelErr(o, o_ref), 2e-5);

@@ -9,6 +9,7 @@
 namespace lucid {
 
 void CpuOps::Accumulate(Tensor& x, const Tensor& y) const {
+  CheckDevices(*this, "Accumulate", {&x, &y});
   LUCID_CHECK(x.numel() == y.numel(), "Accumulate: shape mismatch");
   float* a = x.data<float>();
   const float* b = y.data<const float>();
@@ -18,12 +19,14 @@ void CpuOps::Accumulate(Tensor& x, const Tensor& y) const {
 }
 
 void CpuOps::Scale(Tensor& x, float s) const {
+  CheckDevices(*this, "Scale", {&x});
   float* a = x.data<float>();
   for (int64_t i = 0; i < x.numel(); ++i) a[i] *= s;
 }
 
 void CpuOps::CopyColumns(const Tensor& x, int64_t groups, int64_t group_stride, int64_t offset,
                          int64_t width, Tensor& out) const {
+  CheckDevices(*this, "CopyColumns", {&x, &out});
   const int64_t T = x.size(0), row = x.numel() / std::max<int64_t>(T, 1);
   LUCID_CHECK(offset >= 0 && width >= 0 && offset + width <= group_stride &&
                   groups * group_stride <= row && out.numel() == T * groups * width,
@@ -38,6 +41,7 @@ void CpuOps::CopyColumns(const Tensor& x, int64_t groups, int64_t group_stride, 
 }
 
 void CpuOps::GatherRows(const Tensor& x, std::span<const int64_t> rows, Tensor& out) const {
+  CheckDevices(*this, "GatherRows", {&x, &out});
   const int64_t D = x.size(1), n = static_cast<int64_t>(rows.size());
   LUCID_CHECK(out.size(0) == n && out.size(1) == D, "GatherRows: output must be [rows, width]");
   for (int64_t i = 0; i < n; ++i) {

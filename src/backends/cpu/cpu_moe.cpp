@@ -8,10 +8,17 @@
 
 namespace lucid {
 
-void CpuOps::MoeRoute(const Tensor& logits, const float* bias, int64_t n_group, int64_t topk_group,
-                      int64_t k, bool norm_topk_prob, float scaling, int32_t* idx,
-                      float* weights) const {
+void CpuOps::MoeRoute(const Tensor& logits, const Tensor& bias_t, int64_t n_group,
+                      int64_t topk_group, int64_t k, bool norm_topk_prob, float scaling,
+                      Tensor& idx_t, Tensor& weights_t) const {
+  CheckDevices(*this, "MoeRoute", {&logits, &bias_t, &idx_t, &weights_t});
   const int64_t T = logits.size(0), E = logits.size(1), per_group = E / n_group;
+  CheckRouting("MoeRoute", idx_t, weights_t, T, k);
+  LUCID_CHECK(bias_t.raw() == nullptr || (bias_t.dtype() == DType::kF32 && bias_t.numel() == E),
+              "MoeRoute: bias must be f32 [E]");
+  const float* bias = bias_t.raw() ? bias_t.data<const float>() : nullptr;
+  int32_t* idx = idx_t.data<int32_t>();
+  float* weights = weights_t.data<float>();
   const float* lg = logits.data<const float>();
   std::vector<float> score(E), choice(E), group_score(n_group);
   for (int64_t t = 0; t < T; ++t) {
@@ -46,9 +53,13 @@ void CpuOps::MoeRoute(const Tensor& logits, const float* bias, int64_t n_group, 
   }
 }
 
-void CpuOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts, const int32_t* idx,
-                        const float* weights, int64_t k, Tensor& out) const {
-  const int64_t T = x.size(0), D = x.size(1);
+void CpuOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts,
+                        const Tensor& idx_t, const Tensor& weights_t, Tensor& out) const {
+  CheckDevices(*this, "MoeExperts", {&x, &idx_t, &weights_t, &out});
+  const int64_t T = x.size(0), D = x.size(1), k = idx_t.size(1);
+  CheckRouting("MoeExperts", idx_t, weights_t, T, k);
+  const int32_t* idx = idx_t.data<const int32_t>();
+  const float* weights = weights_t.data<const float>();
   const int64_t E = static_cast<int64_t>(experts.size());
   // Group the step's rows by expert so each touched expert is evaluated once, in expert order.
   std::vector<std::vector<std::pair<int64_t, float>>> rows(E);

@@ -18,6 +18,7 @@ float Dot(const float* a, const float* b, int64_t n) {
 }  // namespace
 
 void CpuOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
+  CheckDevices(*this, "Linear", {&x, &w.data, &y});
   if (w.format == WeightFormat::kNvfp4 || w.format == WeightFormat::kFp8Block ||
       w.format == WeightFormat::kGgml)
     return LinearQuantReference(x, w, y);
@@ -37,6 +38,7 @@ void CpuOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
 }
 
 void CpuOps::LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const {
+  CheckDevices(*this, "LinearTransposed", {&x, &w.data, &y});
   const int64_t T = x.size(0);
   LUCID_CHECK(x.size(-1) == w.rows && y.size(-1) == w.cols && y.size(0) == T,
               "LinearTransposed shape mismatch for " + w.name);
@@ -57,6 +59,7 @@ void CpuOps::LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const
 }
 
 void CpuOps::Embedding(const Weight& table, std::span<const int32_t> ids, Tensor& out) const {
+  CheckDevices(*this, "Embedding", {&table.data, &out});
   LUCID_CHECK(out.size(0) == static_cast<int64_t>(ids.size()) && out.size(-1) == table.cols,
               "Embedding shape mismatch");
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -66,6 +69,7 @@ void CpuOps::Embedding(const Weight& table, std::span<const int32_t> ids, Tensor
 }
 
 void CpuOps::RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) const {
+  CheckDevices(*this, "RmsNorm", {&x, &weight, &y});
   const int64_t D = x.size(-1), T = x.numel() / D;
   std::vector<float> w(D);
   VectorToF32(weight, w.data());
@@ -82,6 +86,7 @@ void CpuOps::RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y
 
 void CpuOps::LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                        Tensor& y) const {
+  CheckDevices(*this, "LayerNorm", {&x, &weight, &bias, &y});
   const int64_t D = x.size(-1), T = x.numel() / D;
   std::vector<float> w(D), b(D);
   VectorToF32(weight, w.data());
@@ -104,6 +109,7 @@ void CpuOps::LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias
 void CpuOps::Rope(Tensor& x, int64_t heads, int64_t head_stride, int64_t offset,
                   const RopeTable& table, std::span<const int64_t> positions,
                   RopeStyle style) const {
+  CheckDevices(*this, "Rope", {&x});
   const int64_t T = static_cast<int64_t>(positions.size());
   const int64_t half = table.dim() / 2;
   LUCID_CHECK(x.numel() == T * heads * head_stride && offset + table.dim() <= head_stride,
@@ -131,6 +137,7 @@ void CpuOps::Rope(Tensor& x, int64_t heads, int64_t head_stride, int64_t offset,
 }
 
 void CpuOps::SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) const {
+  CheckDevices(*this, "SwiGlu", {&gate, &up, &out});
   const int64_t n = gate.numel();
   LUCID_CHECK(up.numel() == n && out.numel() == n, "SwiGlu shape mismatch");
   const float* g = gate.data<const float>();

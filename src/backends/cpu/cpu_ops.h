@@ -24,17 +24,23 @@ class CpuOps : public Ops {
   void MlaAttention(const MlaAttentionArgs& a) const override;
   void IndexerScores(const IndexerArgs& a) const override;
   void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const override;
-  void MoeRoute(const Tensor& logits, const float* bias, int64_t n_group, int64_t topk_group,
-                int64_t k, bool norm_topk_prob, float scaling, int32_t* idx,
-                float* weights) const override;
-  void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts, const int32_t* idx,
-                  const float* weights, int64_t k, Tensor& out) const override;
+  void MoeRoute(const Tensor& logits, const Tensor& bias, int64_t n_group, int64_t topk_group,
+                int64_t k, bool norm_topk_prob, float scaling, Tensor& idx,
+                Tensor& weights) const override;
+  void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts, const Tensor& idx,
+                  const Tensor& weights, Tensor& out) const override;
   // cpu_glue.cpp.
   void Accumulate(Tensor& x, const Tensor& y) const override;
   void Scale(Tensor& x, float s) const override;
   void CopyColumns(const Tensor& x, int64_t groups, int64_t group_stride, int64_t offset,
                    int64_t width, Tensor& out) const override;
   void GatherRows(const Tensor& x, std::span<const int64_t> rows, Tensor& out) const override;
+  // cpu_step_ops.cpp. TopKRows runs this->TopK per row (so a faster TopK serves it too).
+  void WriteKvRows(std::span<const Tensor* const> parts, const KvRowsOut& out,
+                   std::span<const int64_t> pool_rows) const override;
+  void TopKRows(const Tensor& scores, std::span<const int64_t> lengths, int64_t k, int32_t offset,
+                Tensor& out) const override;
+  void NonFiniteRows(const Tensor& x, Tensor& flags) const override;
 };
 
 // THE definition of every weight format's math (ops/weight.h has the layouts). Oracle API for

@@ -61,7 +61,7 @@ TEST(CpuOpsTest, LinearMatchesDoubleMatmulF32AndBf16) {
         for (int64_t i = 0; i < in; ++i)
           want[t * out + o] +=
               double(x[t * in + i]) * (bf16 ? double(Bf16ToF32(wb[o * in + i])) : wv[o * in + i]);
-    Tensor y = Tensor::Empty(DType::kF32, {T, out});
+    Tensor y = Tensor::Zeros(DType::kF32, {T, out});
     Tensor xt = FromVec(x, {T, in});
     kOps.Linear(xt, w, y);
     ExpectClose(y.data<float>(), want, 1e-5);
@@ -72,7 +72,7 @@ TEST(CpuOpsTest, LinearOnRowRangeAndTransposed) {
   const int64_t T = 3, in = 11, out = 13, b = 4, n = 6;
   auto x = Random(T * in, 3), wv = Random(out * in, 4), xt_v = Random(T * n, 5);
   Weight w = MakeWeight(wv, out, in).RowRange(b, n);
-  Tensor y = Tensor::Empty(DType::kF32, {T, n});
+  Tensor y = Tensor::Zeros(DType::kF32, {T, n});
   Tensor xt = FromVec(x, {T, in});
   kOps.Linear(xt, w, y);
   std::vector<double> want(T * n), want_t(T * in);
@@ -83,7 +83,7 @@ TEST(CpuOpsTest, LinearOnRowRangeAndTransposed) {
         want_t[t * in + i] += double(xt_v[t * n + o]) * wv[(b + o) * in + i];
       }
   ExpectClose(y.data<float>(), want, 1e-5);
-  Tensor yt = Tensor::Empty(DType::kF32, {T, in});
+  Tensor yt = Tensor::Zeros(DType::kF32, {T, in});
   Tensor xtt = FromVec(xt_v, {T, n});
   kOps.LinearTransposed(xtt, w, yt);
   ExpectClose(yt.data<float>(), want_t, 1e-5);
@@ -93,7 +93,7 @@ TEST(CpuOpsTest, NormsMatchDouble) {
   const int64_t T = 4, D = 29;
   auto x = Random(T * D, 6, 3.0f), w = Random(D, 7), bias = Random(D, 8);
   Tensor xt = FromVec(x, {T, D}), wt = FromVec(w, {D}), bt = FromVec(bias, {D});
-  Tensor y = Tensor::Empty(DType::kF32, {T, D}), z = Tensor::Empty(DType::kF32, {T, D});
+  Tensor y = Tensor::Zeros(DType::kF32, {T, D}), z = Tensor::Zeros(DType::kF32, {T, D});
   kOps.RmsNorm(xt, wt, 1e-5f, y);
   kOps.LayerNorm(xt, wt, bt, 1e-6f, z);
   std::vector<double> want(T * D), want_ln(T * D);

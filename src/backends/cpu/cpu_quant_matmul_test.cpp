@@ -44,7 +44,7 @@ std::vector<float> Dequantized(const Weight& w) {
 Tensor RandomActivations(int64_t T, int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> d(0.0f, 1.0f);
-  Tensor x = Tensor::Empty(DType::kF32, {T, n});
+  Tensor x = Tensor::Zeros(DType::kF32, {T, n});
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = d(rng);
   return x;
 }
@@ -96,7 +96,7 @@ TEST_P(QuantMatmulTest, LinearEqualsDequantizeThenMatmul) {
     for (int64_t T : {1, 3, 33}) {  // decode and prefill
       Weight w = Make(GetParam(), s.rows, s.cols, 21 + static_cast<uint32_t>(T));
       Tensor x = RandomActivations(T, s.cols, 5);
-      Tensor y = Tensor::Empty(DType::kF32, {T, s.rows});
+      Tensor y = Tensor::Zeros(DType::kF32, {T, s.rows});
       kOps.Linear(x, w, y);
       std::vector<float> want = DenseMatmul(x, Dequantized(w), s.rows, s.cols);
       for (int64_t i = 0; i < T * s.rows; ++i)
@@ -112,14 +112,14 @@ TEST_P(QuantMatmulTest, RowRangeViewsFindTheirBlockScales) {
   for (auto [b, n] : {std::pair<int64_t, int64_t>{0, 1}, {100, 60}, {127, 2}, {250, 50}}) {
     Weight v = w.RowRange(b, n);
     Tensor x = RandomActivations(2, w.cols, 7);
-    Tensor y = Tensor::Empty(DType::kF32, {2, n});
+    Tensor y = Tensor::Zeros(DType::kF32, {2, n});
     kOps.Linear(x, v, y);
     std::vector<float> sub(m.begin() + b * w.cols, m.begin() + (b + n) * w.cols);
     std::vector<float> want = DenseMatmul(x, sub, n, w.cols);
     for (int64_t i = 0; i < 2 * n; ++i) ASSERT_EQ(y.data<float>()[i], want[i]);
     // LinearTransposed through the same view: y[t, :] = x[t, :n] · W_view.
     Tensor xt = RandomActivations(3, n, 8);
-    Tensor yt = Tensor::Empty(DType::kF32, {3, w.cols});
+    Tensor yt = Tensor::Zeros(DType::kF32, {3, w.cols});
     kOps.LinearTransposed(xt, v, yt);
     for (int64_t t = 0; t < 3; ++t)
       for (int64_t i = 0; i < w.cols; ++i) {
@@ -154,9 +154,9 @@ TEST_P(QuantMatmulTest, MoeExpertsWithPackedWeightsEqualDequantizedExperts) {
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= 1e-3f;  // keep silu finite-ish
   std::vector<int32_t> idx = {0, 1, 2, 3, 1, 3, 0, 2, 3, 0, 2, 1};
   std::vector<float> wt(T * K, 0.5f);
-  Tensor a = Tensor::Empty(DType::kF32, {T, D}), b = Tensor::Empty(DType::kF32, {T, D});
-  kOps.MoeExperts(x, packed, idx.data(), wt.data(), K, a);
-  kOps.MoeExperts(x, dense, idx.data(), wt.data(), K, b);
+  Tensor a = Tensor::Zeros(DType::kF32, {T, D}), b = Tensor::Zeros(DType::kF32, {T, D});
+  kOps.MoeExperts(x, packed, testing_util::IdxRows(idx, K), testing_util::WtRows(wt, K), a);
+  kOps.MoeExperts(x, dense, testing_util::IdxRows(idx, K), testing_util::WtRows(wt, K), b);
   for (int64_t i = 0; i < T * D; ++i) ASSERT_EQ(a.data<float>()[i], b.data<float>()[i]);
 }
 

@@ -205,6 +205,14 @@ void TopKCases(Suite& s) {
 
 namespace {
 
+// [v.size() / k, k] views of routing vectors (which outlive the views).
+Tensor Rows(std::vector<int32_t>& v, int64_t k) {
+  return Tensor::Borrow(DType::kI32, {static_cast<int64_t>(v.size()) / k, k}, v.data());
+}
+Tensor Rows(std::vector<float>& v, int64_t k) {
+  return Tensor::Borrow(DType::kF32, {static_cast<int64_t>(v.size()) / k, k}, v.data());
+}
+
 void MoeRouteCases(Suite& s) {
   const int64_t E = 16, groups = 4, topk_group = 2, k = 4;
   const Tensor bias = RandomTensor({E}, 21, -0.1f, 0.1f);
@@ -214,10 +222,9 @@ void MoeRouteCases(Suite& s) {
       PlantAt(logits, p, T / 2, 3);
       std::vector<int32_t> idx(T * k), ridx(T * k);
       std::vector<float> w(T * k), rw(T * k);
-      s.cand().MoeRoute(logits, bias.data<float>(), groups, topk_group, k, true, 2.5f, idx.data(),
-                        w.data());
-      s.ref().MoeRoute(logits, bias.data<float>(), groups, topk_group, k, true, 2.5f, ridx.data(),
-                       rw.data());
+      Tensor it = Rows(idx, k), wt = Rows(w, k), rit = Rows(ridx, k), rwt = Rows(rw, k);
+      s.cand().MoeRoute(logits, bias, groups, topk_group, k, true, 2.5f, it, wt);
+      s.ref().MoeRoute(logits, bias, groups, topk_group, k, true, 2.5f, rit, rwt);
       const std::string shape = Shape3("T", T, "E", E, "k", k);
       s.AddExact("MoeRoute", "experts", shape, p, idx == ridx);
       s.Add("MoeRoute", "weights", shape, p, w.data(), rw.data(), T * k, 1e-6);
@@ -270,11 +277,11 @@ void MoeExpertsCases(Suite& s) {
         Tensor x = RandomTensor({T, D}, 17);
         PlantAt(x, p, T / 2, 11);
         Tensor out = RandomTensor({T, D}, 18), ref = out.Clone();  // accumulated into
-        s.cand().MoeExperts(x, ex, idx.data(), wt.data(), k, out);
+        s.cand().MoeExperts(x, ex, Rows(idx, k), Rows(wt, k), out);
         if (s.bf16act()) {
           RoundedMoeReference(s, x, ex, idx, wt, k, ref);
         } else {
-          s.ref().MoeExperts(x, ex, idx.data(), wt.data(), k, ref);
+          s.ref().MoeExperts(x, ex, Rows(idx, k), Rows(wt, k), ref);
         }
         // kBf16Act rounds the SwiGLU output, which the candidate computes with its own exp: a
         // value a few ulps from a bf16 rounding boundary may round the other way (one bf16 ulp,

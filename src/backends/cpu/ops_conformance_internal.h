@@ -35,7 +35,7 @@ inline std::string Shape3(const char* a, int64_t x, const char* b, int64_t y, co
 inline void PlantAt(Tensor& t, Plant p, int64_t r, int64_t c) {
   if (p != Plant::kNone) t.data<float>()[r * t.size(-1) + c] = PlantValue(p);
 }
-inline Tensor F32(Shape s) { return Tensor::Empty(DType::kF32, std::move(s)); }
+inline Tensor F32(Shape s) { return Tensor::Zeros(DType::kF32, std::move(s)); }
 
 // Uniform in [lo, hi), deterministic in the seed.
 Tensor RandomTensor(Shape shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
@@ -68,11 +68,14 @@ class Suite {
 };
 
 // The case groups (ops_conformance.cpp: the dense ops; ops_conformance_attention.cpp: attention,
-// the indexer, top-k and the MoE ops).
+// the indexer, top-k and the MoE ops; ops_conformance_step.cpp: the KV writes, row-wise top-k
+// and the non-finite scan).
 void DenseCases(Suite& s);
 void AttentionCases(Suite& s);
 void IndexerCases(Suite& s);
 void TopKCases(Suite& s);
 void MoeCases(Suite& s);
+// ops_conformance_step.cpp: WriteKvRows, TopKRows, NonFiniteRows.
+void StepOpsCases(Suite& s);
 
 }  // namespace lucid::conformance

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "backends/cpu/cpu_backend.h"
+
 namespace lucid {
 namespace {
 
@@ -45,6 +47,15 @@ bool Registered(std::string_view device, std::string_view family, std::string_vi
         std::find(e.families.begin(), e.families.end(), family) != e.families.end())
       return true;
   return false;
+}
+
+}  // namespace lucid
+
+namespace lucid {
+
+std::unique_ptr<Backend> MakeBackend(const OpsSetEntry& e, CpuIsa max_isa) {
+  LUCID_CHECK(e.device == "cpu", "MakeBackend: no backend for device " + e.device);
+  return std::make_unique<CpuBackend>(e.make(max_isa), e.name);
 }
 
 }  // namespace lucid

@@ -7,9 +7,10 @@
 // Each serves the kernel catalog's `cpu` kernel in every family (config/kernel_catalog.h): the CPU
 // sets implement the whole op interface, and the host sampler (runtime/sampler.h) samples for all
 // of them. The catalog's `compiled_in` is `Registered(...)`, so what `explain` and `backends` say
-// is compiled in is exactly what a flag can make run; serve, generate and bench build their ops
-// with `FindOpsSet(...)->make`. A backend of another device adds its entries in its own
-// registration function, called from OpsRegistry().
+// is compiled in is exactly what a flag can make run; serve, generate and bench build their
+// Backend (backends/backend.h: device memory, workspace, the entry's ops) with MakeBackend. A
+// backend of another device adds its entries in its own registration function, called from
+// OpsRegistry().
 // Thread-safety: the registry is built once (first use) and immutable; factories are reentrant.
 #pragma once
 
@@ -19,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/backend.h"
 #include "backends/cpu/cpu_fast_ops.h"
 #include "backends/cpu/ops_conformance.h"
 
@@ -45,5 +47,12 @@ const OpsSetEntry* FindOpsSet(std::string_view device, std::string_view name);
 // Whether some registered set serves kernel `kernel` of family `family` on `device` (the names
 // config/kernel_catalog.h prints: "cpu", "matmul", "cpu").
 bool Registered(std::string_view device, std::string_view family, std::string_view kernel);
+
+}  // namespace lucid
+
+namespace lucid {
+
+// The Backend of `e`'s device owning `e.make(max_isa)` (CPU: a CpuBackend).
+std::unique_ptr<Backend> MakeBackend(const OpsSetEntry& e, CpuIsa max_isa);
 
 }  // namespace lucid

@@ -119,4 +119,15 @@ inline Weight RandomFp8(int64_t rows, int64_t cols, uint32_t seed, bool ue8m0,
   return w;
 }
 
+// [v.size() / k, k] views of a test's routing vectors (MoeRoute's outputs, MoeExperts' inputs);
+// the vector must outlive the view.
+inline Tensor IdxRows(const std::vector<int32_t>& v, int64_t k) {
+  return Tensor::Borrow(DType::kI32, {static_cast<int64_t>(v.size()) / k, k},
+                        const_cast<int32_t*>(v.data()));
+}
+inline Tensor WtRows(const std::vector<float>& v, int64_t k) {
+  return Tensor::Borrow(DType::kF32, {static_cast<int64_t>(v.size()) / k, k},
+                        const_cast<float*>(v.data()));
+}
+
 }  // namespace lucid::testing_util

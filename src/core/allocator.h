@@ -1,0 +1,72 @@
+// Devices, allocators and the per-step workspace.
+//
+// Every Tensor carries the Device its bytes live on (core/tensor.h); an Allocator hands out bytes
+// of one device. The host allocator gives 64-byte aligned host memory; a device backend
+// (backends/backend.h) gives its own (device memory for weights, the KV pool, step outputs).
+// A Workspace is an arena over another allocator for the activations of one step: a model resets
+// it at the start of each forward, and once it has seen the largest step it hands out memory
+// without calling its parent again (no malloc per op, which a device cannot afford).
+// Thread-safety: HostAllocator() is thread-safe; a Workspace belongs to one thread (the engine's).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+
+namespace lucid {
+
+enum class Device : uint8_t { kCpu, kCuda };
+const char* DeviceName(Device d);  // "cpu", "cuda"
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual Device device() const = 0;
+  // `bytes` bytes of uninitialised memory of device(), aligned to 64 bytes and usable up to the
+  // next multiple of 64, freed when the last copy of the returned pointer goes. ResourceExhausted
+  // (naming the size) when there is none. A zero-byte request returns a valid (small) allocation.
+  virtual StatusOr<std::shared_ptr<void>> Allocate(size_t bytes) = 0;
+  // Sets `bytes` bytes at `p` (memory of this allocator's device) to zero.
+  virtual void Zero(void* p, size_t bytes) = 0;
+};
+
+// 64-byte aligned host memory (std::aligned_alloc); the process-wide instance.
+Allocator& HostAllocator();
+
+// An arena for one step's activations. Allocate bumps a pointer inside a block taken from the
+// parent; a step larger than the blocks makes another block. Reset (at the start of a step) makes
+// the memory reusable: when the last step needed several blocks they are replaced by one block as
+// large as that step's total, so a step no larger than one already seen takes no memory from the
+// parent. Memory still referenced at Reset (a tensor that outlived its step) is never handed out
+// again: its block is left to its holders and a fresh one is taken, so an escaped tensor stays
+// valid, at the cost of one parent allocation.
+class Workspace final : public Allocator {
+ public:
+  explicit Workspace(Allocator& parent, size_t initial_bytes = 0);
+  Device device() const override { return parent_.device(); }
+  StatusOr<std::shared_ptr<void>> Allocate(size_t bytes) override;
+  void Zero(void* p, size_t bytes) override { parent_.Zero(p, bytes); }
+
+  void Reset();
+  // Blocks taken from the parent since construction (for tests and `bench`).
+  int64_t blocks_allocated() const { return blocks_allocated_; }
+  // Bytes handed out since the last Reset.
+  size_t used() const { return used_; }
+
+ private:
+  struct Block {
+    std::shared_ptr<void> mem;
+    size_t size = 0, offset = 0;
+  };
+  Status Grow(size_t at_least);
+
+  Allocator& parent_;
+  std::vector<Block> blocks_;  // the last one is being filled
+  size_t used_ = 0;
+  int64_t blocks_allocated_ = 0;
+};
+
+}  // namespace lucid
