@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "formats/gguf.h"
 #include "formats/model_config.h"
 #include "formats/safetensors.h"
 #include "models/kv_cache.h"
@@ -24,6 +25,13 @@ struct ArchitectureInfo {
   int max_tensor_parallel;
   StatusOr<std::unique_ptr<Model>> (*create)(const ModelConfig& config, const Checkpoint& ckpt,
                                              const Ops& ops, const ModelLoadOptions& options);
+  // The same from a GGUF file (config from formats/gguf_config.h); null: no GGUF loading.
+  StatusOr<std::unique_ptr<Model>> (*create_gguf)(const ModelConfig& config,
+                                                  std::shared_ptr<const GgufFile> file,
+                                                  const Ops& ops,
+                                                  const ModelLoadOptions& options) = nullptr;
+  // The KV a config needs; null: the MLA latent + rope (+ indexer) rows of the DeepSeek family.
+  KvCacheSpec (*kv_spec)(const ModelConfig& config) = nullptr;
 };
 
 const std::vector<ArchitectureInfo>& SupportedArchitectures();
@@ -33,7 +41,8 @@ StatusOr<const ArchitectureInfo*> FindArchitecture(const ModelConfig& config);
 // The KV cache a config needs (no weights read).
 KvCacheSpec KvSpecFor(const ModelConfig& config);
 
-// Reads config.json and the checkpoint in `model_dir` and builds the model.
+// Reads config.json and the checkpoint in `model_dir` and builds the model. A path to a regular
+// file is read as a GGUF file (LoadGgufModel).
 StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& model_dir, const Ops& ops,
                                            const ModelLoadOptions& options = {});
 // The same from an open checkpoint (config.json from ckpt.dir()): the model's weights are views
@@ -41,5 +50,11 @@ StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& model_dir, const O
 // model reads.
 StatusOr<std::unique_ptr<Model>> LoadModel(const Checkpoint& ckpt, const Ops& ops,
                                            const ModelLoadOptions& options = {});
+
+// Builds the model a GGUF file holds: its metadata mapped to config.json (formats/gguf_config.h),
+// the architecture's row, and its create_gguf (Unimplemented naming the architecture if it has
+// none). The model's weights borrow the file's mapping.
+StatusOr<std::unique_ptr<Model>> LoadGgufModel(const std::string& path, const Ops& ops,
+                                               const ModelLoadOptions& options = {});
 
 }  // namespace lucid

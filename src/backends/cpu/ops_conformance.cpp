@@ -355,6 +355,7 @@ std::vector<ConformanceCase> RunOpsConformance(const Ops& candidate,
   conformance::IndexerCases(s);
   conformance::TopKCases(s);
   conformance::MoeCases(s);
+  conformance::GqaCases(s);
   return s.Take();
 }
 

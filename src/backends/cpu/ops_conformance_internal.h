@@ -74,5 +74,6 @@ void AttentionCases(Suite& s);
 void IndexerCases(Suite& s);
 void TopKCases(Suite& s);
 void MoeCases(Suite& s);
+void GqaCases(Suite& s);  // ops_conformance_gqa.cpp
 
 }  // namespace lucid::conformance
