@@ -123,7 +123,8 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<GenerateFlags>();
   CLI::App* cmd =
       app.add_subcommand("generate", "Greedy generation from token ids or text (no server)");
-  cmd->add_option("--model-path", flags->model_path, "Model directory (config.json + safetensors)")
+  cmd->add_option("--model-path", flags->model_path,
+                  "Model directory (config.json + safetensors) or GGUF file")
       ->required();
   cmd->add_option("--prompt-ids", flags->prompt_ids, "Comma-separated prompt token ids");
   cmd->add_option("--prompt", flags->prompt,
