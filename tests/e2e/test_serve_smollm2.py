@@ -43,6 +43,7 @@ class SmolLm2Chat(unittest.TestCase):
         r = self.client().chat.completions.create(model="smollm2", messages=QUESTION,
                                                   temperature=0, max_tokens=24)
         text = r.choices[0].message.content
+        print(f"\nanswer: {text!r}", file=sys.stderr)
         self.assertIn("Paris", text)
         self.assertGreater(r.usage.completion_tokens, 0)
         stream = self.client().chat.completions.create(model="smollm2", messages=QUESTION,

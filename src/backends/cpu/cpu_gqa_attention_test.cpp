@@ -71,7 +71,7 @@ std::vector<double> Naive(const Problem& p, float scale) {
   return out;
 }
 
-std::vector<float> Run(const Ops& ops, const Problem& p, float scale) {
+std::vector<float> RunGqa(const Ops& ops, const Problem& p, float scale) {
   std::vector<float> out(p.T * p.H * p.D, -7.0f);  // every entry must be written
   GqaAttentionArgs a;
   a.q = p.q.data();
@@ -91,7 +91,7 @@ std::vector<float> Run(const Ops& ops, const Problem& p, float scale) {
 TEST(CpuGqaAttentionTest, EqualsTheNaiveFormula) {
   const CpuOps ops;
   const Problem p = Make(3);
-  const std::vector<float> got = Run(ops, p, 0.7f);
+  const std::vector<float> got = RunGqa(ops, p, 0.7f);
   const std::vector<double> want = Naive(p, 0.7f);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-6) << i;
   // Row 1 attends to nothing: zeros.
@@ -101,7 +101,7 @@ TEST(CpuGqaAttentionTest, EqualsTheNaiveFormula) {
 TEST(CpuGqaAttentionTest, QueryHeadsReadTheirGroupsKvHead) {
   const CpuOps ops;
   Problem p = Make(4);
-  const std::vector<float> before = Run(ops, p, 0.5f);
+  const std::vector<float> before = RunGqa(ops, p, 0.5f);
   // Swap KV heads 0 and 1 (in k and v) and query heads {0,1,2} with {3,4,5}: each output head
   // then reads the same numbers as its swapped partner did.
   const int64_t W = p.KH * p.D, R = 2 * W, G = p.H / p.KH;
@@ -113,7 +113,7 @@ TEST(CpuGqaAttentionTest, QueryHeadsReadTheirGroupsKvHead) {
     for (int64_t g = 0; g < G; ++g)
       for (int64_t j = 0; j < p.D; ++j)
         std::swap(p.q[(t * p.H + g) * p.D + j], p.q[(t * p.H + G + g) * p.D + j]);
-  const std::vector<float> after = Run(ops, p, 0.5f);
+  const std::vector<float> after = RunGqa(ops, p, 0.5f);
   for (int64_t t = 0; t < p.T; ++t)
     for (int64_t h = 0; h < p.H; ++h)
       for (int64_t j = 0; j < p.D; ++j)
