@@ -60,9 +60,9 @@ TEST_P(OpsConformanceTest, EveryOpMatchesTheReference) {
                         << (c.nonfinite_match ? "" : ", non-finite entries differ");
   }
   const std::set<std::string> all = {
-      "Linear",    "LinearMany", "LinearTransposed", "Embedding",      "RmsNorm",
-      "LayerNorm", "Rope",       "SwiGlu",           "MlaAttention",   "IndexerScores",
-      "TopK",      "MoeRoute",   "MoeExperts",       "MlaAbsorbQuery", "MlaProjectOutput"};
+      "Linear",     "LinearMany",     "LinearTransposed", "Embedding",     "RmsNorm", "LayerNorm",
+      "Rope",       "SwiGlu",         "MlaAttention",     "IndexerScores", "TopK",    "MoeRoute",
+      "MoeExperts", "MlaAbsorbQuery", "MlaProjectOutput", "GqaAttention"};
   EXPECT_EQ(ops_seen, all);
   for (const std::string& op : all) {
     EXPECT_TRUE(planted.count(op + ":nan")) << op;
