@@ -162,6 +162,15 @@ void ProfilingOps::MlaAttention(const MlaAttentionArgs& a) const {
       rows * double(a.heads) * 2.0 * (K + double(a.latent_dim)));
 }
 
+void ProfilingOps::GqaAttention(const GqaAttentionArgs& a) const {
+  const double t0 = Now();
+  inner_.GqaAttention(a);
+  double rows = 0;
+  for (int64_t t = 0; t < a.tokens; ++t) rows += a.count[t];
+  Add(OpCategory::kAttention, Now() - t0, rows * double(KvRowBytes(a.kv)),
+      rows * double(a.heads) * 4.0 * double(a.head_dim));
+}
+
 void ProfilingOps::IndexerScores(const IndexerArgs& a) const {
   const double t0 = Now();
   inner_.IndexerScores(a);

@@ -4,7 +4,7 @@
 //
 // Categories: kMatmul (Linear, LinearTransposed, MlaAbsorbQuery / MlaProjectOutput: the W_uk /
 // W_uv share of kv_b_proj's bytes), kExperts (MoeExperts; `units` counts the
-// distinct experts touched), kAttention (MlaAttention),
+// distinct experts touched), kAttention (MlaAttention, GqaAttention),
 // kIndexer (IndexerScores), kTopK, kOther (embedding, norms, RoPE, SwiGLU, routing, the glue ops:
 // residual adds, scaling, column copies, row gathers).
 // Byte model: a weight view counts StoredBytes() once per call (the fast kernels read each weight
@@ -72,6 +72,7 @@ class ProfilingOps final : public Ops {
   void SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) const override;
   void MlaAttention(const MlaAttentionArgs& a) const override;
   void IndexerScores(const IndexerArgs& a) const override;
+  void GqaAttention(const GqaAttentionArgs& a) const override;
   void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const override;
   void MoeRoute(const Tensor& logits, const Tensor& bias, int64_t n_group, int64_t topk_group,
                 int64_t k, bool norm_topk_prob, float scaling, Tensor& idx,

@@ -15,9 +15,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "cli/commands.h"
@@ -152,21 +154,29 @@ int Serve(const config::ResolvedConfig& rc) {
   if (!assets->chat_error.empty())
     LogWarning("chat completions unavailable: " + assets->chat_error);
 
-  StatusOr<Checkpoint> ckpt = Checkpoint::Open(model_path);
-  if (!ckpt.ok()) {
-    LogError("lucid serve: " + ckpt.status().ToString());
-    return ExitCodeFor(ckpt.status());
+  // A GGUF file (a path to a regular file) is mapped by the model itself; a safetensors directory
+  // is opened and prefetched here.
+  const bool gguf = std::filesystem::is_regular_file(model_path);
+  std::optional<Checkpoint> ckpt;
+  if (!gguf) {
+    StatusOr<Checkpoint> opened = Checkpoint::Open(model_path);
+    if (!opened.ok()) {
+      LogError("lucid serve: " + opened.status().ToString());
+      return ExitCodeFor(opened.status());
+    }
+    ckpt = std::move(*opened);
+    if (Status s = PrefetchWeights(*ckpt, signals.requested()); !s.ok()) {
+      LogError("lucid serve: " + s.ToString());
+      return ExitCodeFor(s);
+    }
+    if (const uint64_t off = MisalignedWeightBytes(*ckpt); off > 0)
+      LogWarning(MisalignedWeightsMessage(off));
   }
-  if (Status s = PrefetchWeights(*ckpt, signals.requested()); !s.ok()) {
-    LogError("lucid serve: " + s.ToString());
-    return ExitCodeFor(s);
-  }
-  if (const uint64_t off = MisalignedWeightBytes(*ckpt); off > 0)
-    LogWarning(MisalignedWeightsMessage(off));
   http.SetPhase(server::Phase::kLoading, "preparing the model");
   LogInfo(std::string("kernels: ") + backend->ops().name() + " (--cpu-kernels " +
           rc.String("cpu-kernels") + ")");
-  StatusOr<std::unique_ptr<Model>> model = LoadModel(*ckpt, *backend);
+  StatusOr<std::unique_ptr<Model>> model =
+      gguf ? LoadModel(model_path, *backend) : LoadModel(*ckpt, *backend);
   if (!model.ok()) {
     LogError("lucid serve: " + model.status().ToString());
     return ExitCodeFor(model.status());

@@ -66,7 +66,8 @@ KernelDecl Cpu(KernelFamily f) {
       f == KernelFamily::kIndexer)
     d.kv_dtypes = {KD::kF32, KD::kBF16, KD::kFp8E4M3};  // KvPool storage, decoded by the ops
   if (f == KernelFamily::kMatmul || f == KernelFamily::kMoe)
-    d.weight_formats = {WF::kF32, WF::kBF16, WF::kFp8Block, WF::kNvfp4};  // DequantizeRowSpan
+    d.weight_formats = {WF::kF32, WF::kBF16, WF::kFp8Block, WF::kNvfp4,
+                        WF::kGgml};  // DequantizeRowSpan
   return d;
 }
 

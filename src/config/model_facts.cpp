@@ -224,6 +224,7 @@ StatusOr<ModelFacts> BuildModelFacts(const json& config_json, const json& hf_qua
 StatusOr<ModelFacts> LoadModelFacts(const std::string& dir) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   std::error_code ec;
+  if (fs::is_regular_file(dir, ec)) return LoadGgufModelFacts(dir);
   if (!fs::is_directory(dir, ec)) return NotFound("model directory " + dir + " not found");
   if (!fs::is_regular_file(config_path, ec))
     return NotFound("model directory " + dir + " has no config.json");

@@ -55,8 +55,12 @@ struct ModelFacts {
   std::string QuantDescription() const;  // "NVFP4 (ModelOpt), experts + ...", "bf16"
 };
 
-// Reads `dir` (see file comment). NotFound naming config.json when it is missing.
+// Reads `dir` (see file comment). NotFound naming config.json when it is missing. A path to a
+// regular file is read as a GGUF file (LoadGgufModelFacts).
 StatusOr<ModelFacts> LoadModelFacts(const std::string& dir);
+// The facts of a GGUF file (model_facts_gguf.cpp): config from its metadata, every tensor
+// replicated (single device), quant_method "gguf", quant_algo the ggml types of its matrices.
+StatusOr<ModelFacts> LoadGgufModelFacts(const std::string& path);
 
 // The same from parsed JSON (hf_quant may be null) and optionally an opened checkpoint; used by
 // LoadModelFacts and by tests that synthesize models.

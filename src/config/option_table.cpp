@@ -44,7 +44,7 @@ std::vector<OptionSpec> BuildTable() {
   std::vector<OptionSpec> t;
   t.push_back(Opt("model-path", OptionType::kString, "", kModel,
                   "Model directory: config.json (+ hf_quant_config.json) and, optionally, the "
-                  "safetensors files"));
+                  "safetensors files; or a GGUF file (Llama family)"));
   t.push_back(Opt("served-model-name", OptionType::kString, "auto", kModel,
                   "Name reported by the API (auto: the model directory's name)"));
   t.push_back(Enum("dtype", "auto", {"bfloat16", "float16", "float32"}, kModel,

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include "formats/gguf_config.h"
 
 namespace lucid {
 namespace {
@@ -220,10 +223,26 @@ Status ParseRope(const nlohmann::json& j, ModelConfig* c) {
       return Refuse(f.Name(key), f.At(key), "one of " + Fields::Join(types));
     type = f.At(key).get<std::string>();
   }
-  if (type != "default" && type != "yarn")
+  if (type != "default" && type != "yarn" && type != "llama3")
     return Unimplemented("config.json: rope type \"" + type +
-                         "\" is not supported (supported: default, yarn)");
+                         "\" is not supported (supported: default, yarn, llama3)");
   c->rope.type = type;
+  if (type == "llama3") {
+    // transformers reads all four; a missing one is a KeyError there.
+    for (const char* key :
+         {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
+      if (!f.Has(key))
+        return InvalidArgument("config.json: " + f.Name(key) + " is required for rope type llama3");
+    LUCID_RETURN_IF_ERROR(f.Double("factor", &c->rope.factor, /*positive=*/true));
+    LUCID_RETURN_IF_ERROR(f.Double("low_freq_factor", &c->rope.low_freq_factor, true));
+    LUCID_RETURN_IF_ERROR(f.Double("high_freq_factor", &c->rope.high_freq_factor, true));
+    double omp = 0;
+    LUCID_RETURN_IF_ERROR(f.Double("original_max_position_embeddings", &omp, /*positive=*/true));
+    c->rope.original_max_position_embeddings = static_cast<int64_t>(omp);
+    if (c->rope.high_freq_factor <= c->rope.low_freq_factor)
+      return InvalidArgument("config.json: " + f.Name("high_freq_factor") +
+                             " must be above low_freq_factor");
+  }
   if (type == "yarn") {
     LUCID_RETURN_IF_ERROR(f.Double("factor", &c->rope.factor, /*positive=*/true));
     double omp = static_cast<double>(c->max_position_embeddings);
@@ -464,6 +483,13 @@ StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
 }
 
 StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
+  if (std::filesystem::is_regular_file(model_dir)) {  // a GGUF file: its metadata as config.json
+    LUCID_ASSIGN_OR_RETURN(std::shared_ptr<GgufFile> file, GgufFile::Open(model_dir));
+    LUCID_ASSIGN_OR_RETURN(nlohmann::json j, HfConfigFromGguf(*file));
+    auto c = ParseModelConfig(j);
+    if (!c.ok()) return c.status().WithContext(model_dir);
+    return c;
+  }
   const std::string path = model_dir + "/config.json";
   LUCID_ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonFile(path));
   auto c = ParseModelConfig(j);

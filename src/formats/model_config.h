@@ -23,7 +23,7 @@ enum class RopeLayout { kInterleaved, kHalfSplit };
 const char* RopeLayoutName(RopeLayout l);
 
 struct RopeConfig {
-  std::string type = "default";  // "default" or "yarn"
+  std::string type = "default";  // "default", "yarn" or "llama3"
   double theta = 10000.0;
   // yarn only:
   double factor = 1.0;
@@ -34,6 +34,9 @@ struct RopeConfig {
   double mscale_all_dim = 0.0;  // 0 means absent
   double attention_factor = 0.0;  // 0 means absent: derived from mscale/mscale_all_dim
   bool truncate = true;  // transformers' yarn `truncate` (floor/ceil of the correction range)
+  // llama3 only (with factor and original_max_position_embeddings above):
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
 };
 
 struct ModelConfig {
@@ -94,6 +97,7 @@ struct ModelConfig {
 // Parses config.json contents. Errors name the field and what was expected.
 StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& j);
 // Reads and parses DIR/config.json (NotFound if missing; InvalidArgument naming the file on bad JSON).
+// A path to a regular file is read as a GGUF file: its metadata as config.json (gguf_config.h).
 StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir);
 // Reads a JSON file; errors name the path (and the parse position for malformed JSON).
 StatusOr<nlohmann::json> ReadJsonFile(const std::string& path);

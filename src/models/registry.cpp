@@ -1,7 +1,11 @@
 #include "models/registry.h"
 
+#include <filesystem>
+
 #include "backends/cpu/cpu_backend.h"
+#include "formats/gguf_config.h"
 #include "models/deepseek_v3_family.h"
+#include "models/llama_family.h"
 
 namespace lucid {
 
@@ -13,6 +17,10 @@ const std::vector<ArchitectureInfo>& SupportedArchitectures() {
        &CreateDeepseekV3Family},
       {"DeepseekV3ForCausalLM", "deepseek_v3", "deepseek_v3_family", false, 1,
        &CreateDeepseekV3Family},
+      {"LlamaForCausalLM", "llama", "llama_family", false, 1, &CreateLlamaFamily,
+       &CreateLlamaFamilyFromGguf, &LlamaKvSpec},
+      {"Qwen3ForCausalLM", "qwen3", "llama_family", false, 1, &CreateLlamaFamily,
+       &CreateLlamaFamilyFromGguf, &LlamaKvSpec},
   };
   return kArchitectures;
 }
@@ -34,6 +42,8 @@ StatusOr<const ArchitectureInfo*> FindArchitecture(const ModelConfig& config) {
 }
 
 KvCacheSpec KvSpecFor(const ModelConfig& config) {
+  for (const ArchitectureInfo& a : SupportedArchitectures())
+    if (config.architecture == a.architecture && a.kv_spec != nullptr) return a.kv_spec(config);
   KvCacheSpec s;
   s.num_layers = config.num_hidden_layers;
   s.latent_dim = config.kv_lora_rank;
@@ -53,9 +63,25 @@ StatusOr<std::unique_ptr<Model>> Load(const Checkpoint& ckpt, std::shared_ptr<Ba
   return model;
 }
 
+StatusOr<std::unique_ptr<Model>> LoadGguf(const std::string& path, std::shared_ptr<Backend> backend,
+                                          const ModelLoadOptions& options) {
+  LUCID_ASSIGN_OR_RETURN(std::shared_ptr<GgufFile> file, GgufFile::Open(path));
+  LUCID_ASSIGN_OR_RETURN(nlohmann::json json, HfConfigFromGguf(*file));
+  auto config = ParseModelConfig(json);
+  if (!config.ok()) return config.status().WithContext(path + " (its metadata as config.json)");
+  LUCID_ASSIGN_OR_RETURN(const ArchitectureInfo* arch, FindArchitecture(*config));
+  if (arch->create_gguf == nullptr)
+    return Unimplemented(path + ": the " + arch->family + " does not load from GGUF yet");
+  auto model = arch->create_gguf(*config, std::move(file), std::move(backend), options);
+  if (!model.ok()) return model.status().WithContext(path);
+  return model;
+}
+
 StatusOr<std::unique_ptr<Model>> Load(const std::string& model_dir,
                                       std::shared_ptr<Backend> backend,
                                       const ModelLoadOptions& options) {
+  if (std::filesystem::is_regular_file(model_dir))
+    return LoadGguf(model_dir, std::move(backend), options);
   // The config first: an unsupported architecture is named before any shard is opened.
   LUCID_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
   LUCID_RETURN_IF_ERROR(FindArchitecture(config).status());

@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "core/status.h"
+#include "formats/gguf.h"
 #include "formats/model_config.h"
 #include "formats/safetensors.h"
 #include "models/kv_cache.h"
@@ -27,6 +28,13 @@ struct ArchitectureInfo {
   StatusOr<std::unique_ptr<Model>> (*create)(const ModelConfig& config, const Checkpoint& ckpt,
                                              std::shared_ptr<Backend> backend,
                                              const ModelLoadOptions& options);
+  // The same from a GGUF file (config from formats/gguf_config.h); null: no GGUF loading.
+  StatusOr<std::unique_ptr<Model>> (*create_gguf)(const ModelConfig& config,
+                                                  std::shared_ptr<const GgufFile> file,
+                                                  std::shared_ptr<Backend> backend,
+                                                  const ModelLoadOptions& options) = nullptr;
+  // The KV a config needs; null: the MLA latent + rope (+ indexer) rows of the DeepSeek family.
+  KvCacheSpec (*kv_spec)(const ModelConfig& config) = nullptr;
 };
 
 const std::vector<ArchitectureInfo>& SupportedArchitectures();
@@ -37,7 +45,9 @@ StatusOr<const ArchitectureInfo*> FindArchitecture(const ModelConfig& config);
 KvCacheSpec KvSpecFor(const ModelConfig& config);
 
 // Reads config.json and the checkpoint in `model_dir` and builds the model on `backend` (which
-// must outlive the model): its weights are uploaded once (CPU: views of the mapping), its
+// must outlive the model); a path to a regular file is read as a GGUF file: its metadata mapped to
+// config.json (formats/gguf_config.h), the architecture's create_gguf (Unimplemented naming the
+// family if it has none), the weights borrowing the file's mapping. The model's weights are uploaded once (CPU: views of the mapping), its
 // activations come from backend.workspace(), its KV from backend.allocator() (kv_allocator()).
 StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& model_dir, Backend& backend,
                                            const ModelLoadOptions& options = {});

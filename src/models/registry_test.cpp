@@ -56,17 +56,18 @@ class BrokenModel {
 
 TEST(RegistryTest, UnknownArchitectureListsSupportedOnes) {
   BrokenModel m("tiny_deepseek_v3");
-  m.EditConfig([](nlohmann::json& j) { j["architectures"] = {"LlamaForCausalLM"}; });
+  m.EditConfig([](nlohmann::json& j) { j["architectures"] = {"MistralForCausalLM"}; });
   auto r = LoadModel(m.dir(), kOps);
   ASSERT_FALSE(r.ok());
   const std::string& msg = r.status().message();
-  EXPECT_NE(msg.find("LlamaForCausalLM"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("MistralForCausalLM"), std::string::npos) << msg;
   for (const auto& a : SupportedArchitectures())
     EXPECT_NE(msg.find(a.architecture), std::string::npos) << msg;
 }
 
 TEST(RegistryTest, EveryRowResolvesItsOwnFixture) {
-  for (const char* name : {"tiny_glm_moe_dsa", "tiny_deepseek_v32", "tiny_deepseek_v3"}) {
+  for (const char* name :
+       {"tiny_glm_moe_dsa", "tiny_deepseek_v32", "tiny_deepseek_v3", "tiny_llama3", "tiny_qwen3"}) {
     auto c = LoadModelConfig(Fixture(name));
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     auto a = FindArchitecture(*c);

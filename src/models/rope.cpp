@@ -26,6 +26,26 @@ RopeTable MakeRopeTable(const RopeConfig& rope, int64_t dim) {
     pos_freq[i] = static_cast<float>(std::pow(rope.theta, static_cast<double>(expo)));
   }
   t.inv_freq.resize(half);
+  if (rope.type == "llama3") {
+    // transformers' _compute_llama3_parameters, in float32 as there.
+    const float factor = static_cast<float>(rope.factor);
+    const float low = static_cast<float>(rope.low_freq_factor);
+    const float high = static_cast<float>(rope.high_freq_factor);
+    const float old_ctx = static_cast<float>(rope.original_max_position_embeddings);
+    const float low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
+    for (int64_t i = 0; i < half; ++i) {
+      const float inv = 1.0f / pos_freq[i];
+      const float wavelen = 2.0f * static_cast<float>(M_PI) / inv;
+      float v = wavelen > low_wavelen ? inv / factor : inv;
+      if (!(wavelen < high_wavelen) && !(wavelen > low_wavelen)) {
+        const float smooth = (old_ctx / wavelen - low) / (high - low);
+        v = (1.0f - smooth) * v / factor + smooth * v;
+      }
+      t.inv_freq[i] = v;
+    }
+    t.attention_factor = 1.0f;
+    return t;
+  }
   if (rope.type != "yarn") {
     for (int64_t i = 0; i < half; ++i) t.inv_freq[i] = 1.0f / pos_freq[i];
     t.attention_factor = 1.0f;

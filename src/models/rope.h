@@ -1,5 +1,5 @@
 // RoPE tables from a model config, computed as transformers' rope init functions do
-// (default and yarn), in float32.
+// (default, yarn and llama3), in float32.
 #pragma once
 
 #include <cstdint>

@@ -35,5 +35,18 @@ TEST(RopeTest, YarnMatchesTransformers) {
 
 TEST(RopeTest, DefaultMatchesTransformers) { CheckCase("default_glm5", "glm_moe_dsa"); }
 
+// Llama 3.1's scaling at head_dim 128 (the three frequency bands).
+TEST(RopeTest, Llama3MatchesTransformers) { CheckCase("llama3_8b", "llama"); }
+
+TEST(RopeTest, Llama3NeedsItsFourParameters) {
+  nlohmann::json cfg = {{"model_type", "llama"},
+                        {"architectures", {"X"}},
+                        {"rope_parameters", {{"rope_type", "llama3"}, {"factor", 8.0}}}};
+  auto c = ParseModelConfig(cfg);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("low_freq_factor"), std::string::npos)
+      << c.status().message();
+}
+
 }  // namespace
 }  // namespace lucid

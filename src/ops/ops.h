@@ -133,6 +133,27 @@ struct IndexerArgs {
   int64_t score_stride = 0;
 };
 
+// Grouped-query attention (Llama, Qwen) for T query rows over per-token K/V rows in pages.
+// Token u's stored row (kv.row_floats = 2 * kv_heads * head_dim values) is [k_u | v_u], each
+// [kv_heads, head_dim]; query head h reads KV head h / (heads / kv_heads) (heads must be a
+// multiple of kv_heads). Query row t attends to the count[t] consecutive tokens from begin[t]
+// (from 0 when begin is null), which the caller keeps causal:
+//   score(t, h, u) = scale * (q[t, h, :] · k_u[h / group, :]),
+//   out[t, h, :]   = sum_u softmax_u(score) * v_u[h / group, :]   (zeros when count[t] == 0).
+// Softmax subtracts the row maximum; accumulation is float32. The rows may be any KvRowKind.
+struct GqaAttentionArgs {
+  const float* q = nullptr;  // [T, heads, head_dim]
+  int64_t tokens = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  float scale = 1.0f;
+  PagedRows kv;
+  const int32_t* count = nullptr;  // [T]
+  const int32_t* begin = nullptr;  // [T] first attended token of each row; null: 0
+  float* out = nullptr;            // [T, heads, head_dim]
+};
+
 // One expert's SwiGLU MLP: down(silu(gate x) * up x).
 struct ExpertWeights {
   Weight gate, up, down;
@@ -176,6 +197,9 @@ class Ops {
   virtual void SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) const = 0;
   virtual void MlaAttention(const MlaAttentionArgs& a) const = 0;
   virtual void IndexerScores(const IndexerArgs& a) const = 0;
+  // GQA attention (see GqaAttentionArgs). The default is the reference (ops/gqa_attention.cpp):
+  // one query row and head at a time, scores then softmax then the weighted sum of values.
+  virtual void GqaAttention(const GqaAttentionArgs& a) const;
   // Indices of the k largest of scores[0..n) in descending order of score; ties broken by the
   // lower index first. k <= n. NaN ranks above every number (as torch.topk: a NaN score is
   // chosen, not hidden), NaNs tied among themselves; -0 equals +0.

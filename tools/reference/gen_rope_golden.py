@@ -7,7 +7,7 @@ import json
 import os
 
 import transformers
-from transformers import DeepseekV32Config, GlmMoeDsaConfig
+from transformers import DeepseekV32Config, GlmMoeDsaConfig, LlamaConfig
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "rope")
@@ -22,6 +22,10 @@ CASES = {
                         "original_max_position_embeddings": 256, "beta_fast": 16, "beta_slow": 2,
                         "mscale": 0.707, "mscale_all_dim": 0.707}),
     "default_glm5": (GlmMoeDsaConfig, {"rope_type": "default", "rope_theta": 1000000.0}),
+    # Llama 3.1's parameters at head_dim 128: all three bands (high, smoothed, low frequency).
+    "llama3_8b": (LlamaConfig, {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                   "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 8192}),
 }
 
 
@@ -38,7 +42,12 @@ def main():
             inv, af = GlmMoeDsaRotaryEmbedding.compute_default_rope_parameters(cfg)
         else:
             inv, af = ROPE_INIT_FUNCTIONS[rope_type](cfg)
-        doc = {"transformers_version": transformers.__version__, "dim": cfg.qk_rope_head_dim,
+        if cls is LlamaConfig:
+            kw.update(hidden_size=4096, num_attention_heads=32)
+            cfg = cls(**kw)
+            inv, af = ROPE_INIT_FUNCTIONS[rope_type](cfg)
+        dim = cfg.head_dim if cls is LlamaConfig else cfg.qk_rope_head_dim
+        doc = {"transformers_version": transformers.__version__, "dim": dim,
                "rope_parameters": params, "inv_freq": [float(x) for x in inv], "attention_factor": af}
         with open(os.path.join(OUT, name + ".json"), "w") as f:
             json.dump(doc, f, indent=1)

@@ -82,6 +82,9 @@ class CpuFastOps : public CpuOps {
   void SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) const override;
   void MlaAttention(const MlaAttentionArgs& a) const override;
   void IndexerScores(const IndexerArgs& a) const override;
+  // cpu_fast_gqa.cpp: one (row, KV head) pair per task, its query heads together, each KV row
+  // read (and decoded) once per pair, softmax computed online (running max and rescale).
+  void GqaAttention(const GqaAttentionArgs& a) const override;
   void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const override;
   void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts, const Tensor& idx,
                   const Tensor& weights, Tensor& out) const override;

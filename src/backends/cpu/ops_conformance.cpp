@@ -356,6 +356,7 @@ std::vector<ConformanceCase> RunOpsConformance(const Ops& candidate,
   conformance::TopKCases(s);
   conformance::MoeCases(s);
   conformance::StepOpsCases(s);
+  conformance::GqaCases(s);
   return s.Take();
 }
 

@@ -77,5 +77,6 @@ void TopKCases(Suite& s);
 void MoeCases(Suite& s);
 // ops_conformance_step.cpp: WriteKvRows, TopKRows, NonFiniteRows.
 void StepOpsCases(Suite& s);
+void GqaCases(Suite& s);  // ops_conformance_gqa.cpp
 
 }  // namespace lucid::conformance

@@ -63,7 +63,7 @@ TEST_P(OpsConformanceTest, EveryOpMatchesTheReference) {
       "Linear",      "LinearMany", "LinearTransposed", "Embedding",      "RmsNorm",
       "LayerNorm",   "Rope",       "SwiGlu",           "MlaAttention",   "IndexerScores",
       "TopK",        "MoeRoute",   "MoeExperts",       "MlaAbsorbQuery", "MlaProjectOutput",
-      "WriteKvRows", "TopKRows",   "NonFiniteRows"};
+      "WriteKvRows", "TopKRows",   "NonFiniteRows",    "GqaAttention"};
   EXPECT_EQ(ops_seen, all);
   for (const std::string& op : all) {
     EXPECT_TRUE(planted.count(op + ":nan")) << op;
