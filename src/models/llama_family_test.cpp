@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_fast_ops.h"
 #include "backends/cpu/cpu_ops.h"
 #include "models/registry.h"
@@ -123,7 +124,7 @@ TEST(LlamaFamilyTest, RefusesQwen2ByName) {
   c.architecture = "Qwen2ForCausalLM";
   auto ck = Checkpoint::Open(std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/models/tiny_qwen3");
   ASSERT_TRUE(ck.ok());
-  auto m = CreateLlamaFamily(c, *ck, kRef, {});
+  auto m = CreateLlamaFamily(c, *ck, std::make_shared<CpuBackend>(kRef), {});
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("qwen2"), std::string::npos) << m.status().message();
   EXPECT_NE(m.status().message().find("bias"), std::string::npos) << m.status().message();
