@@ -6,7 +6,9 @@
 
 #include "bench/bench.h"
 #include "cli/commands.h"
+#include "cli/process_env.h"
 #include "config/cpu_kernels.h"
+#include "config/wait_policy.h"
 #include "formats/model_config.h"
 
 namespace lucid::cli {
@@ -68,6 +70,11 @@ StatusOr<config::CpuKernelSet> KernelSet(const BenchFlags& f, std::string* reaso
 }
 
 Status Run(BenchFlags& f) {
+  // The same OpenMP wait policy as `lucid serve` (config/wait_policy.h); may re-execute once.
+  LUCID_ASSIGN_OR_RETURN(config::WaitPolicyPlan wait, config::PlanWaitPolicyFromEnvironment());
+  ApplyWaitPolicy(wait, "bench");
+  std::fprintf(f.json ? stderr : stdout, "cpu wait policy: %s\n",
+               config::DescribeWaitPolicy(wait).c_str());
   std::string reason = "given";
   LUCID_ASSIGN_OR_RETURN(config::CpuKernelSet set, KernelSet(f, &reason));
   f.o.kernel_set = config::CpuKernelSetName(set);

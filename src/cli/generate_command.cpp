@@ -10,7 +10,9 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/process_env.h"
 #include "config/cpu_kernels.h"
+#include "config/wait_policy.h"
 #include "formats/model_config.h"
 #include "formats/npy.h"
 #include "models/registry.h"
@@ -71,6 +73,9 @@ StatusOr<std::vector<int32_t>> EncodeTextPrompt(const GenerateFlags& f,
 }
 
 Status RunGenerate(const GenerateFlags& f) {
+  // The same OpenMP wait policy as `lucid serve` (config/wait_policy.h); may re-execute once.
+  LUCID_ASSIGN_OR_RETURN(config::WaitPolicyPlan wait, config::PlanWaitPolicyFromEnvironment());
+  ApplyWaitPolicy(wait, "generate");
   if (f.prompt_ids.empty() == f.prompt.empty())
     return InvalidArgument("give one of --prompt-ids and --prompt");
   if (f.chat && f.prompt.empty()) return InvalidArgument("--chat needs --prompt");
