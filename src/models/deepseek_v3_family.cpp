@@ -112,6 +112,7 @@ class DeepseekV3Model final : public Model {
     return true;
   }
   std::vector<std::optional<NonFiniteSite>> LastNonFiniteSites() const override { return sites_; }
+  Status CheckFeedForwardWeights() override;
 
  private:
   StatusOr<StepLayout> Layout(const StepInput& in, const KvStorage& kv) const;
@@ -486,6 +487,54 @@ Tensor DeepseekV3Model::Moe(const MoeWeights& m, const Tensor& x) {
   ops_.MoeExperts(x, m.experts, idx.data(), wts.data(), K, out);
   if (c_.n_shared_experts > 0) ops_.Accumulate(out, MlpDown(m.shared, g, u));
   return out;
+}
+
+// One token (the same finite row for every block: 1/sqrt(D), the scale a normed hidden state has)
+// through each feed-forward block; routed experts all in one MoeExperts call, row e to expert e.
+Status DeepseekV3Model::CheckFeedForwardWeights() {
+  const int64_t D = c_.hidden_size;
+  const float v = 1.0f / std::sqrt(static_cast<float>(D));
+  auto first_bad_row = [](const Tensor& t) -> int64_t {
+    const float* p = t.data<const float>();
+    const int64_t cols = t.size(1);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(p[i])) return i / cols;
+    return -1;
+  };
+  auto refuse = [](int64_t layer, const std::string& what) {
+    return InvalidArgument("layer " + std::to_string(layer) + " " + what +
+                           ": non-finite output for a finite input (NaN or Inf in its weights); "
+                           "the checkpoint is refused");
+  };
+  Tensor one = F32(1, D);
+  std::fill_n(one.data<float>(), D, v);
+  for (int64_t l = 0; l < static_cast<int64_t>(w_.layers.size()); ++l) {
+    const LayerWeights& lw = w_.layers[l];
+    if (!lw.is_moe) {
+      Tensor y = Mlp(lw.dense, one);
+      LUCID_RETURN_IF_ERROR(ops_.Synchronize());
+      if (first_bad_row(y) >= 0) return refuse(l, "dense MLP");
+      continue;
+    }
+    const int64_t E = static_cast<int64_t>(lw.moe.experts.size());
+    if (E > 0) {
+      Tensor x = F32(E, D), out = F32(E, D);
+      std::fill_n(x.data<float>(), E * D, v);
+      std::vector<int32_t> idx(E);
+      std::vector<float> wts(E, 1.0f);
+      for (int64_t e = 0; e < E; ++e) idx[e] = static_cast<int32_t>(e);
+      ops_.MoeExperts(x, lw.moe.experts, idx.data(), wts.data(), 1, out);
+      LUCID_RETURN_IF_ERROR(ops_.Synchronize());
+      if (const int64_t e = first_bad_row(out); e >= 0)
+        return refuse(l, "routed expert " + std::to_string(e));
+    }
+    if (c_.n_shared_experts > 0) {
+      Tensor y = Mlp(lw.moe.shared, one);
+      LUCID_RETURN_IF_ERROR(ops_.Synchronize());
+      if (first_bad_row(y) >= 0) return refuse(l, "shared expert");
+    }
+  }
+  return OkStatus();
 }
 
 }  // namespace
