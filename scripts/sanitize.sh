@@ -15,7 +15,8 @@
 # backends_cpu, ops, grammar and bench unit tests (kernel arithmetic, covered by the ordinary
 # build's conformance suites and the fuzzers' ASan+UBSan builds), the LUCID_CPU_ISA cap reruns
 # (each binary runs at this machine's best level only) and the e2e suites serve_api, serve_agent,
-# serve_tools, serve_structured. docs/DESIGN.md ("Sanitizers") has the timings.
+# serve_tools, serve_structured. Each run prints its build and test times; they are not yet
+# measured to completion on the 2-core box, so .ci/run does not call this yet.
 # Environment: JOBS (build parallelism, default nproc); ccache is used when installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
