@@ -6,9 +6,11 @@
 
 #include "bench/bench.h"
 #include "cli/commands.h"
+#include "cli/process_env.h"
 #include "config/cli_options.h"
 #include "config/cpu_kernels.h"
 #include "config/resolver.h"
+#include "config/wait_policy.h"
 
 namespace lucid::cli {
 namespace {
@@ -65,11 +67,19 @@ StatusOr<BenchOptions> OptionsFrom(const config::ExplicitSettings& s,
 }
 
 Status Run(const config::ExplicitSettings& s) {
+  // The same OpenMP wait policy as `lucid serve` (config/wait_policy.h); may re-execute once,
+  // before any parallel region runs.
+  LUCID_ASSIGN_OR_RETURN(config::WaitPolicyPlan wait,
+                         config::PlanWaitPolicy(s.Get("cpu-wait-policy"),
+                                                config::OmpEnvironmentOf(s)));
+  ApplyWaitPolicy(wait, "bench");
+  const bool json = s.Bool("json");
+  std::fprintf(json ? stderr : stdout, "cpu wait policy: %s\n",
+               config::DescribeWaitPolicy(wait).c_str());
   LUCID_ASSIGN_OR_RETURN(config::ResolvedConfig rc, config::Resolve(s));
   if (!rc.data().cpu_kernels.has_value())
     return FailedPrecondition("bench runs on the cpu device only (--device cpu)");
   LUCID_ASSIGN_OR_RETURN(BenchOptions o, OptionsFrom(s, rc));
-  const bool json = s.Bool("json");
   LUCID_ASSIGN_OR_RETURN(nlohmann::json j, RunBench(o, json ? stderr : stdout));
   if (json) std::printf("%s\n", j.dump(2).c_str());
   return OkStatus();

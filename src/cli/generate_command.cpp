@@ -10,9 +10,11 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/process_env.h"
 #include "config/cli_options.h"
 #include "config/cpu_kernels.h"
 #include "config/resolver.h"
+#include "config/wait_policy.h"
 #include "formats/model_config.h"
 #include "formats/npy.h"
 #include "models/registry.h"
@@ -138,6 +140,14 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
     Status s = OkStatus();
     StatusOr<config::ExplicitSettings> settings = opts->Collect();
     if (!settings.ok()) s = settings.status();
+    // The same OpenMP wait policy as `lucid serve` (config/wait_policy.h); may re-execute once,
+    // before any parallel region runs.
+    if (s.ok()) {
+      StatusOr<config::WaitPolicyPlan> wait = config::PlanWaitPolicy(
+          settings->Get("cpu-wait-policy"), config::OmpEnvironmentOf(*settings));
+      if (wait.ok()) ApplyWaitPolicy(*wait, "generate");
+      else s = wait.status();
+    }
     StatusOr<config::ResolvedConfig> rc =
         s.ok() ? config::Resolve(*settings) : StatusOr<config::ResolvedConfig>(s);
     if (!rc.ok()) s = rc.status();

@@ -4,9 +4,11 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/process_env.h"
 #include "config/cli_options.h"
 
 int main(int argc, char** argv) {
+  lucid::cli::SetCommandLine(argc, argv);
   CLI::App app{"lucid: an inference server for DeepSeek-V3-family models (GLM-5, DeepSeek-V3.2)"};
   app.set_version_flag("--version", std::string("lucid ") + LUCID_VERSION);
   app.require_subcommand(1);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -23,11 +24,13 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/process_env.h"
 #include "cli/weight_prefetch.h"
 #include "config/cli_options.h"
 #include "config/cpu_kernels.h"
 #include "config/option_table.h"
 #include "config/resolver.h"
+#include "config/wait_policy.h"
 #include "formats/align_checkpoint.h"
 #include "models/registry.h"
 #include "runtime/engine.h"
@@ -181,6 +184,18 @@ int Serve(const config::ResolvedConfig& rc) {
     LogError("lucid serve: " + model.status().ToString());
     return ExitCodeFor(model.status());
   }
+  // The warm-up generation routes to a few experts only: every feed-forward block runs once here.
+  http.SetPhase(server::Phase::kLoading, "checking every expert's weights");
+  const auto check_start = std::chrono::steady_clock::now();
+  if (Status s = (*model)->CheckFeedForwardWeights(); !s.ok()) {
+    LogError("lucid serve: " + s.message());
+    return ExitCodeFor(s);
+  }
+  LogInfo("weights: every MLP and expert gives finite outputs (" +
+          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - check_start)
+                             .count()) +
+          " ms)");
   const ModelConfig mc = (*model)->config();
   const int64_t context = rc.Int("context-length");
   const EngineOptions eo = EngineOptionsFrom(rc, context);
@@ -270,6 +285,11 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       *exit_code = 2;
       return;
     }
+    // The resolver accepted the policy, so planning it again cannot fail; re-executes at most once.
+    if (StatusOr<config::WaitPolicyPlan> wait = config::PlanWaitPolicy(
+            settings->Get("cpu-wait-policy"), config::OmpEnvironmentOf(*settings));
+        wait.ok())
+      ApplyWaitPolicy(*wait, "serve");
     server::SetLogLevel(rc->String("log-level"));
     if (server::LogEnabled(server::LogLevel::kInfo)) std::cerr << rc->ToText() << std::flush;
     *exit_code = Serve(*rc);

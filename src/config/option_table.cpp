@@ -102,6 +102,12 @@ std::vector<OptionSpec> BuildTable() {
                    "engines compute: half the arithmetic in batched decode, ~1e-3 relative from "
                    "the f32 results) or reference (CpuOps: the plain oracle kernels, whose "
                    "results do not depend on the batch; for debugging)"));
+  t.push_back(Enum("cpu-wait-policy", "auto", {"short-spin", "passive", "active", "environment"},
+                   kKern,
+                   "How the CPU kernels' OpenMP workers wait between parallel regions (auto: "
+                   "environment when OMP_WAIT_POLICY or GOMP_SPINCOUNT is set, else short-spin: "
+                   "spin ~0.1 ms, then sleep, so a busy CPU is not starved); applied by lucid "
+                   "re-executing itself once with the OpenMP variables set"));
   t.push_back(Range(Opt("cuda-graph-max-bs", OptionType::kInt, "auto", kGraph,
                         "Largest decode batch captured in a CUDA graph"),
                     1, 4096));
@@ -170,6 +176,7 @@ std::vector<OptionSpec> BuildTable() {
   also("kv-cache-dtype", kGenerate | kBench);
   also("cpu-kernels", kGenerate | kBench);
   also("page-size", kGenerate);
+  also("cpu-wait-policy", kGenerate | kBench);
   AppendCommandOptions(t);
   return t;
 }

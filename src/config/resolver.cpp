@@ -2,6 +2,7 @@
 
 #include "config/option_table.h"
 #include "config/resolver_internal.h"
+#include "config/wait_policy.h"
 #include "formats/align_checkpoint.h"
 
 namespace lucid::config {
@@ -144,6 +145,15 @@ Status Resolver::ResolveCpuKernels() {
   return OkStatus();
 }
 
+Status Resolver::ResolveWaitPolicy() {
+  LUCID_ASSIGN_OR_RETURN(WaitPolicyPlan p,
+                         PlanWaitPolicy(s_.Get("cpu-wait-policy"), OmpEnvironmentOf(s_)));
+  ResolvedField f{"cpu-wait-policy", p.policy, p.source, p.origin, p.rule_id, p.reason, false};
+  values_[f.name] = f.value;
+  fields_[f.name] = f;
+  return OkStatus();
+}
+
 StatusOr<ResolvedConfig> Resolver::Run() {
   LUCID_RETURN_IF_ERROR(ResolveTargetFields());
   LUCID_RETURN_IF_ERROR(ResolveModelFields());
@@ -158,6 +168,7 @@ StatusOr<ResolvedConfig> Resolver::Run() {
     notes_.push_back(Cite("cuda-graph-max-bs") + " has no effect: CUDA graphs are off (" +
                      Cite("disable-cuda-graph") + ")");
   LUCID_RETURN_IF_ERROR(ResolveMemory());
+  LUCID_RETURN_IF_ERROR(ResolveWaitPolicy());
   for (const OptionSpec& o : Options())
     if (o.in_plan() && !fields_.count(o.name)) LUCID_RETURN_IF_ERROR(FillFromRule(o.name));
 

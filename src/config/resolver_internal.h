@@ -75,6 +75,7 @@ class Resolver {
   Status ResolveKernels();  // resolver_kernels.cpp
   Status ResolveMemory();   // resolver_memory.cpp
   Status ResolveCpuKernels();
+  Status ResolveWaitPolicy();  // config/wait_policy.h: the option and the OMP variables
 
   // resolver_kernels.cpp helpers.
   KernelEnv BaseEnv() const;

@@ -7,6 +7,7 @@
 
 #include "config/cpu_kernels.h"
 #include "config/option_table.h"
+#include "config/wait_policy.h"
 
 namespace lucid::config {
 namespace {
@@ -99,6 +100,17 @@ std::vector<Rule> BuildRules() {
         return json(CpuKernelSetName(CpuKernelSetForCheckpoint(c.model.config.torch_dtype)));
       },
       [](const Ctx& c) { return CpuKernelSetForCheckpointReason(c.model.config.torch_dtype); });
+  // The wait policy depends on the process environment, which a RuleContext does not hold: the
+  // resolver asks config/wait_policy.h (PlanWaitPolicy), which applies these two in this order.
+  add(
+      "wait-policy-environment", "cpu-wait-policy",
+      "OMP_WAIT_POLICY or GOMP_SPINCOUNT set by the user", [](const Ctx&) { return false; },
+      [](const Ctx&) { return json("environment"); },
+      [](const Ctx&) { return WaitPolicyRuleReason("wait-policy-environment"); });
+  add(
+      "wait-policy-short-spin", "cpu-wait-policy", "otherwise", always,
+      [](const Ctx&) { return json("short-spin"); },
+      [](const Ctx&) { return WaitPolicyRuleReason("wait-policy-short-spin"); });
   add(
       "dtype-cpu-f32", "dtype", "device is cpu", [](const Ctx& c) { return !c.cuda(); },
       [](const Ctx&) { return json("float32"); },

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "config/option_table.h"
+#include "config/wait_policy.h"
 
 namespace lucid::config {
 namespace {
@@ -158,6 +159,10 @@ Status LoadEnvironment(const EnvLookup& getenv, ExplicitSettings* s) {
     const std::string env = o.env_name();
     const char* v = getenv(env.c_str());
     if (v != nullptr && *v != '\0') LUCID_RETURN_IF_ERROR(s->Set(o.name, v, Source::kEnv, env));
+  }
+  for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", kOmpMarkerVariable}) {
+    const char* v = getenv(name);
+    if (v != nullptr && *v != '\0') s->SetProcessVariable(name, v);
   }
   return OkStatus();
 }

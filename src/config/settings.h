@@ -49,6 +49,12 @@ class ExplicitSettings {
   const std::map<std::string, ExplicitValue>& values() const { return values_; }
   // Removes a value (used to ask "what if this setting were left unset").
   void Erase(const std::string& name) { values_.erase(name); }
+  // Process variables that are not options but that a rule depends on (OMP_WAIT_POLICY,
+  // GOMP_SPINCOUNT: config/wait_policy.h), as LoadEnvironment found them (set and non-empty).
+  void SetProcessVariable(const std::string& name, const std::string& value) {
+    process_variables_[name] = value;
+  }
+  const std::map<std::string, std::string>& process_variables() const { return process_variables_; }
 
   // A tool's own argument (option_table.h): the user's value, else the table's default (null for
   // an `auto` default). Aborts for a name that is not an option of this command; the typed forms
@@ -62,14 +68,15 @@ class ExplicitSettings {
  private:
   Command command_;
   std::map<std::string, ExplicitValue> values_;  // canonical name -> value
+  std::map<std::string, std::string> process_variables_;
 };
 
 // Reads a config file (see file comment) into `s` with Source::kFile. Errors are one line naming
 // the file (and the key or line).
 Status LoadConfigFile(const std::string& path, ExplicitSettings* s);
 
-// Reads LUCID_<NAME> for every plan option of s's command into `s` with Source::kEnv. `getenv` is
-// injectable for tests.
+// Reads LUCID_<NAME> for every plan option of s's command into `s` with Source::kEnv, and the
+// process variables rules depend on (see SetProcessVariable). `getenv` is injectable for tests.
 using EnvLookup = std::function<const char*(const char*)>;
 Status LoadEnvironment(const EnvLookup& getenv, ExplicitSettings* s);
 

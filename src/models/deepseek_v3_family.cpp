@@ -97,6 +97,7 @@ class DeepseekV3Model final : public Model {
     return true;
   }
   std::vector<std::optional<NonFiniteSite>> LastNonFiniteSites() const override { return sites_; }
+  Status CheckFeedForwardWeights() override;
 
  private:
   StatusOr<StepLayout> Layout(const StepInput& in, const KvStorage& kv) const;
@@ -460,6 +461,56 @@ Tensor DeepseekV3Model::Moe(const MoeWeights& m, const Tensor& x) {
   ops_.MoeExperts(x, m.experts, idx, wts, out);
   if (c_.n_shared_experts > 0) ops_.Accumulate(out, MlpDown(m.shared, g, u));
   return out;
+}
+
+// One token (the same finite row for every block: 1/sqrt(D), the scale a normed hidden state has)
+// through each feed-forward block; routed experts all in one MoeExperts call, row e to expert e.
+// The outputs are scanned by NonFiniteRows (the host reads one flag per row).
+Status DeepseekV3Model::CheckFeedForwardWeights() {
+  const int64_t D = c_.hidden_size;
+  const float v = 1.0f / std::sqrt(static_cast<float>(D));
+  Allocator& mem = backend_->allocator();
+  auto first_bad_row = [&](const Tensor& t) -> StatusOr<int64_t> {
+    Tensor flags = Tensor::Empty(DType::kI32, {t.size(0)}, mem);
+    ops_.NonFiniteRows(t, flags);
+    LUCID_RETURN_IF_ERROR(ops_.Synchronize());
+    for (int64_t i = 0; i < t.size(0); ++i)
+      if (flags.data<const int32_t>()[i] != 0) return i;
+    return int64_t{-1};
+  };
+  auto refuse = [](int64_t layer, const std::string& what) {
+    return InvalidArgument("layer " + std::to_string(layer) + " " + what +
+                           ": non-finite output for a finite input (NaN or Inf in its weights); "
+                           "the checkpoint is refused");
+  };
+  Tensor one = Tensor::Empty(DType::kF32, {1, D}, mem);
+  std::fill_n(one.data<float>(), D, v);
+  for (int64_t l = 0; l < static_cast<int64_t>(w_.layers.size()); ++l) {
+    const LayerWeights& lw = w_.layers[l];
+    if (!lw.is_moe) {
+      LUCID_ASSIGN_OR_RETURN(int64_t bad, first_bad_row(Mlp(lw.dense, one)));
+      if (bad >= 0) return refuse(l, "dense MLP");
+      continue;
+    }
+    const int64_t E = static_cast<int64_t>(lw.moe.experts.size());
+    if (E > 0) {
+      Tensor x = Tensor::Empty(DType::kF32, {E, D}, mem);
+      Tensor out = Tensor::Zeros(DType::kF32, {E, D}, mem);  // MoeExperts adds into it
+      Tensor idx = Tensor::Empty(DType::kI32, {E, 1}, mem);
+      Tensor wts = Tensor::Empty(DType::kF32, {E, 1}, mem);
+      std::fill_n(x.data<float>(), E * D, v);
+      std::fill_n(wts.data<float>(), E, 1.0f);
+      for (int64_t e = 0; e < E; ++e) idx.data<int32_t>()[e] = static_cast<int32_t>(e);
+      ops_.MoeExperts(x, lw.moe.experts, idx, wts, out);
+      LUCID_ASSIGN_OR_RETURN(int64_t e, first_bad_row(out));
+      if (e >= 0) return refuse(l, "routed expert " + std::to_string(e));
+    }
+    if (c_.n_shared_experts > 0) {
+      LUCID_ASSIGN_OR_RETURN(int64_t bad, first_bad_row(Mlp(lw.moe.shared, one)));
+      if (bad >= 0) return refuse(l, "shared expert");
+    }
+  }
+  return OkStatus();
 }
 
 // Every weight tensor onto the backend's device, once (CPU: the mapped views themselves).

@@ -31,7 +31,6 @@ struct NonFiniteSite {
   std::string op;      // debug name of the op's output, e.g. "L3.moe", "embedding", "lm_head"
 };
 
-
 class Model {
  public:
   virtual ~Model() = default;
@@ -56,9 +55,17 @@ class Model {
   // are independent through the model, so one chunk's non-finite values never reach another's.
   // Returns false (and stays off) if the model does not support it.
   virtual bool SetNumericsCheck(bool on) { return !on; }
-  // Per StepInput sequence of the last Forward, in order: the first site, or nullopt if all its checked
-  // outputs were finite. Empty when checking is off.
+  // Per StepInput sequence of the last Forward, in order: the first site, or nullopt if all its
+  // checked outputs were finite. Empty when checking is off.
   virtual std::vector<std::optional<NonFiniteSite>> LastNonFiniteSites() const { return {}; }
+
+  // Start-up check of the weights a warm-up generation may not reach: runs every feed-forward
+  // block of every layer (the dense MLP, each routed expert and the shared expert) on one finite
+  // token through the Ops, without the router, and refuses non-finite outputs. InvalidArgument
+  // naming the layer and expert ("layer 2 routed expert 5: ...") for the first one found; the
+  // Ops' Synchronize error otherwise. Costs one pass over the feed-forward weights. Models that do
+  // not implement it return OkStatus.
+  virtual Status CheckFeedForwardWeights() { return OkStatus(); }
 };
 
 // Options for loading that are not part of the checkpoint.

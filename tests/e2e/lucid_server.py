@@ -78,8 +78,9 @@ def free_port():
 class LucidServer:
     """`lucid serve` on 127.0.0.1:<free port>; use as a context manager or call start/stop."""
 
-    def __init__(self, model_dir, extra_args=(), name="tiny"):
+    def __init__(self, model_dir, extra_args=(), name="tiny", env=None):
         self.model_dir = model_dir
+        self.env = ENV if env is None else env
         self.extra_args = list(extra_args)
         self.name = name
         self.proc = None
@@ -98,7 +99,7 @@ class LucidServer:
             args = [BINARY, "serve", "--model-path", self.model_dir, "--host", "127.0.0.1",
                     "--port", str(self.port), "--served-model-name", self.name,
                     "--max-total-tokens", "16384", "--log-level", "info"] + self.extra_args
-            self.proc = subprocess.Popen(args, stdout=fd, stderr=fd, env=ENV)
+            self.proc = subprocess.Popen(args, stdout=fd, stderr=fd, env=self.env)
             os.close(fd)
             if self._wait_ready(timeout):
                 return self

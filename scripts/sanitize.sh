@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Sanitizer runs, each in its own build directory (git-ignored), -O1 -g (CMake LUCID_SANITIZE):
+#
+#   scripts/sanitize.sh asan   AddressSanitizer + UndefinedBehaviorSanitizer, build-asan/:
+#       the unit tests of core, formats, tokenizer, config, runtime and server, the C++ e2e tests
+#       (lucid_e2e_tests: the real `lucid` binary, instrumented) and the e2e suites serve_errors
+#       and serve_threads (the instrumented `lucid serve` under the openai client, when
+#       .venv-e2e exists). Leak checking is on.
+#   scripts/sanitize.sh tsan   ThreadSanitizer, build-tsan/: the runtime and server unit tests
+#       (engine thread, HTTP threads, aborts, shutdown). libgomp is not instrumented, so these run
+#       with OMP_NUM_THREADS=1: TSAN sees the engine's and the server's own threads, not the
+#       kernels' OpenMP teams.
+#
+# Left out to fit CI's hour on 2 cores (.ci/run runs scripts/test.sh first, ~23 min): the models,
+# backends_cpu, ops, grammar and bench unit tests (kernel arithmetic, covered by the ordinary
+# build's conformance suites and the fuzzers' ASan+UBSan builds), the LUCID_CPU_ISA cap reruns
+# (each binary runs at this machine's best level only) and the e2e suites serve_api, serve_agent,
+# serve_tools, serve_structured. Each run prints its build and test times; they are not yet
+# measured to completion on the 2-core box, so .ci/run does not call this yet.
+# Environment: JOBS (build parallelism, default nproc); ccache is used when installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kind=${1:-}
+jobs=${JOBS:-$(nproc)}
+root=$(pwd)
+case "$kind" in
+  asan)
+    dir=build-asan
+    san=address,undefined
+    unit=(core formats tokenizer config runtime server)
+    extra_targets=(lucid lucid_e2e_tests)
+    ;;
+  tsan)
+    dir=build-tsan
+    san=thread
+    unit=(runtime server)
+    extra_targets=()
+    ;;
+  *)
+    echo "usage: scripts/sanitize.sh asan|tsan" >&2
+    exit 2
+    ;;
+esac
+
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+start=$(date +%s)
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DLUCID_SANITIZE="$san" \
+  -DLUCID_BUILD_BENCHMARKS=OFF "${launcher[@]}" >/dev/null
+targets=("${extra_targets[@]}")
+for m in "${unit[@]}"; do targets+=("lucid_${m}_tests"); done
+cmake --build "$dir" -j "$jobs" --target "${targets[@]}"
+built=$(date +%s)
+echo "sanitize $kind: built in $((built - start)) s"
+
+export LUCID_SOURCE_DIR="$root"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/tsan.supp"
+if [ "$kind" = tsan ]; then export OMP_NUM_THREADS=1; fi
+
+failed=()
+run() {  # name, command...
+  local name=$1 t0 rc=0
+  shift
+  t0=$(date +%s)
+  echo "== sanitize $kind: $name"
+  "$@" || rc=$?
+  echo "== sanitize $kind: $name: exit $rc, $(($(date +%s) - t0)) s"
+  if [ "$rc" -ne 0 ]; then failed+=("$name"); fi
+}
+for m in "${unit[@]}"; do
+  bin=$(find "$dir" -name "lucid_${m}_tests" -type f -perm -u+x | head -1)
+  run "lucid_${m}_tests" "$bin" --gtest_brief=1
+done
+if [ "$kind" = asan ]; then
+  run lucid_e2e_tests "$dir/tests/e2e/lucid_e2e_tests" --gtest_brief=1
+  if [ -x .venv-e2e/bin/python ]; then
+    for suite in serve_errors serve_threads; do
+      run "e2e_$suite" env LUCID_BINARY="$root/$dir/lucid" .venv-e2e/bin/python -B \
+        "tests/e2e/test_$suite.py"
+    done
+  else
+    echo "sanitize asan: no .venv-e2e (scripts/setup.sh makes it): the Python e2e suites skipped"
+  fi
+fi
+echo "sanitize $kind: built in $((built - start)) s, tests $(($(date +%s) - built)) s"
+if [ "${#failed[@]}" -gt 0 ]; then
+  echo "sanitize $kind: FAILED: ${failed[*]}" >&2
+  exit 1
+fi
+echo "sanitize $kind: clean"
