@@ -189,10 +189,13 @@ void BM_MoeExperts(benchmark::State& st) {
       idx_sets[s * T * k + i] = T == 1 ? static_cast<int32_t>((s * 5 + i * 8) % E) : idx[i];
   double bytes = 0;
   int64_t it = 0;
-  Tensor x = RandomX(T, D), out = Tensor::Empty(DType::kF32, {T, D});
+  Tensor x = RandomX(T, D), out = Tensor::Zeros(DType::kF32, {T, D});
+  Tensor idx_t = Tensor::Empty(DType::kI32, {T, k}), wt_t = Tensor::Empty(DType::kF32, {T, k});
+  std::copy(wt.begin(), wt.begin() + T * k, wt_t.data<float>());
   for (auto _ : st) {
     const int32_t* ids = &idx_sets[(it++ % sets) * T * k];
-    ops.MoeExperts(x, ex, ids, wt.data(), k, out);
+    std::copy(ids, ids + T * k, idx_t.data<int32_t>());
+    ops.MoeExperts(x, ex, idx_t, wt_t, out);
     std::vector<bool> seen(E);
     for (int64_t i = 0; i < T * k; ++i)
       if (!seen[ids[i]]) {
