@@ -70,12 +70,12 @@ TEST_F(AlignCliTest, AnOccupiedOutputIsRefusedAndKept) {
   Result r =
       Shell(Lucid() + " align --model-path " + Src("tests/fixtures/models/tiny_glm_moe_dsa") +
             " --out " + (dir_ / "busy").string());
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("exists and is not an empty directory"), std::string::npos) << r.out;
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "busy"), {}), 1);
   Result missing = Shell(Lucid() + " align --model-path " + (dir_ / "none").string() + " --out " +
                          (dir_ / "o").string());
-  EXPECT_EQ(missing.code, 1) << missing.out;
+  EXPECT_EQ(missing.code, 2) << missing.out;
   EXPECT_FALSE(fs::exists(dir_ / "o"));
 }
 
