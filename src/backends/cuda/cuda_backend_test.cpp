@@ -66,7 +66,9 @@ TEST(CudaBackendTest, CreateWithoutADeviceFailsWithTheReason) {
 TEST(CudaOpsTest, ImplementsNamesExactlyTheBridgedOps) {
   EXPECT_TRUE(CudaImplements("Linear"));
   EXPECT_TRUE(CudaImplements("NonFiniteRows"));
+  EXPECT_TRUE(CudaImplements("WriteKvRows"));
   EXPECT_FALSE(CudaImplements("MlaAttention"));
+  EXPECT_FALSE(CudaImplements("IndexerScores"));
   EXPECT_FALSE(CudaImplements("linear"));
 }
 
@@ -120,10 +122,10 @@ TEST(CudaBackendDeviceTest, GlueOpsEqualTheirFormulas) {
 TEST(CudaBackendDeviceTest, ImplementedOpsPassTheConformanceSuite) {
   LUCID_REQUIRE_CUDA_BACKEND(b);
   HostBridgeOps ops(b);
-  const std::vector<ConformanceCase> cases =
-      RunOpsConformance(ops, ConformancePrecision::kF32,
-                        {"Linear", "LinearMany", "LinearTransposed", "Embedding", "RmsNorm",
-                         "SwiGlu", "NonFiniteRows"});
+  const std::vector<ConformanceCase> cases = RunOpsConformance(
+      ops, ConformancePrecision::kF32,
+      {"Linear", "LinearMany", "LinearTransposed", "Embedding", "RmsNorm", "Rope", "SwiGlu",
+       "MoeRoute", "MoeExperts", "WriteKvRows", "TopKRows", "NonFiniteRows"});
   ASSERT_FALSE(cases.empty());
   EXPECT_TRUE(AllPassed(cases)) << ConformanceTable("cuda-reference", cases);
 }

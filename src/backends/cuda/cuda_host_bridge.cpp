@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace lucid::cuda {
 namespace {
@@ -102,22 +103,55 @@ void HostBridgeOps::NonFiniteRows(const Tensor& x, Tensor& flags) const {
   Down(d, flags);
 }
 
-void HostBridgeOps::Rope(Tensor&, int64_t, int64_t, int64_t, const RopeTable&,
-                         std::span<const int64_t>, RopeStyle) const {
-  NotBridged("Rope");
+void HostBridgeOps::Rope(Tensor& x, int64_t heads, int64_t head_stride, int64_t offset,
+                         const RopeTable& table, std::span<const int64_t> positions,
+                         RopeStyle style) const {
+  Tensor dx = Up(x);
+  b_.ops().Rope(dx, heads, head_stride, offset, table, positions, style);
+  Down(dx, x);
 }
+void HostBridgeOps::MoeRoute(const Tensor& logits, const Tensor& bias, int64_t n_group,
+                             int64_t topk_group, int64_t k, bool norm_topk_prob, float scaling,
+                             Tensor& idx, Tensor& weights) const {
+  Tensor di = Up(idx), dw = Up(weights);
+  b_.ops().MoeRoute(Up(logits), Up(bias), n_group, topk_group, k, norm_topk_prob, scaling, di, dw);
+  Down(di, idx);
+  Down(dw, weights);
+}
+void HostBridgeOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts,
+                               const Tensor& idx, const Tensor& weights, Tensor& out) const {
+  std::vector<ExpertWeights> dev;
+  dev.reserve(experts.size());
+  for (const ExpertWeights& e : experts) dev.push_back({Up(e.gate), Up(e.up), Up(e.down)});
+  Tensor d = Up(out);
+  b_.ops().MoeExperts(Up(x), dev, Up(idx), Up(weights), d);
+  Down(d, out);
+}
+void HostBridgeOps::WriteKvRows(std::span<const Tensor* const> parts, const KvRowsOut& out,
+                                std::span<const int64_t> pool_rows) const {
+  std::vector<Tensor> dev;
+  dev.reserve(parts.size());
+  for (const Tensor* p : parts) dev.push_back(Up(*p));
+  std::vector<const Tensor*> ptrs;
+  for (const Tensor& t : dev) ptrs.push_back(&t);
+  Tensor pool = Tensor::Borrow(DType::kU8, {out.rows * out.fmt.row_bytes}, out.bytes);
+  Tensor dpool = Up(pool);
+  KvRowsOut dout = out;
+  dout.bytes = dpool.data<uint8_t>();
+  b_.ops().WriteKvRows(ptrs, dout, pool_rows);
+  Down(dpool, pool);
+}
+void HostBridgeOps::TopKRows(const Tensor& scores, std::span<const int64_t> lengths, int64_t k,
+                             int32_t offset, Tensor& out) const {
+  Tensor d = Up(out);
+  b_.ops().TopKRows(Up(scores), lengths, k, offset, d);
+  Down(d, out);
+}
+
 void HostBridgeOps::MlaAttention(const MlaAttentionArgs&) const { NotBridged("MlaAttention"); }
 void HostBridgeOps::IndexerScores(const IndexerArgs&) const { NotBridged("IndexerScores"); }
 void HostBridgeOps::GqaAttention(const GqaAttentionArgs&) const { NotBridged("GqaAttention"); }
 void HostBridgeOps::TopK(const float*, int64_t, int64_t, int32_t*) const { NotBridged("TopK"); }
-void HostBridgeOps::MoeRoute(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, bool, float,
-                             Tensor&, Tensor&) const {
-  NotBridged("MoeRoute");
-}
-void HostBridgeOps::MoeExperts(const Tensor&, std::span<const ExpertWeights>, const Tensor&,
-                               const Tensor&, Tensor&) const {
-  NotBridged("MoeExperts");
-}
 void HostBridgeOps::MlaAbsorbQuery(const Tensor&, int64_t, int64_t, int64_t, int64_t, const Weight&,
                                    Tensor&) const {
   NotBridged("MlaAbsorbQuery");
@@ -125,14 +159,6 @@ void HostBridgeOps::MlaAbsorbQuery(const Tensor&, int64_t, int64_t, int64_t, int
 void HostBridgeOps::MlaProjectOutput(const Tensor&, int64_t, int64_t, int64_t, const Weight&,
                                      Tensor&) const {
   NotBridged("MlaProjectOutput");
-}
-void HostBridgeOps::WriteKvRows(std::span<const Tensor* const>, const KvRowsOut&,
-                                std::span<const int64_t>) const {
-  NotBridged("WriteKvRows");
-}
-void HostBridgeOps::TopKRows(const Tensor&, std::span<const int64_t>, int64_t, int32_t,
-                             Tensor&) const {
-  NotBridged("TopKRows");
 }
 
 }  // namespace lucid::cuda

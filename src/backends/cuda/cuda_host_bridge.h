@@ -34,8 +34,8 @@ class HostBridgeOps final : public Ops {
   void GatherRows(const Tensor& x, std::span<const int64_t> rows, Tensor& out) const override;
   void NonFiniteRows(const Tensor& x, Tensor& flags) const override;
 
-  void Rope(Tensor&, int64_t, int64_t, int64_t, const RopeTable&, std::span<const int64_t>,
-            RopeStyle) const override;
+  void Rope(Tensor& x, int64_t heads, int64_t head_stride, int64_t offset, const RopeTable& table,
+            std::span<const int64_t> positions, RopeStyle style) const override;
   void MlaAttention(const MlaAttentionArgs&) const override;
   void IndexerScores(const IndexerArgs&) const override;
   void GqaAttention(const GqaAttentionArgs&) const override;

@@ -2,14 +2,18 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/cuda_step_kernels.h"
 #include "core/dtype.h"
 
 namespace lucid::cuda {
@@ -289,6 +293,134 @@ class CudaReferenceOps final : public Ops {
       NonFiniteRowsKernel<<<T, kThreads, 0, stream_>>>(x.data<const float>(), x.numel() / T,
                                                        flags.data<int32_t>());
   }
+  void Rope(Tensor& x, int64_t heads, int64_t head_stride, int64_t offset, const RopeTable& table,
+            std::span<const int64_t> positions, RopeStyle style) const override {
+    CheckDevices(*this, "Rope", {&x});
+    const int64_t T = static_cast<int64_t>(positions.size()), half = table.dim() / 2;
+    LUCID_CHECK(x.numel() == T * heads * head_stride && offset + table.dim() <= head_stride,
+                "Rope shape mismatch");
+    if (T == 0 || half == 0) return;
+    // cos and sin exactly as the reference computes them, on the host; the device rotates.
+    std::vector<float> cs(static_cast<size_t>(T * 2 * half));
+    for (int64_t t = 0; t < T; ++t) {
+      const float pos = static_cast<float>(positions[t]);
+      for (int64_t i = 0; i < half; ++i) {
+        const float f = pos * table.inv_freq[i];
+        cs[(t * 2) * half + i] = std::cos(f) * table.attention_factor;
+        cs[(t * 2 + 1) * half + i] = std::sin(f) * table.attention_factor;
+      }
+    }
+    const float* d_cs = static_cast<const float*>(Upload(cs.data(), cs.size() * sizeof(float)));
+    LaunchRope(x.data<float>(), T, heads, head_stride, offset, half, d_cs,
+               style == RopeStyle::kInterleaved, stream_);
+  }
+  void MoeRoute(const Tensor& logits, const Tensor& bias, int64_t n_group, int64_t topk_group,
+                int64_t k, bool norm_topk_prob, float scaling, Tensor& idx,
+                Tensor& weights) const override {
+    CheckDevices(*this, "MoeRoute", {&logits, &bias, &idx, &weights});
+    const int64_t T = logits.size(0), E = logits.size(1);
+    CheckRouting("MoeRoute", idx, weights, T, k);
+    LUCID_CHECK(bias.raw() == nullptr || (bias.dtype() == DType::kF32 && bias.numel() == E),
+                "MoeRoute: bias must be f32 [E]");
+    LUCID_CHECK(
+        n_group >= 1 && n_group <= 64 && E % n_group == 0 && (n_group == 1 || E / n_group >= 2),
+        "MoeRoute on cuda: 1 to 64 groups of at least 2 experts");
+    if (T == 0) return;
+    Grow(&scratch_, &scratch_bytes_, static_cast<size_t>(T * (2 * E + n_group)) * sizeof(float));
+    LaunchMoeRoute(logits.data<const float>(), T, E,
+                   bias.raw() ? bias.data<const float>() : nullptr, n_group, topk_group, k,
+                   norm_topk_prob, scaling, static_cast<float*>(scratch_), idx.data<int32_t>(),
+                   weights.data<float>(), stream_);
+  }
+  void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts, const Tensor& idx,
+                  const Tensor& weights, Tensor& out) const override {
+    CheckDevices(*this, "MoeExperts", {&x, &idx, &weights, &out});
+    const int64_t T = x.size(0), D = x.size(1), k = idx.size(1);
+    CheckRouting("MoeExperts", idx, weights, T, k);
+    // The routing comes to the host (T * k ids and weights) to group rows by expert; each touched
+    // expert then runs as three GEMMs on its gathered rows, combined into `out` in expert order.
+    std::vector<int32_t> h_idx(static_cast<size_t>(T * k));
+    std::vector<float> h_w(static_cast<size_t>(T * k));
+    Check(
+        cudaMemcpyAsync(h_idx.data(), idx.raw(), h_idx.size() * 4, cudaMemcpyDeviceToHost, stream_),
+        "MoeExperts routing");
+    Check(
+        cudaMemcpyAsync(h_w.data(), weights.raw(), h_w.size() * 4, cudaMemcpyDeviceToHost, stream_),
+        "MoeExperts routing");
+    Check(cudaStreamSynchronize(stream_), "MoeExperts routing");
+    const int64_t E = static_cast<int64_t>(experts.size());
+    std::vector<std::vector<int64_t>> rows(E);
+    std::vector<std::vector<float>> wts(E);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < k; ++i) {
+        const int32_t e = h_idx[t * k + i];
+        LUCID_CHECK(e >= 0 && e < E, "MoeExperts: expert id out of range");
+        rows[e].push_back(t);
+        wts[e].push_back(h_w[t * k + i]);
+      }
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t n = static_cast<int64_t>(rows[e].size());
+      if (n == 0) continue;
+      const ExpertWeights& w = experts[e];
+      Tensor xe = DeviceTensor({n, D}), g = DeviceTensor({n, w.gate.rows}),
+             u = DeviceTensor({n, w.up.rows}), d = DeviceTensor({n, D});
+      GatherRows(x, rows[e], xe);
+      Linear(xe, w.gate, g);
+      Linear(xe, w.up, u);
+      SwiGlu(g, u, g);
+      Linear(g, w.down, d);
+      std::vector<uint8_t> meta(static_cast<size_t>(n) * 12);
+      std::memcpy(meta.data(), rows[e].data(), n * 8);
+      std::memcpy(meta.data() + n * 8, wts[e].data(), n * 4);
+      const uint8_t* dm = static_cast<const uint8_t*>(Upload(meta.data(), meta.size()));
+      LaunchScatterAddRows(out.data<float>(), D, d.data<const float>(),
+                           reinterpret_cast<const int64_t*>(dm),
+                           reinterpret_cast<const float*>(dm + n * 8), n, stream_);
+      Check(cudaStreamSynchronize(stream_), "MoeExperts");  // before xe..d are freed
+    }
+  }
+  void WriteKvRows(std::span<const Tensor* const> parts, const KvRowsOut& out,
+                   std::span<const int64_t> pool_rows) const override {
+    const int64_t T = static_cast<int64_t>(pool_rows.size());
+    LUCID_CHECK(parts.size() <= static_cast<size_t>(kMaxKvParts), "WriteKvRows: too many parts");
+    KvParts kp;
+    int64_t width = 0;
+    for (const Tensor* p : parts) {
+      CheckDevices(*this, "WriteKvRows", {p});
+      LUCID_CHECK(p->dtype() == DType::kF32 && p->rank() == 2 && p->size(0) == T,
+                  "WriteKvRows: every part must be f32 [T, w] with T = " + std::to_string(T));
+      kp.data[kp.count] = p->data<const float>();
+      kp.width[kp.count++] = p->size(1);
+      width += p->size(1);
+    }
+    LUCID_CHECK(width == out.fmt.row_floats, "WriteKvRows: the parts' widths differ from the row");
+    LUCID_CHECK(out.fmt.row_bytes == KvRowBytes(out.fmt), "WriteKvRows: row_bytes of the format");
+    for (int64_t r : pool_rows)
+      LUCID_CHECK(r >= 0 && r < out.rows, "WriteKvRows: pool row out of range");
+    if (T == 0) return;
+    const int64_t* d_rows =
+        static_cast<const int64_t*>(Upload(pool_rows.data(), pool_rows.size_bytes()));
+    LaunchWriteKvRows(kp, T, static_cast<int>(out.fmt.kind), out.fmt.row_floats, out.fmt.fp8_values,
+                      out.fmt.fp8_block > 0 ? out.fmt.fp8_block : 1, out.fmt.row_bytes, d_rows,
+                      out.bytes, stream_);
+  }
+  void TopKRows(const Tensor& scores, std::span<const int64_t> lengths, int64_t k, int32_t offset,
+                Tensor& out) const override {
+    CheckDevices(*this, "TopKRows", {&scores, &out});
+    const int64_t T = static_cast<int64_t>(lengths.size());
+    LUCID_CHECK(scores.dtype() == DType::kF32 && scores.rank() == 2 && scores.size(0) == T,
+                "TopKRows: scores must be f32 [T, S]");
+    LUCID_CHECK(out.dtype() == DType::kI32 && out.rank() == 2 && out.size(0) == T &&
+                    out.size(1) >= k && k >= 0,
+                "TopKRows: out must be i32 [T, >= k]");
+    for (int64_t n : lengths)
+      LUCID_CHECK(n >= 0 && n <= scores.size(1), "TopKRows: a length past the scores");
+    if (T == 0) return;
+    const int64_t* d_len =
+        static_cast<const int64_t*>(Upload(lengths.data(), lengths.size_bytes()));
+    LaunchTopKRows(scores.data<const float>(), scores.size(1), d_len, T, k, offset,
+                   out.data<int32_t>(), out.size(1), stream_);
+  }
   Status Synchronize() const override {
     LUCID_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     LUCID_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
@@ -301,22 +433,10 @@ class CudaReferenceOps final : public Ops {
   }
 
   // No CUDA kernel yet (CudaImplements is false): abort naming the op.
-  void Rope(Tensor&, int64_t, int64_t, int64_t, const RopeTable&, std::span<const int64_t>,
-            RopeStyle) const override {
-    Missing("Rope");
-  }
   void MlaAttention(const MlaAttentionArgs&) const override { Missing("MlaAttention"); }
   void IndexerScores(const IndexerArgs&) const override { Missing("IndexerScores"); }
   void GqaAttention(const GqaAttentionArgs&) const override { Missing("GqaAttention"); }
   void TopK(const float*, int64_t, int64_t, int32_t*) const override { Missing("TopK"); }
-  void MoeRoute(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, bool, float, Tensor&,
-                Tensor&) const override {
-    Missing("MoeRoute");
-  }
-  void MoeExperts(const Tensor&, std::span<const ExpertWeights>, const Tensor&, const Tensor&,
-                  Tensor&) const override {
-    Missing("MoeExperts");
-  }
   void MlaAbsorbQuery(const Tensor&, int64_t, int64_t, int64_t, int64_t, const Weight&,
                       Tensor&) const override {
     Missing("MlaAbsorbQuery");
@@ -324,13 +444,6 @@ class CudaReferenceOps final : public Ops {
   void MlaProjectOutput(const Tensor&, int64_t, int64_t, int64_t, const Weight&,
                         Tensor&) const override {
     Missing("MlaProjectOutput");
-  }
-  void WriteKvRows(std::span<const Tensor* const>, const KvRowsOut&,
-                   std::span<const int64_t>) const override {
-    Missing("WriteKvRows");
-  }
-  void TopKRows(const Tensor&, std::span<const int64_t>, int64_t, int32_t, Tensor&) const override {
-    Missing("TopKRows");
   }
 
  private:
@@ -372,6 +485,14 @@ class CudaReferenceOps final : public Ops {
     DequantKernel<<<Blocks(w.rows * w.cols), kThreads, 0, stream_>>>(View(w), out);
     return out;
   }
+  // An f32 device tensor of its own allocation (MoeExperts' per-expert activations).
+  static Tensor DeviceTensor(Shape shape) {
+    void* p = nullptr;
+    const size_t bytes = std::max<size_t>(4, static_cast<size_t>(NumElements(shape)) * 4);
+    Check(cudaMalloc(&p, bytes), "MoeExperts activations");
+    std::shared_ptr<void> mem(p, [](void* q) { cudaFree(q); });
+    return Tensor::Borrow(DType::kF32, std::move(shape), p, std::move(mem), Device::kCuda);
+  }
   // A device copy of host metadata, in a buffer reused by the next op.
   void* Upload(const void* host, size_t bytes) const {
     Grow(&ints_, &ints_bytes_, bytes);
@@ -401,8 +522,9 @@ class CudaReferenceOps final : public Ops {
 
 bool CudaImplements(std::string_view op) {
   for (std::string_view o :
-       {"Linear", "LinearMany", "LinearTransposed", "Embedding", "RmsNorm", "LayerNorm", "SwiGlu",
-        "Accumulate", "Scale", "CopyColumns", "GatherRows", "NonFiniteRows"})
+       {"Linear", "LinearMany", "LinearTransposed", "Embedding", "RmsNorm", "LayerNorm", "Rope",
+        "SwiGlu", "MoeRoute", "MoeExperts", "Accumulate", "Scale", "CopyColumns", "GatherRows",
+        "WriteKvRows", "TopKRows", "NonFiniteRows"})
     if (o == op) return true;
   return false;
 }

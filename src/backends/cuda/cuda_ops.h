@@ -10,9 +10,10 @@
 // - RmsNorm, LayerNorm, SwiGlu, Accumulate, Scale, CopyColumns, GatherRows, Embedding and
 //   NonFiniteRows are one kernel each, f32 accumulation, NaN and Inf propagated as IEEE does.
 // - Host metadata (token ids, rows) is copied to the device on the ops' stream.
-// The other ops (attention, the indexer, top-k, MoE, RoPE, KV writes) have no CUDA kernel yet:
-// Implements(op) is false for them and calling one aborts naming it; the registry and the
-// self-test report them as not implemented (backends/cuda/cuda_registry.h).
+// - Rope, TopKRows, MoeRoute, WriteKvRows and MoeExperts' combine: cuda_step_kernels.h.
+// The attention ops, the indexer scores, TopK over raw pointers and the MLA absorption ops have
+// no CUDA kernel yet: CudaImplements(op) is false for them and calling one aborts naming it;
+// `lucid backends --self-test` lists them as SKIPPED (backends/cuda/cuda_self_test.h).
 // Every op is asynchronous on the stream; errors surface in Synchronize as a Status.
 // Thread-safety: the engine thread only (scratch buffers are per instance).
 #pragma once
