@@ -67,8 +67,9 @@ TEST(CudaOpsTest, ImplementsNamesExactlyTheBridgedOps) {
   EXPECT_TRUE(CudaImplements("Linear"));
   EXPECT_TRUE(CudaImplements("NonFiniteRows"));
   EXPECT_TRUE(CudaImplements("WriteKvRows"));
-  EXPECT_FALSE(CudaImplements("MlaAttention"));
-  EXPECT_FALSE(CudaImplements("IndexerScores"));
+  EXPECT_TRUE(CudaImplements("MlaAttention"));
+  EXPECT_FALSE(CudaImplements("MlaAbsorbQuery"));
+  EXPECT_FALSE(CudaImplements("TopK"));
   EXPECT_FALSE(CudaImplements("linear"));
 }
 

@@ -1,8 +1,13 @@
 #include "backends/cuda/cuda_host_bridge.h"
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
+
+#include "backends/cuda/cuda_status.h"
 
 namespace lucid::cuda {
 namespace {
@@ -15,6 +20,50 @@ namespace {
 void Ok(const Status& s, const char* what) {
   LUCID_CHECK(s.ok(), std::string("HostBridgeOps: ") + what + ": " + s.message());
 }
+
+// Device copies of the raw arrays an attention op reads, kept alive for one call.
+class DeviceArrays {
+ public:
+  explicit DeviceArrays(CudaBackend& b) : b_(b) {}
+  template <typename T>
+  T* Copy(const T* host, int64_t n) {
+    if (host == nullptr) return nullptr;
+    const size_t bytes = static_cast<size_t>(n > 0 ? n : 0) * sizeof(T);
+    StatusOr<std::shared_ptr<void>> mem = b_.allocator().Allocate(bytes);
+    Ok(mem.status(), "device arrays");
+    if (bytes > 0)
+      Ok(CudaStatus(cudaMemcpyAsync(mem->get(), host, bytes, cudaMemcpyHostToDevice, b_.stream()),
+                    "copy to device"),
+         "device arrays");
+    held_.push_back(*mem);
+    return static_cast<T*>(mem->get());
+  }
+  // The paged rows with their storage (the pages the table names) and table on the device.
+  PagedRows Rows(const PagedRows& h) {
+    int64_t pages = 0;
+    for (int32_t p : h.page_table) pages = std::max<int64_t>(pages, int64_t{p} + 1);
+    PagedRows d = h;
+    d.page_table = std::span<const int32_t>(Copy(h.page_table.data(), h.page_table.size()),
+                                            h.page_table.size());
+    if (h.kind == KvRowKind::kF32)
+      d.base = Copy(h.base, pages * h.page_stride);
+    else
+      d.bytes = Copy(h.bytes, pages * h.page_bytes);
+    return d;
+  }
+  // Waits, then copies n values back from `dev` to `host`.
+  template <typename T>
+  void Back(T* host, const T* dev, int64_t n) {
+    Ok(b_.Synchronize(), "device op");
+    Ok(CudaStatus(cudaMemcpy(host, dev, static_cast<size_t>(n) * sizeof(T), cudaMemcpyDeviceToHost),
+                  "copy to host"),
+       "device arrays");
+  }
+
+ private:
+  CudaBackend& b_;
+  std::vector<std::shared_ptr<void>> held_;
+};
 
 }  // namespace
 
@@ -148,9 +197,44 @@ void HostBridgeOps::TopKRows(const Tensor& scores, std::span<const int64_t> leng
   Down(d, out);
 }
 
-void HostBridgeOps::MlaAttention(const MlaAttentionArgs&) const { NotBridged("MlaAttention"); }
-void HostBridgeOps::IndexerScores(const IndexerArgs&) const { NotBridged("IndexerScores"); }
-void HostBridgeOps::GqaAttention(const GqaAttentionArgs&) const { NotBridged("GqaAttention"); }
+void HostBridgeOps::MlaAttention(const MlaAttentionArgs& h) const {
+  DeviceArrays d(b_);
+  const int64_t T = h.tokens, th = h.tokens * h.heads;
+  MlaAttentionArgs a = h;
+  a.q_latent = d.Copy(h.q_latent, th * h.latent_dim);
+  a.q_rope = d.Copy(h.q_rope, th * h.rope_dim);
+  a.kv = d.Rows(h.kv);
+  a.selected = d.Copy(h.selected, T * h.selected_stride);
+  a.selected_count = d.Copy(h.selected_count, T);
+  a.dense_begin = d.Copy(h.dense_begin, T);
+  a.out_latent = d.Copy(h.out_latent, th * h.latent_dim);
+  b_.ops().MlaAttention(a);
+  d.Back(h.out_latent, a.out_latent, th * h.latent_dim);
+}
+void HostBridgeOps::GqaAttention(const GqaAttentionArgs& h) const {
+  DeviceArrays d(b_);
+  const int64_t T = h.tokens, n = h.tokens * h.heads * h.head_dim;
+  GqaAttentionArgs a = h;
+  a.q = d.Copy(h.q, n);
+  a.kv = d.Rows(h.kv);
+  a.count = d.Copy(h.count, T);
+  a.begin = d.Copy(h.begin, T);
+  a.out = d.Copy(h.out, n);
+  b_.ops().GqaAttention(a);
+  d.Back(h.out, a.out, n);
+}
+void HostBridgeOps::IndexerScores(const IndexerArgs& h) const {
+  DeviceArrays d(b_);
+  const int64_t T = h.tokens;
+  IndexerArgs a = h;
+  a.q = d.Copy(h.q, T * h.heads * h.head_dim);
+  a.w = d.Copy(h.w, T * h.heads);
+  a.keys = d.Rows(h.keys);
+  a.causal_len = d.Copy(h.causal_len, T);
+  a.scores = d.Copy(h.scores, T * h.score_stride);
+  b_.ops().IndexerScores(a);
+  d.Back(h.scores, a.scores, T * h.score_stride);
+}
 void HostBridgeOps::TopK(const float*, int64_t, int64_t, int32_t*) const { NotBridged("TopK"); }
 void HostBridgeOps::MlaAbsorbQuery(const Tensor&, int64_t, int64_t, int64_t, int64_t, const Weight&,
                                    Tensor&) const {

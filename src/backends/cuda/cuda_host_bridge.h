@@ -36,7 +36,7 @@ class HostBridgeOps final : public Ops {
 
   void Rope(Tensor& x, int64_t heads, int64_t head_stride, int64_t offset, const RopeTable& table,
             std::span<const int64_t> positions, RopeStyle style) const override;
-  void MlaAttention(const MlaAttentionArgs&) const override;
+  void MlaAttention(const MlaAttentionArgs& a) const override;
   void IndexerScores(const IndexerArgs&) const override;
   void GqaAttention(const GqaAttentionArgs&) const override;
   void TopK(const float*, int64_t, int64_t, int32_t*) const override;

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_attention.h"
+#include "backends/cuda/cuda_kernel_util.cuh"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/cuda_step_kernels.h"
@@ -24,13 +26,6 @@ __constant__ float kUe8m0[256];
 __constant__ float kE2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                 -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
-constexpr int kThreads = 256;
-
-int Blocks(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 65535 ? (b > 0 ? b : 1) : 65535);
-}
-
 // A weight view as the device kernels read it (ops/weight.h's layouts).
 struct DeviceWeight {
   int format = 0;  // WeightFormat
@@ -42,8 +37,6 @@ struct DeviceWeight {
   const float* scale2 = nullptr;
   int64_t rows = 0, cols = 0, row_begin = 0, block_rows = 1, block_cols = 1;
 };
-
-__device__ float Bf16Bits(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
 
 // W[r, c] of the view, in f32, with DequantizeRowSpan's arithmetic.
 __device__ float WeightAt(const DeviceWeight& w, int64_t r, int64_t c) {
@@ -86,25 +79,6 @@ __global__ void EmbeddingKernel(DeviceWeight w, const int32_t* ids, int64_t n_id
 
 __device__ float LoadVec(const void* p, bool bf16, int64_t i) {
   return bf16 ? Bf16Bits(static_cast<const uint16_t*>(p)[i]) : static_cast<const float*>(p)[i];
-}
-
-// Block sum of one float per thread (kThreads threads).
-__device__ float BlockSum(float v) {
-  __shared__ float part[kThreads / 32];
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
-  __syncthreads();
-  float s = 0.0f;
-  if (threadIdx.x < 32) {
-    s = threadIdx.x < kThreads / 32 ? part[threadIdx.x] : 0.0f;
-    for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-  }
-  __shared__ float total;
-  if (threadIdx.x == 0) total = s;
-  __syncthreads();
-  const float r = total;
-  __syncthreads();
-  return r;
 }
 
 __global__ void RmsNormKernel(const float* x, const void* w, bool w_bf16, float eps, int64_t D,
@@ -186,6 +160,7 @@ class CudaReferenceOps final : public Ops {
     }
     Check(cudaMemcpyToSymbol(kE4m3, e4m3.data(), sizeof(e4m3)), "e4m3 table");
     Check(cudaMemcpyToSymbol(kUe8m0, ue8m0.data(), sizeof(ue8m0)), "ue8m0 table");
+    InitAttentionTables(e4m3.data());
     LUCID_CHECK(cublasCreate(&blas_) == CUBLAS_STATUS_SUCCESS,
                 "cuda-reference: cublasCreate failed");
     cublasSetStream(blas_, stream_);
@@ -293,6 +268,23 @@ class CudaReferenceOps final : public Ops {
       NonFiniteRowsKernel<<<T, kThreads, 0, stream_>>>(x.data<const float>(), x.numel() / T,
                                                        flags.data<int32_t>());
   }
+  void MlaAttention(const MlaAttentionArgs& a) const override {
+    if (a.tokens == 0 || a.heads == 0) return;
+    const int64_t per_row = AttentionScratchPerRow(a.kv, a.selected, a.selected_stride);
+    Grow(&scratch_, &scratch_bytes_, AttentionScratchBytes(a.tokens * a.heads, per_row));
+    LaunchMlaAttention(a, static_cast<float*>(scratch_), per_row, stream_);
+  }
+  void GqaAttention(const GqaAttentionArgs& a) const override {
+    LUCID_CHECK(a.heads > 0 && a.kv_heads > 0 && a.heads % a.kv_heads == 0 && a.head_dim > 0,
+                "GqaAttention: heads must be a multiple of kv_heads");
+    LUCID_CHECK(a.kv.row_floats == 2 * a.kv_heads * a.head_dim,
+                "GqaAttention: KV rows must hold k and v");
+    if (a.tokens == 0) return;
+    const int64_t per_row = AttentionScratchPerRow(a.kv, nullptr, 0);
+    Grow(&scratch_, &scratch_bytes_, AttentionScratchBytes(a.tokens * a.heads, per_row));
+    LaunchGqaAttention(a, static_cast<float*>(scratch_), per_row, stream_);
+  }
+  void IndexerScores(const IndexerArgs& a) const override { LaunchIndexerScores(a, stream_); }
   void Rope(Tensor& x, int64_t heads, int64_t head_stride, int64_t offset, const RopeTable& table,
             std::span<const int64_t> positions, RopeStyle style) const override {
     CheckDevices(*this, "Rope", {&x});
@@ -433,9 +425,6 @@ class CudaReferenceOps final : public Ops {
   }
 
   // No CUDA kernel yet (CudaImplements is false): abort naming the op.
-  void MlaAttention(const MlaAttentionArgs&) const override { Missing("MlaAttention"); }
-  void IndexerScores(const IndexerArgs&) const override { Missing("IndexerScores"); }
-  void GqaAttention(const GqaAttentionArgs&) const override { Missing("GqaAttention"); }
   void TopK(const float*, int64_t, int64_t, int32_t*) const override { Missing("TopK"); }
   void MlaAbsorbQuery(const Tensor&, int64_t, int64_t, int64_t, int64_t, const Weight&,
                       Tensor&) const override {
@@ -485,6 +474,13 @@ class CudaReferenceOps final : public Ops {
     DequantKernel<<<Blocks(w.rows * w.cols), kThreads, 0, stream_>>>(View(w), out);
     return out;
   }
+  // Bytes of scratch for `pairs` (row, head) pairs of `per_row` floats, in launches of at most
+  // 64M floats (cuda_attention.cu launches them that way).
+  static size_t AttentionScratchBytes(int64_t pairs, int64_t per_row) {
+    const int64_t chunk =
+        std::max<int64_t>(1, std::min<int64_t>(pairs, (int64_t{64} << 20) / per_row));
+    return static_cast<size_t>(chunk * per_row) * sizeof(float);
+  }
   // An f32 device tensor of its own allocation (MoeExperts' per-expert activations).
   static Tensor DeviceTensor(Shape shape) {
     void* p = nullptr;
@@ -522,9 +518,10 @@ class CudaReferenceOps final : public Ops {
 
 bool CudaImplements(std::string_view op) {
   for (std::string_view o :
-       {"Linear", "LinearMany", "LinearTransposed", "Embedding", "RmsNorm", "LayerNorm", "Rope",
-        "SwiGlu", "MoeRoute", "MoeExperts", "Accumulate", "Scale", "CopyColumns", "GatherRows",
-        "WriteKvRows", "TopKRows", "NonFiniteRows"})
+       {"Linear",       "LinearMany", "LinearTransposed", "Embedding",    "RmsNorm",
+        "LayerNorm",    "Rope",       "SwiGlu",           "MlaAttention", "IndexerScores",
+        "GqaAttention", "MoeRoute",   "MoeExperts",       "Accumulate",   "Scale",
+        "CopyColumns",  "GatherRows", "WriteKvRows",      "TopKRows",     "NonFiniteRows"})
     if (o == op) return true;
   return false;
 }

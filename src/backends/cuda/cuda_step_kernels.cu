@@ -1,20 +1,10 @@
 #include <math_constants.h>
 
+#include "backends/cuda/cuda_kernel_util.cuh"
 #include "backends/cuda/cuda_step_kernels.h"
 
 namespace lucid::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-int Blocks(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 65535 ? (b > 0 ? b : 1) : 65535);
-}
-
-#define LUCID_GRID_LOOP(i, n)                                               \
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); \
-       i += int64_t{gridDim.x} * blockDim.x)
 
 __global__ void RopeKernel(float* x, int64_t T, int64_t heads, int64_t head_stride, int64_t offset,
                            int64_t half, const float* cs, bool interleaved) {
