@@ -12,11 +12,6 @@
 namespace lucid::cuda {
 namespace {
 
-[[noreturn]] void NotBridged(const char* op) {
-  LUCID_CHECK(false, std::string("HostBridgeOps: ") + op + " has no CUDA kernel yet");
-  __builtin_unreachable();
-}
-
 void Ok(const Status& s, const char* what) {
   LUCID_CHECK(s.ok(), std::string("HostBridgeOps: ") + what + ": " + s.message());
 }
@@ -235,14 +230,25 @@ void HostBridgeOps::IndexerScores(const IndexerArgs& h) const {
   b_.ops().IndexerScores(a);
   d.Back(h.scores, a.scores, T * h.score_stride);
 }
-void HostBridgeOps::TopK(const float*, int64_t, int64_t, int32_t*) const { NotBridged("TopK"); }
-void HostBridgeOps::MlaAbsorbQuery(const Tensor&, int64_t, int64_t, int64_t, int64_t, const Weight&,
-                                   Tensor&) const {
-  NotBridged("MlaAbsorbQuery");
+void HostBridgeOps::TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const {
+  DeviceArrays d(b_);
+  const float* ds = d.Copy(scores, n);
+  int32_t* dout = d.Copy(out, k);
+  b_.ops().TopK(ds, n, k, dout);
+  d.Back(out, dout, k);
 }
-void HostBridgeOps::MlaProjectOutput(const Tensor&, int64_t, int64_t, int64_t, const Weight&,
-                                     Tensor&) const {
-  NotBridged("MlaProjectOutput");
+void HostBridgeOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride,
+                                   int64_t nope_dim, int64_t v_dim, const Weight& kv_b,
+                                   Tensor& q_latent) const {
+  Tensor d = Up(q_latent);
+  b_.ops().MlaAbsorbQuery(Up(q), heads, q_stride, nope_dim, v_dim, Up(kv_b), d);
+  Down(d, q_latent);
+}
+void HostBridgeOps::MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t nope_dim,
+                                     int64_t v_dim, const Weight& kv_b, Tensor& out) const {
+  Tensor d = Up(out);
+  b_.ops().MlaProjectOutput(Up(latent), heads, nope_dim, v_dim, Up(kv_b), d);
+  Down(d, out);
 }
 
 }  // namespace lucid::cuda

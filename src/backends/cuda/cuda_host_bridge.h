@@ -2,11 +2,10 @@
 // suite (backends/cpu/ops_conformance.h) and `lucid backends --self-test`: each call copies its
 // host inputs (and weights) to the device, runs the device op, waits, and copies the outputs back
 // into the caller's host tensors. Slow by design (a copy per call); never used to serve.
-// Only the ops CudaImplements() names are bridged; the others abort naming the op (the suite is
-// run with that list, so it never calls them). A device error aborts with its Status message: the
-// suite has no other way to report it, and the self-test runs in its own process.
-// Ownership: borrows the backend, which must outlive the bridge.
-// Thread-safety: one thread at a time.
+// Every op is bridged (the raw arrays of the attention ops and TopK are copied too). A device error
+// aborts with its Status message: the suite has no other way to report it, and the self-test runs
+// in its own process. Ownership: borrows the backend, which must outlive the bridge. Thread-safety:
+// one thread at a time.
 #pragma once
 
 #include "backends/cuda/cuda_backend.h"

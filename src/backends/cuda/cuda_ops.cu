@@ -425,21 +425,47 @@ class CudaReferenceOps final : public Ops {
   }
 
   // No CUDA kernel yet (CudaImplements is false): abort naming the op.
-  void TopK(const float*, int64_t, int64_t, int32_t*) const override { Missing("TopK"); }
-  void MlaAbsorbQuery(const Tensor&, int64_t, int64_t, int64_t, int64_t, const Weight&,
-                      Tensor&) const override {
-    Missing("MlaAbsorbQuery");
+  void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const override {
+    LUCID_CHECK(k <= n, "TopK k > n");
+    if (k > 0) LaunchTopK(scores, n, k, out, stream_);
   }
-  void MlaProjectOutput(const Tensor&, int64_t, int64_t, int64_t, const Weight&,
-                        Tensor&) const override {
-    Missing("MlaProjectOutput");
+  void MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride, int64_t nope_dim,
+                      int64_t v_dim, const Weight& kv_b, Tensor& q_latent) const override {
+    CheckDevices(*this, "MlaAbsorbQuery", {&q, &kv_b.data, &kv_b.scale, &kv_b.scale2, &q_latent});
+    const int64_t R = kv_b.cols, T = q.size(0);
+    LUCID_CHECK(kv_b.rows == heads * (nope_dim + v_dim) && q.numel() == T * heads * q_stride &&
+                    q_latent.numel() == T * heads * R,
+                "MlaAbsorbQuery shape mismatch for " + kv_b.name);
+    if (T == 0) return;
+    // Per head: q_latent[:, h, :] = q[:, h, 0:nope] . W_uk_h, strided in and out (no copies).
+    const float* W = Dequantized(kv_b);
+    const float one = 1.0f, zero = 0.0f;
+    for (int64_t h = 0; h < heads; ++h)
+      Blas(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_N, R, T, nope_dim, &one,
+                       W + h * (nope_dim + v_dim) * R, R, q.data<const float>() + h * q_stride,
+                       heads * q_stride, &zero, q_latent.data<float>() + h * R, heads * R),
+           "MlaAbsorbQuery");
+  }
+  void MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t nope_dim, int64_t v_dim,
+                        const Weight& kv_b, Tensor& out) const override {
+    CheckDevices(*this, "MlaProjectOutput", {&latent, &kv_b.data, &kv_b.scale, &kv_b.scale2, &out});
+    const int64_t R = kv_b.cols, T = latent.size(0);
+    LUCID_CHECK(kv_b.rows == heads * (nope_dim + v_dim) && latent.numel() == T * heads * R &&
+                    out.numel() == T * heads * v_dim,
+                "MlaProjectOutput shape mismatch for " + kv_b.name);
+    if (T == 0) return;
+    // Per head: out[:, h * v + j] = latent[:, h, :] . W_uv_h[j, :].
+    const float* W = Dequantized(kv_b);
+    const float one = 1.0f, zero = 0.0f;
+    for (int64_t h = 0; h < heads; ++h)
+      Blas(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, v_dim, T, R, &one,
+                       W + (h * (nope_dim + v_dim) + nope_dim) * R, R,
+                       latent.data<const float>() + h * R, heads * R, &zero,
+                       out.data<float>() + h * v_dim, heads * v_dim),
+           "MlaProjectOutput");
   }
 
  private:
-  [[noreturn]] static void Missing(const char* op) {
-    LUCID_CHECK(false, std::string("cuda-reference: ") + op + " has no CUDA kernel yet");
-    __builtin_unreachable();
-  }
   static void Check(cudaError_t e, const char* what) {
     LUCID_CHECK(e == cudaSuccess,
                 std::string("cuda-reference: ") + what + ": " + cudaGetErrorString(e));

@@ -10,10 +10,11 @@
 // - RmsNorm, LayerNorm, SwiGlu, Accumulate, Scale, CopyColumns, GatherRows, Embedding and
 //   NonFiniteRows are one kernel each, f32 accumulation, NaN and Inf propagated as IEEE does.
 // - Host metadata (token ids, rows) is copied to the device on the ops' stream.
-// - Rope, TopKRows, MoeRoute, WriteKvRows and MoeExperts' combine: cuda_step_kernels.h.
-// The attention ops, the indexer scores, TopK over raw pointers and the MLA absorption ops have
-// no CUDA kernel yet: CudaImplements(op) is false for them and calling one aborts naming it;
-// `lucid backends --self-test` lists them as SKIPPED (backends/cuda/cuda_self_test.h).
+// - Rope, TopK, TopKRows, MoeRoute, WriteKvRows and MoeExperts' combine: cuda_step_kernels.h;
+//   MLA and GQA attention and the indexer scores: cuda_attention.h; MlaAbsorbQuery and
+//   MlaProjectOutput: one strided SGEMM per head on the dequantized kv_b.
+// CudaImplements(op) names the ops with a kernel (every op of ops/ops.h); the pointers in the
+// op arguments are device memory (ops/ops.h).
 // Every op is asynchronous on the stream; errors surface in Synchronize as a Status.
 // Thread-safety: the engine thread only (scratch buffers are per instance).
 #pragma once

@@ -22,6 +22,9 @@ void LaunchRope(float* x, int64_t T, int64_t heads, int64_t head_stride, int64_t
 void LaunchTopKRows(const float* scores, int64_t S, const int64_t* lengths, int64_t T, int64_t k,
                     int32_t offset, int32_t* out, int64_t W, cudaStream_t stream);
 
+// TopK: out[0..k) = the k best of scores[0..n) in TopK's order (one thread).
+void LaunchTopK(const float* scores, int64_t n, int64_t k, int32_t* out, cudaStream_t stream);
+
 // MoeRoute for T rows of logits [T, E]; scratch holds T * (2E + n_group) floats.
 void LaunchMoeRoute(const float* logits, int64_t T, int64_t E, const float* bias, int64_t n_group,
                     int64_t topk_group, int64_t k, bool norm_topk_prob, float scaling,
