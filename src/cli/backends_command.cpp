@@ -8,10 +8,37 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "config/cli_options.h"
 #include "config/backends_report.h"
+#include "config/cli_options.h"
+#ifdef LUCID_HAVE_CUDA
+#include "backends/cuda/cuda_self_test.h"
+#endif
 
 namespace lucid::cli {
+namespace {
+
+#ifdef LUCID_HAVE_CUDA
+// The CUDA conformance run as self-test lines: one per op and format, and one SKIPPED line per
+// op without a CUDA kernel (or one for everything when there is no device).
+void AddCudaSelfTest(std::vector<config::SelfTestResult>* tests) {
+  const cuda::CudaSelfTest r = cuda::RunCudaSelfTest();
+  if (!r.skipped_reason.empty()) {
+    tests->push_back(
+        {"cuda conformance", "cuda-reference", "every op", 0, 0, false, true, r.skipped_reason});
+    return;
+  }
+  for (const cuda::CudaOpResult& o : r.ops)
+    tests->push_back(
+        {"cuda conformance", "cuda-reference",
+         o.op + " " + o.format + ": " + std::to_string(o.cases) + " cases (error/tolerance)",
+         o.worst, 1.0, o.passed, false, o.failures});
+  for (const std::string& op : r.not_implemented)
+    tests->push_back({"cuda conformance", "cuda-reference", op, 0, 0, false, true,
+                      "no CUDA kernel yet: " + r.device + " cannot run it"});
+}
+#endif
+
+}  // namespace
 
 void RegisterBackendsCommand(CLI::App& app, int* exit_code) {
   auto opts = std::make_shared<config::CliOptions>();
@@ -28,10 +55,16 @@ void RegisterBackendsCommand(CLI::App& app, int* exit_code) {
     const std::vector<config::BackendRow> rows = config::BackendRows();
     std::vector<config::SelfTestResult> tests;
     if (self_test) tests = config::RunSelfTest(rows);
+#ifdef LUCID_HAVE_CUDA
+    if (self_test) AddCudaSelfTest(&tests);
+#endif
     bool all_pass = true;
     for (const config::SelfTestResult& t : tests) all_pass = all_pass && (t.passed || t.skipped);
     if (json_out) {
       nlohmann::json j = {{"backends", config::BackendsJson(rows)}};
+#ifdef LUCID_HAVE_CUDA
+      j["cuda"] = cuda::CudaStatusLine();
+#endif
       if (self_test) {
         nlohmann::json tj = nlohmann::json::array();
         for (const config::SelfTestResult& t : tests)
@@ -48,6 +81,9 @@ void RegisterBackendsCommand(CLI::App& app, int* exit_code) {
       std::cout << j.dump(2) << "\n";
     } else {
       std::cout << config::BackendsText(rows);
+#ifdef LUCID_HAVE_CUDA
+      std::cout << "\n" << cuda::CudaStatusLine() << "\n";
+#endif
       if (self_test) {
         std::cout << "\nSelf-test (against a double-precision evaluation of each op)\n";
         for (const config::SelfTestResult& t : tests) {

@@ -4,6 +4,10 @@
 //
 // Conventions for every op: activations are contiguous row-major float32; "T" is the number of
 // token rows in the step; outputs are written, never accumulated into, unless a comment says so.
+// Every raw pointer in an op's arguments (the *Args structs, PagedRows' storage and page table,
+// KvRowsOut's bytes, TopK's scores) points into the memory of the ops' device (Ops::device());
+// the std::span arguments of the Tensor ops (ids, positions, rows, lengths, pool rows) are host
+// memory, which a device backend copies over itself.
 // Ops do not allocate model state; scratch they need is their own business.
 // Thread-safety: an Ops object is stateless after construction; calls may run concurrently on
 // disjoint outputs.

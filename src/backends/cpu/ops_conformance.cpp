@@ -158,6 +158,7 @@ void Suite::AddExact(const std::string& op, const std::string& format, const std
 namespace {
 
 void LinearCases(Suite& s) {
+  if (!s.Wants("Linear")) return;
   struct Case {
     int64_t T, N, K, skip;
   };
@@ -177,6 +178,7 @@ void LinearCases(Suite& s) {
 }
 
 void LinearManyCases(Suite& s) {
+  if (!s.Wants("LinearMany")) return;
   const int64_t K = 200;
   const Weight a = RandomWeight(1, 40, K, 1), b = RandomWeight(4, 24, K, 2),
                c = RandomWeight(2, 130, K, 3);
@@ -199,6 +201,7 @@ void LinearManyCases(Suite& s) {
 }
 
 void LinearTransposedCases(Suite& s) {
+  if (!s.Wants("LinearTransposed")) return;
   const int64_t R = 19, C = 131;
   for (int kind = 0; kind < kWeightKinds; ++kind)
     for (int64_t T : {1, 129})
@@ -215,6 +218,7 @@ void LinearTransposedCases(Suite& s) {
 }
 
 void EmbeddingCases(Suite& s) {
+  if (!s.Wants("Embedding")) return;
   const int64_t V = 50, D = 77;
   const std::vector<int32_t> ids = {0, 49, 7, 7, 13};
   for (int kind = 0; kind < kWeightKinds; ++kind)
@@ -243,6 +247,7 @@ Tensor NormWeight(bool bf16, int64_t D, uint32_t seed) {
 }
 
 void NormCases(Suite& s) {
+  if (!s.Wants("RmsNorm")) return;
   const int64_t D = 77;
   for (bool bf16 : {false, true})
     for (int64_t T : {1, 129})
@@ -264,6 +269,7 @@ void NormCases(Suite& s) {
 }
 
 void RopeCases(Suite& s) {
+  if (!s.Wants("Rope")) return;
   const int64_t H = 3, stride = 40, offset = 8;
   RopeTable table;
   for (int i = 0; i < 8; ++i) table.inv_freq.push_back(std::pow(10000.0f, -i / 8.0f));
@@ -294,6 +300,7 @@ void RopeCases(Suite& s) {
 }
 
 void SwiGluCases(Suite& s) {
+  if (!s.Wants("SwiGlu")) return;
   const int64_t I = 41;
   for (int64_t T : {1, 129})
     for (Plant p : kPlants) {
@@ -310,6 +317,7 @@ void SwiGluCases(Suite& s) {
 }
 
 void MlaProjectionCases(Suite& s) {
+  if (!s.Wants("MlaAbsorbQuery")) return;
   const int64_t H = 3, nope = 24, v = 20, R = 200, rope = 8, qs = nope + rope;
   for (int kind = 0; kind < kWeightKinds; ++kind)
     for (int64_t T : {1, 129})
@@ -347,9 +355,9 @@ void DenseCases(Suite& s) {
 
 }  // namespace conformance
 
-std::vector<ConformanceCase> RunOpsConformance(const Ops& candidate,
-                                               ConformancePrecision precision) {
-  conformance::Suite s(candidate, precision);
+std::vector<ConformanceCase> RunOpsConformance(const Ops& candidate, ConformancePrecision precision,
+                                               const std::vector<std::string>& only) {
+  conformance::Suite s(candidate, precision, only);
   conformance::DenseCases(s);
   conformance::AttentionCases(s);
   conformance::IndexerCases(s);

@@ -45,9 +45,11 @@ struct ConformanceCase {
 };
 
 // Runs every case on `candidate` (which must be thread-safe as ops/ops.h says). Never aborts on
-// a mismatch: a failing case is returned with pass = false.
-std::vector<ConformanceCase> RunOpsConformance(const Ops& candidate,
-                                               ConformancePrecision precision);
+// a mismatch: a failing case is returned with pass = false. With `only` non-empty, runs the cases
+// of the ops it names ("Linear", "RmsNorm", ...: the ops/ops.h method names) and no others (a
+// backend that implements part of the interface; RmsNorm and LayerNorm share their cases).
+std::vector<ConformanceCase> RunOpsConformance(const Ops& candidate, ConformancePrecision precision,
+                                               const std::vector<std::string>& only = {});
 
 // One line per op x format: cases, worst error / tolerance, and PASS or FAIL (with the failing
 // cases listed below the line), under a title line.

@@ -155,6 +155,7 @@ void IndexerOne(Suite& s, int64_t T, int64_t H, int64_t ctx, int64_t page, KvRow
 }  // namespace
 
 void AttentionCases(Suite& s) {
+  if (!s.Wants("MlaAttention")) return;
   // Decode rows split into ranges past 288 rows and merged; 16 + 4 heads (row 1 selects nothing);
   // the real latent and rope sizes; 129 query rows.
   const AttnCase cases[] = {{1, 3, 37, 11, 300, 300, true},
@@ -168,6 +169,7 @@ void AttentionCases(Suite& s) {
 }
 
 void IndexerCases(Suite& s) {
+  if (!s.Wants("IndexerScores")) return;
   // Pages of 5 keys (blocks of 16 keys cross pages), of 32 (a partly filled last page); 20 heads
   // are two groups of 16 in the lanes kernels.
   for (KvRowKind kind : kKvKinds)
@@ -179,6 +181,7 @@ void IndexerCases(Suite& s) {
 }
 
 void TopKCases(Suite& s) {
+  if (!s.Wants("TopK")) return;
   std::mt19937 rng(5);
   for (int64_t n : {1, 129, 1000, 5000})
     for (Plant p : kPlants) {
@@ -214,6 +217,7 @@ Tensor Rows(std::vector<float>& v, int64_t k) {
 }
 
 void MoeRouteCases(Suite& s) {
+  if (!s.Wants("MoeRoute")) return;
   const int64_t E = 16, groups = 4, topk_group = 2, k = 4;
   const Tensor bias = RandomTensor({E}, 21, -0.1f, 0.1f);
   for (int64_t T : {1, 129})
@@ -256,6 +260,7 @@ void RoundedMoeReference(const Suite& s, const Tensor& x, std::span<const Expert
 }
 
 void MoeExpertsCases(Suite& s) {
+  if (!s.Wants("MoeExperts")) return;
   const int64_t E = 6, D = 48, I = 40, k = 2;
   for (int kind = 0; kind < kWeightKinds; ++kind) {
     std::vector<ExpertWeights> ex;

@@ -94,6 +94,7 @@ void OneGqa(Suite& s, const GqaCase& c, KvRowKind kind, Plant plant, GqaSite sit
 }  // namespace
 
 void GqaCases(Suite& s) {
+  if (!s.Wants("GqaAttention")) return;
   // SmolLM2's heads (9 / 3, D 64) in decode and prefill; MHA (group 1) with an odd head size; a
   // group of 8 with per-row first tokens and a row that attends to nothing.
   const GqaCase cases[] = {{1, 9, 3, 64, 300, false},

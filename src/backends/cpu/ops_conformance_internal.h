@@ -2,6 +2,7 @@
 // values, the comparison, and the case groups of each file.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -44,8 +45,12 @@ Tensor RoundedToBf16(const Tensor& x);
 
 class Suite {
  public:
-  Suite(const Ops& candidate, ConformancePrecision precision)
-      : cand_(candidate), precision_(precision) {}
+  Suite(const Ops& candidate, ConformancePrecision precision, std::vector<std::string> only = {})
+      : cand_(candidate), precision_(precision), only_(std::move(only)) {}
+  // Whether the cases of `op` run (RunOpsConformance's `only`).
+  bool Wants(const std::string& op) const {
+    return only_.empty() || std::find(only_.begin(), only_.end(), op) != only_.end();
+  }
   const Ops& cand() const { return cand_; }
   const CpuOps& ref() const { return ref_; }
   bool bf16act() const { return precision_ == ConformancePrecision::kBf16Act; }
@@ -64,6 +69,7 @@ class Suite {
   const Ops& cand_;
   const CpuOps ref_;
   ConformancePrecision precision_;
+  std::vector<std::string> only_;
   std::vector<ConformanceCase> cases_;
 };
 

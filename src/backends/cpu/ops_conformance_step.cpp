@@ -31,6 +31,7 @@ PagedRows Format(KvRowKind kind, int64_t width, int64_t fp8, int64_t block) {
 }
 
 void WriteKvRowsCases(Suite& s) {
+  if (!s.Wants("WriteKvRows")) return;
   struct Shape {
     int64_t T, a, b, fp8, block;  // parts of widths a and b (b = 0: one part)
   };
@@ -69,6 +70,7 @@ void WriteKvRowsCases(Suite& s) {
 }
 
 void TopKRowsCases(Suite& s) {
+  if (!s.Wants("TopKRows")) return;
   std::mt19937 rng(77);
   for (int64_t T : {1, 5, 129})
     for (int64_t S : {1, 40, 300})
@@ -95,6 +97,7 @@ void TopKRowsCases(Suite& s) {
 }
 
 void NonFiniteRowsCases(Suite& s) {
+  if (!s.Wants("NonFiniteRows")) return;
   for (int64_t T : {1, 129})
     for (int64_t W : {1, 45, 1000})
       for (Plant p : kPlants) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_fast_ops.h"
+#include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/ops_registry.h"
 
 namespace lucid {
@@ -69,6 +70,17 @@ TEST_P(OpsConformanceTest, EveryOpMatchesTheReference) {
     EXPECT_TRUE(planted.count(op + ":nan")) << op;
     EXPECT_TRUE(planted.count(op + ":inf")) << op;
   }
+}
+
+// A backend that implements part of the interface runs only its ops' cases.
+TEST(OpsConformanceOnlyTest, RunsTheCasesOfTheNamedOpsAndNoOthers) {
+  const CpuOps ref;
+  const std::vector<ConformanceCase> cases =
+      RunOpsConformance(ref, ConformancePrecision::kF32, {"RmsNorm", "NonFiniteRows"});
+  std::set<std::string> ops;
+  for (const ConformanceCase& c : cases) ops.insert(c.op);
+  EXPECT_EQ(ops, (std::set<std::string>{"RmsNorm", "LayerNorm", "NonFiniteRows"}));
+  EXPECT_TRUE(AllPassed(cases));
 }
 
 INSTANTIATE_TEST_SUITE_P(CpuSets, OpsConformanceTest, ::testing::ValuesIn(SetsOnThisMachine()),

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The device check, for a machine with one NVIDIA GPU: builds (or reuses) a CUDA build, then runs
+# the CUDA backend's device tests and `lucid backends --self-test`, and writes what they printed,
+# with the device line and the times, into the folder it is given. Bounded: each step has a
+# timeout; the whole run stays under 8 minutes with a build brought from elsewhere.
+#   scripts/cuda_check.sh OUT_DIR [BUILD_DIR]     (BUILD_DIR default build; built when missing)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: scripts/cuda_check.sh OUT_DIR [BUILD_DIR]}
+build=${2:-build}
+mkdir -p "$out"
+log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$out/summary.txt"; }
+log "machine: $(uname -m), $(nproc) cores; $(nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader 2>&1 | head -1)"
+if [ ! -x "$build/src/backends/cuda/lucid_backends_cuda_tests" ] && [ ! -x "$build/lucid_backends_cuda_tests" ]; then
+  log "building $build with the CUDA backend"
+  LUCID_CUDA=ON timeout 420 scripts/build.sh >"$out/build.txt" 2>&1 || { log "build failed (see build.txt)"; exit 1; }
+fi
+tests=$(find "$build" -name lucid_backends_cuda_tests -type f -perm -u+x | head -1)
+rc=0
+log "device tests: $tests"
+timeout 180 "$tests" >"$out/cuda_tests.txt" 2>&1 || rc=1
+tail -3 "$out/cuda_tests.txt" | tee -a "$out/summary.txt"
+log "lucid backends --self-test"
+timeout 240 "$build/lucid" backends --self-test >"$out/self_test.txt" 2>&1 || rc=1
+grep -E "cuda" "$out/self_test.txt" | tee -a "$out/summary.txt" >/dev/null
+log "done, rc=$rc"
+exit $rc

@@ -1,0 +1,174 @@
+#include <cmath>
+
+#include "backends/cuda/cuda_attention.h"
+#include "backends/cuda/cuda_kernel_util.cuh"
+
+namespace lucid::cuda {
+namespace {
+
+__constant__ float kE4m3Attn[256];
+
+// PagedRows as the kernels read it (ops/ops.h).
+struct DeviceRows {
+  int kind = 0;  // KvRowKind
+  const float* base = nullptr;
+  const int32_t* page_table = nullptr;
+  int64_t page_size = 1, page_stride = 0, row_floats = 0;
+  const uint8_t* bytes = nullptr;
+  int64_t page_bytes = 0, row_bytes = 0, fp8_values = 0, fp8_block = 1;
+};
+
+DeviceRows ToDevice(const PagedRows& r) {
+  DeviceRows d;
+  d.kind = static_cast<int>(r.kind);
+  d.base = r.base;
+  d.page_table = r.page_table.data();
+  d.page_size = r.page_size;
+  d.page_stride = r.page_stride;
+  d.row_floats = r.row_floats;
+  d.bytes = r.bytes;
+  d.page_bytes = r.page_bytes;
+  d.row_bytes = r.row_bytes;
+  d.fp8_values = r.fp8_values;
+  d.fp8_block = r.fp8_block > 0 ? r.fp8_block : 1;
+  return d;
+}
+
+__device__ uint16_t LoadU16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+__device__ float LoadF32(const uint8_t* p) {
+  return __uint_as_float(static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+                         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24));
+}
+
+// Value i of token u's row, decoded as PagedRows::ReadRow.
+__device__ float RowValue(const DeviceRows& r, int64_t u, int64_t i) {
+  const int64_t page = r.page_table[u / r.page_size], slot = u % r.page_size;
+  if (r.kind == static_cast<int>(KvRowKind::kF32))
+    return r.base[page * r.page_stride + slot * r.row_floats + i];
+  const uint8_t* rb = r.bytes + page * r.page_bytes + slot * r.row_bytes;
+  if (r.kind == static_cast<int>(KvRowKind::kBF16)) return Bf16Bits(LoadU16(rb + 2 * i));
+  const int64_t ns = (r.fp8_values + r.fp8_block - 1) / r.fp8_block;
+  if (i < r.fp8_values)
+    return kE4m3Attn[rb[i]] * LoadF32(rb + r.fp8_values + 4 * (i / r.fp8_block));
+  return Bf16Bits(LoadU16(rb + r.fp8_values + 4 * ns + 2 * (i - r.fp8_values)));
+}
+
+__global__ void MlaKernel(MlaAttentionArgs a, DeviceRows kv, int64_t th0, float* scratch,
+                          int64_t per_row) {
+  const int64_t th = th0 + blockIdx.x, t = th / a.heads, R = a.latent_dim, P = a.rope_dim;
+  const float* ql = a.q_latent + th * R;
+  const float* qr = a.q_rope + th * P;
+  const int32_t* sel = a.selected ? a.selected + t * a.selected_stride : nullptr;
+  const int64_t first = a.dense_begin ? a.dense_begin[t] : 0;
+  const int64_t n = a.selected_count[t];
+  float* p = scratch + blockIdx.x * per_row;
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const int64_t u = sel ? sel[j] : first + j;
+    float s = 0.0f;
+    for (int64_t i = 0; i < R; ++i) s += ql[i] * RowValue(kv, u, i);
+    for (int64_t i = 0; i < P; ++i) s += qr[i] * RowValue(kv, u, R + i);
+    p[j] = s * a.scale;
+    mx = MaxOp{}(mx, p[j]);
+  }
+  mx = BlockMax(mx);
+  float part = 0.0f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    p[j] = expf(p[j] - mx);
+    part += p[j];
+  }
+  const float sum = BlockSum(part);  // its barriers also publish p to the block
+  float* out = a.out_latent + th * R;
+  for (int64_t i = threadIdx.x; i < R; i += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < n; ++j) acc += (p[j] / sum) * RowValue(kv, sel ? sel[j] : first + j, i);
+    out[i] = acc;
+  }
+}
+
+__global__ void GqaKernel(GqaAttentionArgs a, DeviceRows kv, int64_t th0, float* scratch,
+                          int64_t per_row) {
+  const int64_t H = a.heads, D = a.head_dim, group = H / a.kv_heads, width = a.kv_heads * D;
+  const int64_t th = th0 + blockIdx.x, t = th / H, h = th % H, kh = h / group;
+  const int64_t n = a.count[t], u0 = a.begin ? a.begin[t] : 0;
+  const float* q = a.q + (t * H + h) * D;
+  float* out = a.out + (t * H + h) * D;
+  float* p = scratch + blockIdx.x * per_row;
+  float mx = -INFINITY;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float dot = 0.0f;
+    for (int64_t j = 0; j < D; ++j) dot += q[j] * RowValue(kv, u0 + i, kh * D + j);
+    p[i] = dot * a.scale;
+    mx = MaxOp{}(mx, p[i]);
+  }
+  mx = BlockMax(mx);
+  float part = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    p[i] = expf(p[i] - mx);
+    part += p[i];
+  }
+  const float sum = BlockSum(part);
+  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n; ++i) acc += (p[i] / sum) * RowValue(kv, u0 + i, width + kh * D + j);
+    out[j] = n > 0 ? acc : 0.0f;
+  }
+}
+
+__global__ void IndexerKernel(IndexerArgs a, DeviceRows keys) {
+  const int64_t t = blockIdx.x, D = a.head_dim;
+  float* out = a.scores + t * a.score_stride;
+  for (int64_t u = threadIdx.x; u < a.causal_len[t]; u += blockDim.x) {
+    float s = 0.0f;
+    for (int64_t j = 0; j < a.heads; ++j) {
+      const float* q = a.q + (t * a.heads + j) * D;
+      float d = 0.0f;
+      for (int64_t i = 0; i < D; ++i) d += q[i] * RowValue(keys, u, i);
+      s += a.w[t * a.heads + j] * (d < 0.0f ? 0.0f : d);  // std::max(d, 0): a NaN stays NaN
+    }
+    out[u] = s;
+  }
+}
+
+// Rows of (row, head) pairs per launch so the scratch stays under 64M floats.
+int64_t Chunk(int64_t pairs, int64_t per_row) {
+  const int64_t c = per_row > 0 ? (int64_t{64} << 20) / per_row : pairs;
+  return c < 1 ? 1 : (c < pairs ? c : pairs);
+}
+
+}  // namespace
+
+void InitAttentionTables(const float* e4m3_host) {
+  cudaMemcpyToSymbol(kE4m3Attn, e4m3_host, 256 * sizeof(float));
+}
+
+int64_t AttentionScratchPerRow(const PagedRows& kv, const int32_t* selected,
+                               int64_t selected_stride) {
+  const int64_t rows = static_cast<int64_t>(kv.page_table.size()) * kv.page_size;
+  const int64_t n = selected ? selected_stride : rows;
+  return n > 0 ? n : 1;
+}
+
+void LaunchMlaAttention(const MlaAttentionArgs& a, float* scratch, int64_t per_row,
+                        cudaStream_t stream) {
+  const int64_t pairs = a.tokens * a.heads, chunk = Chunk(pairs, per_row);
+  for (int64_t th0 = 0; th0 < pairs; th0 += chunk) {
+    const int64_t n = pairs - th0 < chunk ? pairs - th0 : chunk;
+    MlaKernel<<<n, kThreads, 0, stream>>>(a, ToDevice(a.kv), th0, scratch, per_row);
+  }
+}
+
+void LaunchGqaAttention(const GqaAttentionArgs& a, float* scratch, int64_t per_row,
+                        cudaStream_t stream) {
+  const int64_t pairs = a.tokens * a.heads, chunk = Chunk(pairs, per_row);
+  for (int64_t th0 = 0; th0 < pairs; th0 += chunk) {
+    const int64_t n = pairs - th0 < chunk ? pairs - th0 : chunk;
+    GqaKernel<<<n, kThreads, 0, stream>>>(a, ToDevice(a.kv), th0, scratch, per_row);
+  }
+}
+
+void LaunchIndexerScores(const IndexerArgs& a, cudaStream_t stream) {
+  if (a.tokens > 0) IndexerKernel<<<a.tokens, kThreads, 0, stream>>>(a, ToDevice(a.keys));
+}
+
+}  // namespace lucid::cuda

@@ -1,0 +1,151 @@
+// The CUDA backend's host-side behaviour (runs everywhere) and its device behaviour (skips, saying
+// why, on a machine without a usable CUDA device).
+#include "backends/cuda/cuda_backend.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/ops_conformance.h"
+#include "backends/cuda/cuda_device.h"
+#include "backends/cuda/cuda_host_bridge.h"
+#include "backends/cuda/cuda_ops.h"
+
+namespace lucid::cuda {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The device tests' guard: the backend on device 0, or a skip with the probe's reason.
+#define LUCID_REQUIRE_CUDA_BACKEND(var)                                                       \
+  StatusOr<std::unique_ptr<CudaBackend>> var##_or =                                           \
+      CudaBackend::Create(0, MakeCudaReferenceOps, "reference");                              \
+  if (!var##_or.ok()) GTEST_SKIP() << "needs a CUDA device: " << var##_or.status().message(); \
+  CudaBackend& var = **var##_or
+
+TEST(CudaDeviceTest, ProbeNamesTheDevicesOrSaysWhyThereAreNone) {
+  StatusOr<std::vector<CudaDeviceInfo>> d = ProbeCudaDevices();
+  if (!d.ok()) {
+    EXPECT_EQ(d.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_THAT(d.status().message(), HasSubstr("no CUDA device: "));
+    return;
+  }
+  ASSERT_FALSE(d->empty());
+  for (const CudaDeviceInfo& i : *d) {
+    EXPECT_GE(i.sm, 50) << i.name;
+    EXPECT_GT(i.total_memory, 0);
+    EXPECT_LE(i.free_memory, i.total_memory);
+    EXPECT_THAT(DescribeDevice(i), HasSubstr("cuda:" + std::to_string(i.index)));
+  }
+}
+
+TEST(CudaDeviceTest, ArchitectureSpecificCodeRunsOnlyOnItsOwnCapability) {
+  const std::vector<int> archs = CompiledCudaArchitectures();
+  ASSERT_FALSE(archs.empty());
+  for (int a : archs) {
+    EXPECT_TRUE(RunsOn(a));
+    EXPECT_THAT(CompiledCudaArchitecturesText(), HasSubstr("sm_" + std::to_string(a)));
+  }
+  // sm_89 (Ada) and sm_103 have no "a" code in the default build: refused, not run.
+  EXPECT_FALSE(RunsOn(89));
+  EXPECT_FALSE(RunsOn(103));
+}
+
+TEST(CudaBackendTest, CreateWithoutADeviceFailsWithTheReason) {
+  StatusOr<std::vector<CudaDeviceInfo>> d = ProbeCudaDevices();
+  if (d.ok()) GTEST_SKIP() << "this machine has a CUDA device; the no-device path is not reachable";
+  StatusOr<std::unique_ptr<CudaBackend>> b =
+      CudaBackend::Create(0, MakeCudaReferenceOps, "reference");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), d.status().message());
+}
+
+TEST(CudaOpsTest, EveryOpOfTheInterfaceHasAKernel) {
+  for (const char* op : {"Linear",
+                         "LinearMany",
+                         "LinearTransposed",
+                         "Embedding",
+                         "RmsNorm",
+                         "LayerNorm",
+                         "Rope",
+                         "SwiGlu",
+                         "MlaAttention",
+                         "IndexerScores",
+                         "GqaAttention",
+                         "TopK",
+                         "MoeRoute",
+                         "MoeExperts",
+                         "MlaAbsorbQuery",
+                         "MlaProjectOutput",
+                         "Accumulate",
+                         "Scale",
+                         "CopyColumns",
+                         "GatherRows",
+                         "WriteKvRows",
+                         "TopKRows",
+                         "NonFiniteRows"})
+    EXPECT_TRUE(CudaImplements(op)) << op;
+  EXPECT_FALSE(CudaImplements("linear"));
+  EXPECT_FALSE(CudaImplements("FusedMoe"));
+}
+
+TEST(CudaBackendDeviceTest, UploadKeepsPackedBytesAndCountsDeviceMemory) {
+  LUCID_REQUIRE_CUDA_BACKEND(b);
+  EXPECT_EQ(b.device(), Device::kCuda);
+  EXPECT_EQ(b.name(), "cuda:reference");
+  const int64_t before = b.device_allocator().live_bytes();
+  Tensor host = Tensor::Empty(DType::kU8, {3, 40});  // NVFP4 payload: bytes, kept as bytes
+  for (int64_t i = 0; i < host.numel(); ++i) host.data<uint8_t>()[i] = static_cast<uint8_t>(i * 37);
+  StatusOr<Tensor> dev = b.UploadWeight(host);
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  EXPECT_EQ(dev->device(), Device::kCuda);
+  EXPECT_EQ(dev->shape(), host.shape());
+  EXPECT_GE(b.device_allocator().live_bytes() - before, 120);
+  StatusOr<Tensor> back = CopyToHost(*dev, b.stream());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(std::memcmp(back->raw(), host.raw(), host.nbytes()), 0);
+}
+
+TEST(CudaBackendDeviceTest, GlueOpsEqualTheirFormulas) {
+  LUCID_REQUIRE_CUDA_BACKEND(b);
+  HostBridgeOps ops(b);
+  Tensor x = Tensor::Empty(DType::kF32, {4, 6}), y = Tensor::Empty(DType::kF32, {4, 6});
+  for (int i = 0; i < 24; ++i) {
+    x.data<float>()[i] = 0.5f * i - 3.0f;
+    y.data<float>()[i] = 1.0f - 0.25f * i;
+  }
+  Tensor acc = Tensor::Empty(DType::kF32, {4, 6});
+  std::memcpy(acc.raw(), x.raw(), x.nbytes());
+  ops.Accumulate(acc, y);
+  for (int i = 0; i < 24; ++i)
+    EXPECT_EQ(acc.data<float>()[i], x.data<float>()[i] + y.data<float>()[i]);
+  ops.Scale(acc, 2.0f);
+  for (int i = 0; i < 24; ++i)
+    EXPECT_EQ(acc.data<float>()[i], 2.0f * (x.data<float>()[i] + y.data<float>()[i]));
+  Tensor cols = Tensor::Empty(DType::kF32, {4, 4});  // groups 2 of stride 3, offset 1, width 2
+  ops.CopyColumns(x, 2, 3, 1, 2, cols);
+  for (int t = 0; t < 4; ++t)
+    for (int g = 0; g < 2; ++g)
+      for (int j = 0; j < 2; ++j)
+        EXPECT_EQ(cols.data<float>()[t * 4 + g * 2 + j], x.data<float>()[t * 6 + g * 3 + 1 + j]);
+  const std::vector<int64_t> rows = {3, 0, 3};
+  Tensor g = Tensor::Empty(DType::kF32, {3, 6});
+  ops.GatherRows(x, rows, g);
+  for (int i = 0; i < 3; ++i)
+    for (int c = 0; c < 6; ++c)
+      EXPECT_EQ(g.data<float>()[i * 6 + c], x.data<float>()[rows[i] * 6 + c]);
+}
+
+TEST(CudaBackendDeviceTest, EveryOpPassesTheConformanceSuite) {
+  LUCID_REQUIRE_CUDA_BACKEND(b);
+  HostBridgeOps ops(b);
+  const std::vector<ConformanceCase> cases = RunOpsConformance(ops, ConformancePrecision::kF32);
+  ASSERT_FALSE(cases.empty());
+  EXPECT_TRUE(AllPassed(cases)) << ConformanceTable("cuda-reference", cases);
+}
+
+}  // namespace
+}  // namespace lucid::cuda

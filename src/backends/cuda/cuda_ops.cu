@@ -1,0 +1,559 @@
+// CudaOps, set "cuda-reference" (see cuda_ops.h): the kernels and the op methods.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_attention.h"
+#include "backends/cuda/cuda_kernel_util.cuh"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/cuda_status.h"
+#include "backends/cuda/cuda_step_kernels.h"
+#include "core/dtype.h"
+
+namespace lucid::cuda {
+namespace {
+
+__constant__ float kE4m3[256];
+__constant__ float kUe8m0[256];
+__constant__ float kE2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+// A weight view as the device kernels read it (ops/weight.h's layouts).
+struct DeviceWeight {
+  int format = 0;  // WeightFormat
+  const void* data = nullptr;
+  int64_t data_ld = 0;  // bytes per stored row (NVFP4), elements otherwise
+  const void* scale = nullptr;
+  bool scale_ue8m0 = false;
+  int64_t scale_ld = 0;
+  const float* scale2 = nullptr;
+  int64_t rows = 0, cols = 0, row_begin = 0, block_rows = 1, block_cols = 1;
+};
+
+// W[r, c] of the view, in f32, with DequantizeRowSpan's arithmetic.
+__device__ float WeightAt(const DeviceWeight& w, int64_t r, int64_t c) {
+  const int64_t row = w.row_begin + r;
+  switch (w.format) {
+    case static_cast<int>(WeightFormat::kF32):
+      return static_cast<const float*>(w.data)[row * w.cols + c];
+    case static_cast<int>(WeightFormat::kBF16):
+      return Bf16Bits(static_cast<const uint16_t*>(w.data)[row * w.cols + c]);
+    case static_cast<int>(WeightFormat::kFp8Block): {
+      const int64_t idx = (row / w.block_rows) * w.scale_ld + c / w.block_cols;
+      const float bs = w.scale_ue8m0 ? kUe8m0[static_cast<const uint8_t*>(w.scale)[idx]]
+                                     : static_cast<const float*>(w.scale)[idx];
+      return kE4m3[static_cast<const uint8_t*>(w.data)[row * w.cols + c]] * bs;
+    }
+    case static_cast<int>(WeightFormat::kNvfp4): {
+      const uint8_t q = static_cast<const uint8_t*>(w.data)[row * w.data_ld + (c >> 1)];
+      const uint8_t nib = (q >> ((c & 1) * 4)) & 0xF;
+      const float bs =
+          kE4m3[static_cast<const uint8_t*>(w.scale)[row * w.scale_ld + c / w.block_cols]];
+      return __fmul_rn(__fmul_rn(kE2m1[nib], bs), *w.scale2);
+    }
+  }
+  return __int_as_float(0x7fc00000);
+}
+
+__global__ void DequantKernel(DeviceWeight w, float* out) {
+  const int64_t n = w.rows * w.cols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = WeightAt(w, i / w.cols, i % w.cols);
+}
+
+__global__ void EmbeddingKernel(DeviceWeight w, const int32_t* ids, int64_t n_ids, float* out) {
+  const int64_t n = n_ids * w.cols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = WeightAt(w, ids[i / w.cols], i % w.cols);
+}
+
+__device__ float LoadVec(const void* p, bool bf16, int64_t i) {
+  return bf16 ? Bf16Bits(static_cast<const uint16_t*>(p)[i]) : static_cast<const float*>(p)[i];
+}
+
+__global__ void RmsNormKernel(const float* x, const void* w, bool w_bf16, float eps, int64_t D,
+                              float* y) {
+  const float* xr = x + blockIdx.x * D;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) ss += xr[i] * xr[i];
+  ss = BlockSum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
+    y[blockIdx.x * D + i] = LoadVec(w, w_bf16, i) * (xr[i] * inv);
+}
+
+__global__ void LayerNormKernel(const float* x, const void* w, bool w_bf16, const void* b,
+                                bool b_bf16, float eps, int64_t D, float* y) {
+  const float* xr = x + blockIdx.x * D;
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) s += xr[i];
+  const float mean = BlockSum(s) / static_cast<float>(D);
+  float v = 0.0f;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) v += (xr[i] - mean) * (xr[i] - mean);
+  const float var = BlockSum(v) / static_cast<float>(D);
+  const float inv = 1.0f / sqrtf(var + eps);
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
+    y[blockIdx.x * D + i] = (xr[i] - mean) * inv * LoadVec(w, w_bf16, i) + LoadVec(b, b_bf16, i);
+}
+
+__global__ void SwiGluKernel(const float* g, const float* u, int64_t n, float* o) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+__global__ void AccumulateKernel(float* x, const float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    x[i] += y[i];
+}
+
+__global__ void ScaleKernel(float* x, float s, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    x[i] *= s;
+}
+
+__global__ void CopyColumnsKernel(const float* x, int64_t x_width, int64_t T, int64_t groups,
+                                  int64_t group_stride, int64_t offset, int64_t width, float* out) {
+  const int64_t n = T * groups * width;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = i / (groups * width), g = (i / width) % groups, j = i % width;
+    out[i] = x[t * x_width + g * group_stride + offset + j];
+  }
+}
+
+__global__ void GatherRowsKernel(const float* x, const int64_t* rows, int64_t n_rows, int64_t D,
+                                 float* out) {
+  const int64_t n = n_rows * D;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = x[rows[i / D] * D + i % D];
+}
+
+__global__ void NonFiniteRowsKernel(const float* x, int64_t row, int32_t* flags) {
+  const float* p = x + blockIdx.x * row;
+  float bad = 0.0f;
+  for (int64_t j = threadIdx.x; j < row; j += blockDim.x) bad += isfinite(p[j]) ? 0.0f : 1.0f;
+  bad = BlockSum(bad);
+  if (threadIdx.x == 0) flags[blockIdx.x] = bad > 0.0f ? 1 : 0;
+}
+
+class CudaReferenceOps final : public Ops {
+ public:
+  explicit CudaReferenceOps(cudaStream_t stream) : stream_(stream) {
+    std::array<float, 256> e4m3{}, ue8m0{};
+    for (int i = 0; i < 256; ++i) {
+      e4m3[i] = F8E4M3ToF32(static_cast<uint8_t>(i));
+      ue8m0[i] = Ue8m0ToF32(static_cast<uint8_t>(i));
+    }
+    Check(cudaMemcpyToSymbol(kE4m3, e4m3.data(), sizeof(e4m3)), "e4m3 table");
+    Check(cudaMemcpyToSymbol(kUe8m0, ue8m0.data(), sizeof(ue8m0)), "ue8m0 table");
+    InitAttentionTables(e4m3.data());
+    LUCID_CHECK(cublasCreate(&blas_) == CUBLAS_STATUS_SUCCESS,
+                "cuda-reference: cublasCreate failed");
+    cublasSetStream(blas_, stream_);
+    cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH);  // f32 products, no TF32
+  }
+  ~CudaReferenceOps() override {
+    cudaStreamSynchronize(stream_);
+    cublasDestroy(blas_);
+    for (void* p : {scratch_, ints_}) cudaFree(p);
+  }
+
+  const char* name() const override { return "cuda-reference"; }
+  Device device() const override { return Device::kCuda; }
+
+  void Linear(const Tensor& x, const Weight& w, Tensor& y) const override {
+    CheckDevices(*this, "Linear", {&x, &w.data, &w.scale, &w.scale2, &y});
+    const int64_t K = w.cols, N = w.rows, T = x.numel() / K;
+    LUCID_CHECK(x.numel() == T * K && y.numel() == T * N, "Linear shape mismatch for " + w.name);
+    const float* W = Dequantized(w);
+    const float one = 1.0f, zero = 0.0f;
+    Blas(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &one, W, K, x.data<const float>(), K,
+                     &zero, y.data<float>(), N),
+         "Linear");
+  }
+  void LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const override {
+    CheckDevices(*this, "LinearTransposed", {&x, &w.data, &w.scale, &w.scale2, &y});
+    const int64_t R = w.rows, C = w.cols, T = x.numel() / R;
+    LUCID_CHECK(x.numel() == T * R && y.numel() == T * C,
+                "LinearTransposed shape mismatch for " + w.name);
+    const float* W = Dequantized(w);
+    const float one = 1.0f, zero = 0.0f;
+    Blas(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_N, C, T, R, &one, W, C, x.data<const float>(), R,
+                     &zero, y.data<float>(), C),
+         "LinearTransposed");
+  }
+  void Embedding(const Weight& table, std::span<const int32_t> ids, Tensor& out) const override {
+    CheckDevices(*this, "Embedding", {&table.data, &table.scale, &table.scale2, &out});
+    LUCID_CHECK(out.size(0) == static_cast<int64_t>(ids.size()) && out.size(-1) == table.cols,
+                "Embedding shape mismatch");
+    for (int32_t id : ids) LUCID_CHECK(id >= 0 && id < table.rows, "Embedding id out of range");
+    const int32_t* d_ids = static_cast<const int32_t*>(Upload(ids.data(), ids.size_bytes()));
+    const int64_t n = static_cast<int64_t>(ids.size()) * table.cols;
+    EmbeddingKernel<<<Blocks(n), kThreads, 0, stream_>>>(View(table), d_ids, ids.size(),
+                                                         out.data<float>());
+  }
+  void RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) const override {
+    CheckDevices(*this, "RmsNorm", {&x, &weight, &y});
+    const int64_t D = x.size(-1), T = x.numel() / D;
+    if (T > 0)
+      RmsNormKernel<<<T, kThreads, 0, stream_>>>(x.data<const float>(), weight.raw(),
+                                                 weight.dtype() == DType::kBF16, eps, D,
+                                                 y.data<float>());
+  }
+  void LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                 Tensor& y) const override {
+    CheckDevices(*this, "LayerNorm", {&x, &weight, &bias, &y});
+    const int64_t D = x.size(-1), T = x.numel() / D;
+    if (T > 0)
+      LayerNormKernel<<<T, kThreads, 0, stream_>>>(
+          x.data<const float>(), weight.raw(), weight.dtype() == DType::kBF16, bias.raw(),
+          bias.dtype() == DType::kBF16, eps, D, y.data<float>());
+  }
+  void SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) const override {
+    CheckDevices(*this, "SwiGlu", {&gate, &up, &out});
+    const int64_t n = gate.numel();
+    LUCID_CHECK(up.numel() == n && out.numel() == n, "SwiGlu shape mismatch");
+    SwiGluKernel<<<Blocks(n), kThreads, 0, stream_>>>(gate.data<const float>(),
+                                                      up.data<const float>(), n, out.data<float>());
+  }
+  void Accumulate(Tensor& x, const Tensor& y) const override {
+    CheckDevices(*this, "Accumulate", {&x, &y});
+    LUCID_CHECK(x.numel() == y.numel(), "Accumulate: element counts differ");
+    AccumulateKernel<<<Blocks(x.numel()), kThreads, 0, stream_>>>(x.data<float>(),
+                                                                  y.data<const float>(), x.numel());
+  }
+  void Scale(Tensor& x, float s) const override {
+    CheckDevices(*this, "Scale", {&x});
+    ScaleKernel<<<Blocks(x.numel()), kThreads, 0, stream_>>>(x.data<float>(), s, x.numel());
+  }
+  void CopyColumns(const Tensor& x, int64_t groups, int64_t group_stride, int64_t offset,
+                   int64_t width, Tensor& out) const override {
+    CheckDevices(*this, "CopyColumns", {&x, &out});
+    const int64_t T = x.size(0), xw = x.numel() / std::max<int64_t>(T, 1);
+    LUCID_CHECK(out.numel() == T * groups * width && groups * group_stride <= xw &&
+                    offset + width <= group_stride,
+                "CopyColumns shape mismatch");
+    CopyColumnsKernel<<<Blocks(out.numel()), kThreads, 0, stream_>>>(
+        x.data<const float>(), xw, T, groups, group_stride, offset, width, out.data<float>());
+  }
+  void GatherRows(const Tensor& x, std::span<const int64_t> rows, Tensor& out) const override {
+    CheckDevices(*this, "GatherRows", {&x, &out});
+    const int64_t D = x.size(-1);
+    for (int64_t r : rows) LUCID_CHECK(r >= 0 && r < x.size(0), "GatherRows: row out of range");
+    const int64_t* d_rows = static_cast<const int64_t*>(Upload(rows.data(), rows.size_bytes()));
+    const int64_t n = static_cast<int64_t>(rows.size()) * D;
+    GatherRowsKernel<<<Blocks(n), kThreads, 0, stream_>>>(x.data<const float>(), d_rows,
+                                                          rows.size(), D, out.data<float>());
+  }
+  void NonFiniteRows(const Tensor& x, Tensor& flags) const override {
+    CheckDevices(*this, "NonFiniteRows", {&x, &flags});
+    const int64_t T = x.rank() == 0 ? 1 : x.size(0);
+    LUCID_CHECK(x.dtype() == DType::kF32 && flags.dtype() == DType::kI32 && flags.numel() == T,
+                "NonFiniteRows: x f32, flags i32 [T]");
+    if (T > 0)
+      NonFiniteRowsKernel<<<T, kThreads, 0, stream_>>>(x.data<const float>(), x.numel() / T,
+                                                       flags.data<int32_t>());
+  }
+  void MlaAttention(const MlaAttentionArgs& a) const override {
+    if (a.tokens == 0 || a.heads == 0) return;
+    const int64_t per_row = AttentionScratchPerRow(a.kv, a.selected, a.selected_stride);
+    Grow(&scratch_, &scratch_bytes_, AttentionScratchBytes(a.tokens * a.heads, per_row));
+    LaunchMlaAttention(a, static_cast<float*>(scratch_), per_row, stream_);
+  }
+  void GqaAttention(const GqaAttentionArgs& a) const override {
+    LUCID_CHECK(a.heads > 0 && a.kv_heads > 0 && a.heads % a.kv_heads == 0 && a.head_dim > 0,
+                "GqaAttention: heads must be a multiple of kv_heads");
+    LUCID_CHECK(a.kv.row_floats == 2 * a.kv_heads * a.head_dim,
+                "GqaAttention: KV rows must hold k and v");
+    if (a.tokens == 0) return;
+    const int64_t per_row = AttentionScratchPerRow(a.kv, nullptr, 0);
+    Grow(&scratch_, &scratch_bytes_, AttentionScratchBytes(a.tokens * a.heads, per_row));
+    LaunchGqaAttention(a, static_cast<float*>(scratch_), per_row, stream_);
+  }
+  void IndexerScores(const IndexerArgs& a) const override { LaunchIndexerScores(a, stream_); }
+  void Rope(Tensor& x, int64_t heads, int64_t head_stride, int64_t offset, const RopeTable& table,
+            std::span<const int64_t> positions, RopeStyle style) const override {
+    CheckDevices(*this, "Rope", {&x});
+    const int64_t T = static_cast<int64_t>(positions.size()), half = table.dim() / 2;
+    LUCID_CHECK(x.numel() == T * heads * head_stride && offset + table.dim() <= head_stride,
+                "Rope shape mismatch");
+    if (T == 0 || half == 0) return;
+    // cos and sin exactly as the reference computes them, on the host; the device rotates.
+    std::vector<float> cs(static_cast<size_t>(T * 2 * half));
+    for (int64_t t = 0; t < T; ++t) {
+      const float pos = static_cast<float>(positions[t]);
+      for (int64_t i = 0; i < half; ++i) {
+        const float f = pos * table.inv_freq[i];
+        cs[(t * 2) * half + i] = std::cos(f) * table.attention_factor;
+        cs[(t * 2 + 1) * half + i] = std::sin(f) * table.attention_factor;
+      }
+    }
+    const float* d_cs = static_cast<const float*>(Upload(cs.data(), cs.size() * sizeof(float)));
+    LaunchRope(x.data<float>(), T, heads, head_stride, offset, half, d_cs,
+               style == RopeStyle::kInterleaved, stream_);
+  }
+  void MoeRoute(const Tensor& logits, const Tensor& bias, int64_t n_group, int64_t topk_group,
+                int64_t k, bool norm_topk_prob, float scaling, Tensor& idx,
+                Tensor& weights) const override {
+    CheckDevices(*this, "MoeRoute", {&logits, &bias, &idx, &weights});
+    const int64_t T = logits.size(0), E = logits.size(1);
+    CheckRouting("MoeRoute", idx, weights, T, k);
+    LUCID_CHECK(bias.raw() == nullptr || (bias.dtype() == DType::kF32 && bias.numel() == E),
+                "MoeRoute: bias must be f32 [E]");
+    LUCID_CHECK(
+        n_group >= 1 && n_group <= 64 && E % n_group == 0 && (n_group == 1 || E / n_group >= 2),
+        "MoeRoute on cuda: 1 to 64 groups of at least 2 experts");
+    if (T == 0) return;
+    Grow(&scratch_, &scratch_bytes_, static_cast<size_t>(T * (2 * E + n_group)) * sizeof(float));
+    LaunchMoeRoute(logits.data<const float>(), T, E,
+                   bias.raw() ? bias.data<const float>() : nullptr, n_group, topk_group, k,
+                   norm_topk_prob, scaling, static_cast<float*>(scratch_), idx.data<int32_t>(),
+                   weights.data<float>(), stream_);
+  }
+  void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts, const Tensor& idx,
+                  const Tensor& weights, Tensor& out) const override {
+    CheckDevices(*this, "MoeExperts", {&x, &idx, &weights, &out});
+    const int64_t T = x.size(0), D = x.size(1), k = idx.size(1);
+    CheckRouting("MoeExperts", idx, weights, T, k);
+    // The routing comes to the host (T * k ids and weights) to group rows by expert; each touched
+    // expert then runs as three GEMMs on its gathered rows, combined into `out` in expert order.
+    std::vector<int32_t> h_idx(static_cast<size_t>(T * k));
+    std::vector<float> h_w(static_cast<size_t>(T * k));
+    Check(
+        cudaMemcpyAsync(h_idx.data(), idx.raw(), h_idx.size() * 4, cudaMemcpyDeviceToHost, stream_),
+        "MoeExperts routing");
+    Check(
+        cudaMemcpyAsync(h_w.data(), weights.raw(), h_w.size() * 4, cudaMemcpyDeviceToHost, stream_),
+        "MoeExperts routing");
+    Check(cudaStreamSynchronize(stream_), "MoeExperts routing");
+    const int64_t E = static_cast<int64_t>(experts.size());
+    std::vector<std::vector<int64_t>> rows(E);
+    std::vector<std::vector<float>> wts(E);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < k; ++i) {
+        const int32_t e = h_idx[t * k + i];
+        LUCID_CHECK(e >= 0 && e < E, "MoeExperts: expert id out of range");
+        rows[e].push_back(t);
+        wts[e].push_back(h_w[t * k + i]);
+      }
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t n = static_cast<int64_t>(rows[e].size());
+      if (n == 0) continue;
+      const ExpertWeights& w = experts[e];
+      Tensor xe = DeviceTensor({n, D}), g = DeviceTensor({n, w.gate.rows}),
+             u = DeviceTensor({n, w.up.rows}), d = DeviceTensor({n, D});
+      GatherRows(x, rows[e], xe);
+      Linear(xe, w.gate, g);
+      Linear(xe, w.up, u);
+      SwiGlu(g, u, g);
+      Linear(g, w.down, d);
+      std::vector<uint8_t> meta(static_cast<size_t>(n) * 12);
+      std::memcpy(meta.data(), rows[e].data(), n * 8);
+      std::memcpy(meta.data() + n * 8, wts[e].data(), n * 4);
+      const uint8_t* dm = static_cast<const uint8_t*>(Upload(meta.data(), meta.size()));
+      LaunchScatterAddRows(out.data<float>(), D, d.data<const float>(),
+                           reinterpret_cast<const int64_t*>(dm),
+                           reinterpret_cast<const float*>(dm + n * 8), n, stream_);
+      Check(cudaStreamSynchronize(stream_), "MoeExperts");  // before xe..d are freed
+    }
+  }
+  void WriteKvRows(std::span<const Tensor* const> parts, const KvRowsOut& out,
+                   std::span<const int64_t> pool_rows) const override {
+    const int64_t T = static_cast<int64_t>(pool_rows.size());
+    LUCID_CHECK(parts.size() <= static_cast<size_t>(kMaxKvParts), "WriteKvRows: too many parts");
+    KvParts kp;
+    int64_t width = 0;
+    for (const Tensor* p : parts) {
+      CheckDevices(*this, "WriteKvRows", {p});
+      LUCID_CHECK(p->dtype() == DType::kF32 && p->rank() == 2 && p->size(0) == T,
+                  "WriteKvRows: every part must be f32 [T, w] with T = " + std::to_string(T));
+      kp.data[kp.count] = p->data<const float>();
+      kp.width[kp.count++] = p->size(1);
+      width += p->size(1);
+    }
+    LUCID_CHECK(width == out.fmt.row_floats, "WriteKvRows: the parts' widths differ from the row");
+    LUCID_CHECK(out.fmt.row_bytes == KvRowBytes(out.fmt), "WriteKvRows: row_bytes of the format");
+    for (int64_t r : pool_rows)
+      LUCID_CHECK(r >= 0 && r < out.rows, "WriteKvRows: pool row out of range");
+    if (T == 0) return;
+    const int64_t* d_rows =
+        static_cast<const int64_t*>(Upload(pool_rows.data(), pool_rows.size_bytes()));
+    LaunchWriteKvRows(kp, T, static_cast<int>(out.fmt.kind), out.fmt.row_floats, out.fmt.fp8_values,
+                      out.fmt.fp8_block > 0 ? out.fmt.fp8_block : 1, out.fmt.row_bytes, d_rows,
+                      out.bytes, stream_);
+  }
+  void TopKRows(const Tensor& scores, std::span<const int64_t> lengths, int64_t k, int32_t offset,
+                Tensor& out) const override {
+    CheckDevices(*this, "TopKRows", {&scores, &out});
+    const int64_t T = static_cast<int64_t>(lengths.size());
+    LUCID_CHECK(scores.dtype() == DType::kF32 && scores.rank() == 2 && scores.size(0) == T,
+                "TopKRows: scores must be f32 [T, S]");
+    LUCID_CHECK(out.dtype() == DType::kI32 && out.rank() == 2 && out.size(0) == T &&
+                    out.size(1) >= k && k >= 0,
+                "TopKRows: out must be i32 [T, >= k]");
+    for (int64_t n : lengths)
+      LUCID_CHECK(n >= 0 && n <= scores.size(1), "TopKRows: a length past the scores");
+    if (T == 0) return;
+    const int64_t* d_len =
+        static_cast<const int64_t*>(Upload(lengths.data(), lengths.size_bytes()));
+    LaunchTopKRows(scores.data<const float>(), scores.size(1), d_len, T, k, offset,
+                   out.data<int32_t>(), out.size(1), stream_);
+  }
+  Status Synchronize() const override {
+    LUCID_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    LUCID_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    if (!blas_error_.empty()) {
+      std::string e;
+      e.swap(blas_error_);
+      return Internal(e);
+    }
+    return OkStatus();
+  }
+
+  // No CUDA kernel yet (CudaImplements is false): abort naming the op.
+  void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const override {
+    LUCID_CHECK(k <= n, "TopK k > n");
+    if (k > 0) LaunchTopK(scores, n, k, out, stream_);
+  }
+  void MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride, int64_t nope_dim,
+                      int64_t v_dim, const Weight& kv_b, Tensor& q_latent) const override {
+    CheckDevices(*this, "MlaAbsorbQuery", {&q, &kv_b.data, &kv_b.scale, &kv_b.scale2, &q_latent});
+    const int64_t R = kv_b.cols, T = q.size(0);
+    LUCID_CHECK(kv_b.rows == heads * (nope_dim + v_dim) && q.numel() == T * heads * q_stride &&
+                    q_latent.numel() == T * heads * R,
+                "MlaAbsorbQuery shape mismatch for " + kv_b.name);
+    if (T == 0) return;
+    // Per head: q_latent[:, h, :] = q[:, h, 0:nope] . W_uk_h, strided in and out (no copies).
+    const float* W = Dequantized(kv_b);
+    const float one = 1.0f, zero = 0.0f;
+    for (int64_t h = 0; h < heads; ++h)
+      Blas(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_N, R, T, nope_dim, &one,
+                       W + h * (nope_dim + v_dim) * R, R, q.data<const float>() + h * q_stride,
+                       heads * q_stride, &zero, q_latent.data<float>() + h * R, heads * R),
+           "MlaAbsorbQuery");
+  }
+  void MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t nope_dim, int64_t v_dim,
+                        const Weight& kv_b, Tensor& out) const override {
+    CheckDevices(*this, "MlaProjectOutput", {&latent, &kv_b.data, &kv_b.scale, &kv_b.scale2, &out});
+    const int64_t R = kv_b.cols, T = latent.size(0);
+    LUCID_CHECK(kv_b.rows == heads * (nope_dim + v_dim) && latent.numel() == T * heads * R &&
+                    out.numel() == T * heads * v_dim,
+                "MlaProjectOutput shape mismatch for " + kv_b.name);
+    if (T == 0) return;
+    // Per head: out[:, h * v + j] = latent[:, h, :] . W_uv_h[j, :].
+    const float* W = Dequantized(kv_b);
+    const float one = 1.0f, zero = 0.0f;
+    for (int64_t h = 0; h < heads; ++h)
+      Blas(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, v_dim, T, R, &one,
+                       W + (h * (nope_dim + v_dim) + nope_dim) * R, R,
+                       latent.data<const float>() + h * R, heads * R, &zero,
+                       out.data<float>() + h * v_dim, heads * v_dim),
+           "MlaProjectOutput");
+  }
+
+ private:
+  static void Check(cudaError_t e, const char* what) {
+    LUCID_CHECK(e == cudaSuccess,
+                std::string("cuda-reference: ") + what + ": " + cudaGetErrorString(e));
+  }
+  void Blas(cublasStatus_t s, const char* op) const {
+    if (s != CUBLAS_STATUS_SUCCESS && blas_error_.empty())
+      blas_error_ = std::string(op) + ": cuBLAS status " + std::to_string(static_cast<int>(s));
+  }
+  static DeviceWeight View(const Weight& w) {
+    LUCID_CHECK(w.format != WeightFormat::kGgml,
+                "cuda-reference: GGUF block weights (" + w.name + ") have no CUDA kernel yet");
+    DeviceWeight d;
+    d.format = static_cast<int>(w.format);
+    d.data = w.data.raw();
+    d.data_ld = w.data.rank() == 2 ? w.data.size(1) : w.cols;
+    d.scale = w.scale.raw();
+    d.scale_ue8m0 = w.scale.dtype() == DType::kUE8M0;
+    d.scale_ld = w.scale.rank() == 2 ? w.scale.size(1) : 0;
+    d.scale2 = static_cast<const float*>(w.scale2.raw());
+    d.rows = w.rows;
+    d.cols = w.cols;
+    d.row_begin = w.row_begin;
+    d.block_rows = w.block_rows > 0 ? w.block_rows : 1;
+    d.block_cols = w.block_cols > 0 ? w.block_cols : 1;
+    return d;
+  }
+  // w as f32 [rows, cols] in the scratch buffer (valid until the next op that uses it).
+  const float* Dequantized(const Weight& w) const {
+    const size_t bytes = static_cast<size_t>(w.rows * w.cols) * sizeof(float);
+    Grow(&scratch_, &scratch_bytes_, bytes);
+    float* out = static_cast<float*>(scratch_);
+    DequantKernel<<<Blocks(w.rows * w.cols), kThreads, 0, stream_>>>(View(w), out);
+    return out;
+  }
+  // Bytes of scratch for `pairs` (row, head) pairs of `per_row` floats, in launches of at most
+  // 64M floats (cuda_attention.cu launches them that way).
+  static size_t AttentionScratchBytes(int64_t pairs, int64_t per_row) {
+    const int64_t chunk =
+        std::max<int64_t>(1, std::min<int64_t>(pairs, (int64_t{64} << 20) / per_row));
+    return static_cast<size_t>(chunk * per_row) * sizeof(float);
+  }
+  // An f32 device tensor of its own allocation (MoeExperts' per-expert activations).
+  static Tensor DeviceTensor(Shape shape) {
+    void* p = nullptr;
+    const size_t bytes = std::max<size_t>(4, static_cast<size_t>(NumElements(shape)) * 4);
+    Check(cudaMalloc(&p, bytes), "MoeExperts activations");
+    std::shared_ptr<void> mem(p, [](void* q) { cudaFree(q); });
+    return Tensor::Borrow(DType::kF32, std::move(shape), p, std::move(mem), Device::kCuda);
+  }
+  // A device copy of host metadata, in a buffer reused by the next op.
+  void* Upload(const void* host, size_t bytes) const {
+    Grow(&ints_, &ints_bytes_, bytes);
+    if (bytes > 0)
+      Check(cudaMemcpyAsync(ints_, host, bytes, cudaMemcpyHostToDevice, stream_), "upload");
+    return ints_;
+  }
+  void Grow(void** p, size_t* have, size_t want) const {
+    if (want <= *have) return;
+    Check(cudaStreamSynchronize(stream_), "grow scratch");
+    cudaFree(*p);
+    *p = nullptr;
+    Check(cudaMalloc(p, want), "scratch");
+    *have = want;
+  }
+
+  cudaStream_t stream_;
+  cublasHandle_t blas_ = nullptr;
+  mutable void* scratch_ = nullptr;
+  mutable size_t scratch_bytes_ = 0;
+  mutable void* ints_ = nullptr;
+  mutable size_t ints_bytes_ = 0;
+  mutable std::string blas_error_;
+};
+
+}  // namespace
+
+bool CudaImplements(std::string_view op) {
+  for (std::string_view o :
+       {"Linear",       "LinearMany", "LinearTransposed", "Embedding",    "RmsNorm",
+        "LayerNorm",    "Rope",       "SwiGlu",           "MlaAttention", "IndexerScores",
+        "GqaAttention", "MoeRoute",   "MoeExperts",       "Accumulate",   "Scale",
+        "CopyColumns",  "GatherRows", "WriteKvRows",      "TopKRows",     "NonFiniteRows"})
+    if (o == op) return true;
+  return false;
+}
+
+std::unique_ptr<Ops> MakeCudaReferenceOps(cudaStream_t stream) {
+  return std::make_unique<CudaReferenceOps>(stream);
+}
+
+}  // namespace lucid::cuda

@@ -1,0 +1,37 @@
+// CudaOps: the op interface (ops/ops.h) on one CUDA device, every tensor in device memory.
+//
+// Set "cuda-reference": exact f32 arithmetic, the CPU reference's formulas, so that the ops
+// conformance suite (backends/cpu/ops_conformance.h) holds it to the reference's tolerances.
+// - Matmuls (Linear, LinearTransposed) dequantize the weight view to f32 in a scratch buffer with
+//   the formats' single definition (ops/weight.h: f32, bf16, FP8 block with f32 or UE8M0 scales,
+//   NVFP4; the e4m3/ue8m0 decode tables are the host's, copied to constant memory) and multiply
+//   with cuBLAS SGEMM (f32 in, f32 accumulate; CUBLAS_PEDANTIC_MATH so no TF32). GGUF block
+//   weights are not implemented on cuda.
+// - RmsNorm, LayerNorm, SwiGlu, Accumulate, Scale, CopyColumns, GatherRows, Embedding and
+//   NonFiniteRows are one kernel each, f32 accumulation, NaN and Inf propagated as IEEE does.
+// - Host metadata (token ids, rows) is copied to the device on the ops' stream.
+// - Rope, TopK, TopKRows, MoeRoute, WriteKvRows and MoeExperts' combine: cuda_step_kernels.h;
+//   MLA and GQA attention and the indexer scores: cuda_attention.h; MlaAbsorbQuery and
+//   MlaProjectOutput: one strided SGEMM per head on the dequantized kv_b.
+// CudaImplements(op) names the ops with a kernel (every op of ops/ops.h); the pointers in the
+// op arguments are device memory (ops/ops.h).
+// Every op is asynchronous on the stream; errors surface in Synchronize as a Status.
+// Thread-safety: the engine thread only (scratch buffers are per instance).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string_view>
+
+#include "ops/ops.h"
+
+namespace lucid::cuda {
+
+// Whether CudaOps has a kernel for op `op` (the ops/ops.h method name, "Linear").
+bool CudaImplements(std::string_view op);
+
+std::unique_ptr<Ops> MakeCudaReferenceOps(cudaStream_t stream);
+
+}  // namespace lucid::cuda
