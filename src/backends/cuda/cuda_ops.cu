@@ -544,10 +544,10 @@ class CudaReferenceOps final : public Ops {
 
 bool CudaImplements(std::string_view op) {
   for (std::string_view o :
-       {"Linear",       "LinearMany", "LinearTransposed", "Embedding",    "RmsNorm",
-        "LayerNorm",    "Rope",       "SwiGlu",           "MlaAttention", "IndexerScores",
-        "GqaAttention", "MoeRoute",   "MoeExperts",       "Accumulate",   "Scale",
-        "CopyColumns",  "GatherRows", "WriteKvRows",      "TopKRows",     "NonFiniteRows"})
+       {"Linear", "LinearMany", "LinearTransposed", "Embedding", "RmsNorm", "LayerNorm", "Rope",
+        "SwiGlu", "MlaAttention", "IndexerScores", "GqaAttention", "TopK", "MoeRoute",
+        "MoeExperts", "MlaAbsorbQuery", "MlaProjectOutput", "Accumulate", "Scale", "CopyColumns",
+        "GatherRows", "WriteKvRows", "TopKRows", "NonFiniteRows"})
     if (o == op) return true;
   return false;
 }
