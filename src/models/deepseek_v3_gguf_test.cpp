@@ -128,6 +128,31 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, DeepseekGgufTest,
                          ::testing::Values("tiny_glm_moe_dsa", "tiny_deepseek_v32",
                                            "tiny_deepseek_v3"));
 
+// Block-quantized experts (Q4_0 gate / up, Q4_1 down, sliced per expert out of the stacked
+// tensors), a Q8_0 attn_v_b and an F16 attn_k_b (decoded into kv_b_proj): the model equals the one
+// of the same values decoded to F32 by the gguf package (tools/reference/gguf/
+// quantize_tiny_deepseek.py), up to the kernels' summation order.
+TEST(DeepseekGgufQuant, BlockTypesEqualTheirDecodedValues) {
+  Tensor golden;
+  const std::vector<int32_t> tokens = GoldenTokens("tiny_deepseek_v3", &golden);
+  auto q = LoadModel(Dir() + "gguf/tiny_deepseek_v3.quant.gguf", kOps);
+  auto d = LoadModel(Dir() + "gguf/tiny_deepseek_v3.dequant.gguf", kOps);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_LT((*q)->weight_bytes(), (*d)->weight_bytes());  // the experts stay packed
+  const std::vector<float> a = Logits(**q, tokens), b = Logits(**d, tokens);
+  ASSERT_EQ(a.size(), b.size());
+  double err = 0, scale = 0, moved = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err = std::max(err, double(std::abs(a[i] - b[i])));
+    scale = std::max(scale, double(std::abs(b[i])));
+    moved = std::max(moved, double(std::abs(b[i] - golden.data<float>()[i])));
+  }
+  EXPECT_LE(err / scale, 1e-6) << "quantized vs decoded-to-f32 GGUF";
+  // And quantization did change the model (the test would not see a wrong expert slice otherwise).
+  EXPECT_GE(moved / scale, 1e-4);
+}
+
 TEST(DeepseekGgufNames, ConverterNamesMapToHuggingFaceNames) {
   // Names as gguf-py's TensorNameMap writes them for deepseek2 / glm-dsa.
   EXPECT_EQ(DeepseekHfTensorName("blk.3.attn_kv_a_mqa.weight"),
