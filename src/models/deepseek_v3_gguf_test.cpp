@@ -8,6 +8,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
 
 #include "backends/cpu/cpu_ops.h"
 #include "formats/gguf.h"
@@ -151,6 +154,41 @@ TEST(DeepseekGgufQuant, BlockTypesEqualTheirDecodedValues) {
   EXPECT_LE(err / scale, 1e-6) << "quantized vs decoded-to-f32 GGUF";
   // And quantization did change the model (the test would not see a wrong expert slice otherwise).
   EXPECT_GE(moved / scale, 1e-4);
+}
+
+// A copy of the deepseek2 fixture with every occurrence of `from` in its bytes replaced by `to`
+// (same length: a key or tensor name renamed, the file otherwise valid).
+std::string Patched(const std::string& from, const std::string& to) {
+  std::ifstream in(Gguf("tiny_deepseek_v3"), std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string bytes = ss.str();
+  EXPECT_EQ(from.size(), to.size());
+  size_t n = 0;
+  for (size_t at = bytes.find(from); at != std::string::npos; at = bytes.find(from, at + 1), ++n)
+    bytes.replace(at, from.size(), to);
+  EXPECT_GT(n, 0u) << from;
+  const std::string path =
+      ::testing::TempDir() + "/patched_" + std::to_string(std::hash<std::string>()(from)) + ".gguf";
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+TEST(DeepseekGgufErrors, MissingKeysTensorsAndSoftmaxRoutersAreRefusedByName) {
+  auto no_rank = LoadModel(Patched("attention.kv_lora_rank", "attention.kv_lora_ranX"), kOps);
+  ASSERT_FALSE(no_rank.ok());
+  EXPECT_EQ(no_rank.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(no_rank.status().message().find("deepseek2.attention.kv_lora_rank"), std::string::npos)
+      << no_rank.status().ToString();
+  auto no_kb = LoadModel(Patched("blk.1.attn_k_b", "blk.1.attn_k_X"), kOps);
+  ASSERT_FALSE(no_kb.ok());
+  EXPECT_NE(no_kb.status().message().find("blk.1.attn_k_b.weight"), std::string::npos)
+      << no_kb.status().ToString();
+  // No expert_gating_func and no exp_probs_b: a DeepSeek-V2-style softmax router.
+  auto softmax = LoadModel(Patched("exp_probs_b", "exp_probs_X"), kOps);
+  ASSERT_FALSE(softmax.ok());
+  EXPECT_NE(softmax.status().message().find("softmax"), std::string::npos)
+      << softmax.status().ToString();
 }
 
 TEST(DeepseekGgufNames, ConverterNamesMapToHuggingFaceNames) {
