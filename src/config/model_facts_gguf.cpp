@@ -2,7 +2,7 @@
 // maps to (formats/gguf_config.h), the architecture's registry row, and one entry per tensor with
 // its stored bytes. GGUF files are single-device here: nothing is split (the registry's rows that
 // load GGUF allow tp 1 only). Weight formats: F32 / BF16 tensors as such, every other ggml type as
-// kGgml; a 3-D tensor is the DeepSeek family's stacked routed experts (expert_format).
+// kGgml; the DeepSeek family's stacked routed experts (`ffn_*_exps`) give expert_format.
 #include <algorithm>
 
 #include "config/model_facts.h"
@@ -28,7 +28,9 @@ StatusOr<ModelFacts> LoadGgufModelFacts(const std::string& path) {
     e.name = name;
     e.bytes = t.bytes;
     e.linear = t.dims.size() >= 2 && name != "token_embd.weight";
-    e.expert = t.dims.size() == 3;  // the routed experts stacked (ffn_{gate,up,down}_exps)
+    // The routed experts stacked (ffn_{gate,up,down}_exps); attn_k_b / attn_v_b are 3-D too (per
+    // head) but are no experts.
+    e.expert = t.dims.size() == 3 && name.find("_exps.") != std::string::npos;
     e.format = t.type == GgmlType::kF32    ? WeightFormat::kF32
                : t.type == GgmlType::kBF16 ? WeightFormat::kBF16
                                            : WeightFormat::kGgml;
