@@ -228,7 +228,8 @@ int Serve(const config::ResolvedConfig& rc) {
   sm.reasoning_parser = rc.String("reasoning-parser") != "none";
   if (assets->tokenizer) {
     std::vector<int32_t> eos(mc.eos_token_ids.begin(), mc.eos_token_ids.end());
-    auto grammars = grammar::CompilerForTokenizerFile(model_path + "/tokenizer.json",
+    // A directory's tokenizer.json, or the one a GGUF file's metadata describes.
+    auto grammars = grammar::CompilerForTokenizerJson(assets->tokenizer_json, model_path,
                                                       *assets->tokenizer, mc.vocab_size, eos);
     if (grammars.ok()) {
       sm.grammars = std::move(*grammars);

@@ -1,7 +1,8 @@
 // ModelFacts of a GGUF file (LoadModelFacts on a path to a regular file): the config its metadata
 // maps to (formats/gguf_config.h), the architecture's registry row, and one entry per tensor with
-// its stored bytes. GGUF files are single-device here: nothing is split (the registry's Llama rows
-// allow tp 1 only). Weight formats: F32 / BF16 tensors as such, every other ggml type as kGgml.
+// its stored bytes. GGUF files are single-device here: nothing is split (the registry's rows that
+// load GGUF allow tp 1 only). Weight formats: F32 / BF16 tensors as such, every other ggml type as
+// kGgml; the DeepSeek family's stacked routed experts (`ffn_*_exps`) give expert_format.
 #include <algorithm>
 
 #include "config/model_facts.h"
@@ -26,14 +27,20 @@ StatusOr<ModelFacts> LoadGgufModelFacts(const std::string& path) {
     TensorEntry e;
     e.name = name;
     e.bytes = t.bytes;
-    e.linear = t.dims.size() == 2 && name != "token_embd.weight";
+    e.linear = t.dims.size() >= 2 && name != "token_embd.weight";
+    // The routed experts stacked (ffn_{gate,up,down}_exps); attn_k_b / attn_v_b are 3-D too (per
+    // head) but are no experts.
+    e.expert = t.dims.size() == 3 && name.find("_exps.") != std::string::npos;
     e.format = t.type == GgmlType::kF32    ? WeightFormat::kF32
                : t.type == GgmlType::kBF16 ? WeightFormat::kBF16
                                            : WeightFormat::kGgml;
+    if (e.expert) {
+      f.expert_format = e.format;
+    } else if (e.linear && std::find(f.linear_formats.begin(), f.linear_formats.end(), e.format) ==
+                               f.linear_formats.end()) {
+      f.linear_formats.push_back(e.format);
+    }
     if (e.linear) {
-      if (std::find(f.linear_formats.begin(), f.linear_formats.end(), e.format) ==
-          f.linear_formats.end())
-        f.linear_formats.push_back(e.format);
       const std::string type = GgmlTypeName(t.type);
       if (std::find(types.begin(), types.end(), type) == types.end()) types.push_back(type);
     }

@@ -121,3 +121,27 @@ TEST(ModelFactsQuantTest, RefusesWhatTheEngineRefusesWithTheSameMessage) {
 
 }  // namespace
 }  // namespace lucid::config
+
+namespace lucid::config {
+namespace {
+
+// A DeepSeek-family GGUF (tools/reference/gguf/quantize_tiny_deepseek.py: routed experts Q4_0 /
+// Q4_1, attn_v_b Q8_0, attn_k_b F16, the rest F32): the stacked expert tensors are the experts'
+// format, every other linear its own, and the algorithm lists the file's linear types.
+TEST(ModelFactsGgufTest, StackedExpertsAreExpertLinears) {
+  auto f = LoadModelFacts(std::string(LUCID_SOURCE_DIR) +
+                          "/tests/fixtures/gguf/tiny_deepseek_v3.quant.gguf");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->config.model_type, "deepseek_v3");
+  EXPECT_EQ(f->quant_method, "gguf");
+  ASSERT_TRUE(f->expert_format.has_value());
+  EXPECT_EQ(*f->expert_format, WeightFormat::kGgml);
+  int64_t experts = 0;
+  for (const TensorEntry& t : f->tensors) experts += t.expert;
+  EXPECT_EQ(experts, 2 * 3);  // layers 1 and 2: gate, up, down
+  for (const char* type : {"Q4_0", "Q4_1", "Q8_0", "F16", "F32"})
+    EXPECT_NE(f->quant_algo.find(type), std::string::npos) << f->quant_algo;
+}
+
+}  // namespace
+}  // namespace lucid::config

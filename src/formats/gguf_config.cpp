@@ -60,12 +60,14 @@ Status SetNumber(const GgufFile& f, const std::string& key, const KeyRow& row,
 
 StatusOr<nlohmann::json> HfConfigFromGguf(const GgufFile& f) {
   LUCID_ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
+  if (IsDeepseekGgufArchitecture(arch)) return DeepseekHfConfigFromGguf(f);
   const ArchRow* row = nullptr;
   for (const ArchRow& a : kArchs)
     if (arch == a.gguf) row = &a;
   if (row == nullptr) {
     return Unimplemented(f.path() + ": general.architecture \"" + arch +
-                         "\" is not supported (supported: llama, qwen2, qwen3)");
+                         "\" is not supported (supported: llama, qwen2, qwen3, deepseek2, "
+                         "deepseek32, glm-dsa)");
   }
   for (const char* k : kRequired) {
     if (!f.Find(arch + "." + k)) return NotFound(f.path() + ": no metadata key " + arch + "." + k);

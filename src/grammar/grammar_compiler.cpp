@@ -233,9 +233,16 @@ StatusOr<std::unique_ptr<GrammarCompiler>> CompilerForTokenizerFile(
   if (!f) return InvalidArgument("grammar: cannot read " + tokenizer_json_path);
   std::stringstream text;
   text << f.rdbuf();
+  return CompilerForTokenizerJson(text.str(), tokenizer_json_path, tokenizer, vocab_size,
+                                  std::move(stop_token_ids));
+}
+
+StatusOr<std::unique_ptr<GrammarCompiler>> CompilerForTokenizerJson(
+    std::string_view tokenizer_json, const std::string& source, const tok::Tokenizer& tokenizer,
+    int64_t vocab_size, std::vector<int32_t> stop_token_ids) {
   StatusOr<VocabSpec> v =
-      VocabFromTokenizer(text.str(), tokenizer, vocab_size, std::move(stop_token_ids));
-  if (!v.ok()) return v.status().WithContext(tokenizer_json_path);
+      VocabFromTokenizer(tokenizer_json, tokenizer, vocab_size, std::move(stop_token_ids));
+  if (!v.ok()) return v.status().WithContext(source);
   return GrammarCompiler::Create(*v);
 }
 

@@ -99,5 +99,10 @@ class GrammarCompiler {
 StatusOr<std::unique_ptr<GrammarCompiler>> CompilerForTokenizerFile(
     const std::string& tokenizer_json_path, const tok::Tokenizer& tokenizer, int64_t vocab_size,
     std::vector<int32_t> stop_token_ids);
+// The same over a tokenizer.json text already in memory (a GGUF file's tokenizer, built from its
+// metadata by formats/gguf_tokenizer.h); `source` names where it came from in errors.
+StatusOr<std::unique_ptr<GrammarCompiler>> CompilerForTokenizerJson(
+    std::string_view tokenizer_json, const std::string& source, const tok::Tokenizer& tokenizer,
+    int64_t vocab_size, std::vector<int32_t> stop_token_ids);
 
 }  // namespace lucid::grammar

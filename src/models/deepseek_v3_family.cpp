@@ -542,6 +542,16 @@ Status UploadAll(Backend& b, DeepseekV3Weights* w) {
   return OkStatus();
 }
 
+StatusOr<std::unique_ptr<Model>> Build(const ModelConfig& config, DeepseekV3Weights w,
+                                       std::shared_ptr<Backend> backend,
+                                       const ModelLoadOptions& options) {
+  LUCID_RETURN_IF_ERROR(UploadAll(*backend, &w));
+  const int64_t topk =
+      options.index_topk_override > 0 ? options.index_topk_override : config.index_topk;
+  return std::unique_ptr<Model>(new DeepseekV3Model(config, std::move(w), std::move(backend), topk,
+                                                    options.force_dense_attention));
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Model>> CreateDeepseekV3Family(const ModelConfig& config,
@@ -549,11 +559,14 @@ StatusOr<std::unique_ptr<Model>> CreateDeepseekV3Family(const ModelConfig& confi
                                                         std::shared_ptr<Backend> backend,
                                                         const ModelLoadOptions& options) {
   LUCID_ASSIGN_OR_RETURN(DeepseekV3Weights w, LoadDeepseekV3Weights(config, ckpt));
-  LUCID_RETURN_IF_ERROR(UploadAll(*backend, &w));
-  const int64_t topk =
-      options.index_topk_override > 0 ? options.index_topk_override : config.index_topk;
-  return std::unique_ptr<Model>(new DeepseekV3Model(config, std::move(w), std::move(backend), topk,
-                                                    options.force_dense_attention));
+  return Build(config, std::move(w), std::move(backend), options);
+}
+
+StatusOr<std::unique_ptr<Model>> CreateDeepseekV3FamilyFromGguf(
+    const ModelConfig& config, std::shared_ptr<const GgufFile> file,
+    std::shared_ptr<Backend> backend, const ModelLoadOptions& options) {
+  LUCID_ASSIGN_OR_RETURN(DeepseekV3Weights w, LoadDeepseekV3Weights(config, std::move(file)));
+  return Build(config, std::move(w), std::move(backend), options);
 }
 
 }  // namespace lucid

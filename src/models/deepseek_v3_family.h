@@ -16,10 +16,15 @@
 namespace lucid {
 
 class Checkpoint;
+class GgufFile;
 
 StatusOr<std::unique_ptr<Model>> CreateDeepseekV3Family(const ModelConfig& config,
                                                         const Checkpoint& ckpt,
                                                         std::shared_ptr<Backend> backend,
                                                         const ModelLoadOptions& options);
+// The same family from a GGUF file (deepseek2, deepseek32, glm-dsa; models/deepseek_v3_gguf.h).
+StatusOr<std::unique_ptr<Model>> CreateDeepseekV3FamilyFromGguf(
+    const ModelConfig& config, std::shared_ptr<const GgufFile> file,
+    std::shared_ptr<Backend> backend, const ModelLoadOptions& options);
 
 }  // namespace lucid

@@ -6,6 +6,7 @@
 
 #include "formats/deepseek_v3_tensors.h"
 #include "formats/quant_config.h"
+#include "models/deepseek_v3_gguf.h"
 
 namespace lucid {
 namespace {
@@ -18,15 +19,30 @@ std::string Shp(const Shape& s) { return ShapeToString(s); }
 // mapping, never converted.
 // Shapes come from the family's tensor table (formats/deepseek_v3_tensors.h), the one place that
 // states them.
+// A GGUF file binds through DeepseekGgufTensors instead (no quantization metadata: each tensor's
+// ggml type says how it is stored).
 class Binder {
  public:
-  Binder(const Checkpoint& ckpt, const QuantConfig& q, const ModelConfig& c) : ckpt_(ckpt), q_(q) {
+  Binder(const Checkpoint& ckpt, const QuantConfig& q, const ModelConfig& c) : ckpt_(&ckpt), q_(q) {
     for (const TensorSpec& t : DeepseekV3Tensors(c)) shapes_[t.name] = t.shape;
+  }
+  Binder(const DeepseekGgufTensors& gguf, const QuantConfig& none, const ModelConfig& c)
+      : gguf_(&gguf), q_(none) {
+    for (const TensorSpec& t : DeepseekV3Tensors(c)) shapes_[t.name] = t.shape;
+  }
+
+  bool Has(const std::string& name) const {
+    return gguf_ != nullptr ? gguf_->Has(name) : ckpt_->Has(name);
   }
 
   StatusOr<Weight> Matrix(const std::string& name, bool embedding = false) {
     LUCID_ASSIGN_OR_RETURN(const Shape shape, TableShape(name, 2));
     const int64_t rows = shape[0], cols = shape[1];
+    if (gguf_ != nullptr) {
+      LUCID_ASSIGN_OR_RETURN(Weight w, gguf_->Matrix(name, rows, cols));
+      bytes_ += w.StoredBytes();
+      return w;
+    }
     const std::string module = name.substr(0, name.size() - std::string(".weight").size());
     std::string pattern;
     const QuantScheme want = q_.SchemeFor(module, embedding, &pattern);
@@ -47,7 +63,12 @@ class Binder {
 
   StatusOr<Tensor> Vector(const std::string& name) {
     LUCID_ASSIGN_OR_RETURN(const Shape shape, TableShape(name, 1));
-    LUCID_ASSIGN_OR_RETURN(Tensor t, ckpt_.GetWithShape(name, shape));
+    if (gguf_ != nullptr) {
+      LUCID_ASSIGN_OR_RETURN(Tensor t, gguf_->Vector(name, shape[0]));
+      bytes_ += t.nbytes();
+      return t;
+    }
+    LUCID_ASSIGN_OR_RETURN(Tensor t, ckpt_->GetWithShape(name, shape));
     if (t.dtype() != DType::kF32 && t.dtype() != DType::kBF16)
       return Unimplemented("tensor " + name + " has dtype " + DTypeName(t.dtype()) +
                            "; norm weights must be f32 or bf16");
@@ -74,7 +95,7 @@ class Binder {
   }
 
   std::string Found(const std::string& name) const {
-    auto info = ckpt_.Info(name);
+    auto info = ckpt_->Info(name);
     if (!info.ok()) return "no such tensor";
     return std::string(DTypeName(info->dtype)) + " " + Shp(info->shape) + " in " + info->file;
   }
@@ -82,19 +103,19 @@ class Binder {
   // `name` must exist with exactly this dtype and shape.
   StatusOr<Tensor> Expect(const std::string& name, DType dtype, const Shape& shape,
                           const std::string& why) {
-    auto info = ckpt_.Info(name);
+    auto info = ckpt_->Info(name);
     if (!info.ok() || info->dtype != dtype || info->shape != shape)
       return Mismatch(name, std::string(DTypeName(dtype)) + " " + Shp(shape) + " (" + why + ")",
                       Found(name));
-    return ckpt_.Get(name);
+    return ckpt_->Get(name);
   }
 
   StatusOr<Tensor> ExpectScalar(const std::string& name, const std::string& why) {
-    auto info = ckpt_.Info(name);
+    auto info = ckpt_->Info(name);
     if (!info.ok() || info->dtype != DType::kF32 || NumElements(info->shape) != 1 ||
         info->shape.size() > 1)
       return Mismatch(name, "an f32 scalar (" + why + ")", Found(name));
-    return ckpt_.Get(name);
+    return ckpt_->Get(name);
   }
 
   Status BindNvfp4(const std::string& m, Weight* w) {
@@ -110,7 +131,7 @@ class Binder {
     const float s2 = *w->scale2.data<const float>();
     if (!(s2 > 0.0f) || !std::isfinite(s2))
       return Mismatch(m + ".weight_scale_2", "a positive finite scale", std::to_string(s2));
-    if (ckpt_.Has(m + ".input_scale"))
+    if (ckpt_->Has(m + ".input_scale"))
       LUCID_RETURN_IF_ERROR(ExpectScalar(m + ".input_scale", "NVFP4 activation scale").status());
     return OkStatus();
   }
@@ -124,14 +145,14 @@ class Binder {
     LUCID_ASSIGN_OR_RETURN(
         w->data, Expect(m + ".weight", DType::kF8E4M3, {w->rows, w->cols}, "FP8 block weight"));
     const std::string sn = m + ".weight_scale_inv";
-    auto info = ckpt_.Info(sn);
+    auto info = ckpt_->Info(sn);
     if (!info.ok() || (info->dtype != DType::kF32 && info->dtype != DType::kUE8M0) ||
         info->shape != sshape)
       return Mismatch(sn,
                       "f32 or ue8m0 " + Shp(sshape) + " (one scale per " + std::to_string(br) +
                           "x" + std::to_string(bc) + " block)",
                       Found(sn));
-    LUCID_ASSIGN_OR_RETURN(w->scale, ckpt_.Get(sn));
+    LUCID_ASSIGN_OR_RETURN(w->scale, ckpt_->Get(sn));
     if (q_.ue8m0_scales && w->scale.dtype() == DType::kF32) {
       for (int64_t i = 0; i < w->scale.numel(); ++i) {
         const float v = w->scale.data<const float>()[i];
@@ -147,7 +168,7 @@ class Binder {
   Status BindDense(const std::string& m, const std::string& pattern, Weight* w) {
     const std::string name = m + ".weight";
     for (const char* extra : {".weight_scale", ".weight_scale_inv", ".weight_scale_2"}) {
-      if (q_.scheme != QuantScheme::kNone && ckpt_.Has(m + extra))
+      if (q_.scheme != QuantScheme::kNone && ckpt_->Has(m + extra))
         return Mismatch(m + extra,
                         "no quantization scales for " + m + " (" +
                             (pattern.empty() ? std::string("not a quantized Linear")
@@ -155,7 +176,7 @@ class Binder {
                             ")",
                         "a scale tensor");
     }
-    LUCID_ASSIGN_OR_RETURN(Tensor t, ckpt_.GetWithShape(name, {w->rows, w->cols}));
+    LUCID_ASSIGN_OR_RETURN(Tensor t, ckpt_->GetWithShape(name, {w->rows, w->cols}));
     switch (t.dtype()) {
       case DType::kF32:
         w->format = WeightFormat::kF32;
@@ -179,7 +200,8 @@ class Binder {
     return OkStatus();
   }
 
-  const Checkpoint& ckpt_;
+  const Checkpoint* ckpt_ = nullptr;
+  const DeepseekGgufTensors* gguf_ = nullptr;
   const QuantConfig& q_;
   std::map<std::string, Shape> shapes_;
   uint64_t bytes_ = 0;
@@ -236,28 +258,11 @@ Status BindMoe(Binder& b, const ModelConfig& c, const std::string& p, MoeWeights
   return OkStatus();
 }
 
-}  // namespace
-
-StatusOr<DeepseekV3Weights> LoadDeepseekV3Weights(const ModelConfig& c, const Checkpoint& ckpt) {
-  LUCID_ASSIGN_OR_RETURN(QuantConfig q, LoadQuantConfig(ckpt.dir(), c.raw));
-  return LoadDeepseekV3Weights(c, ckpt, q);
-}
-
-StatusOr<DeepseekV3Weights> LoadDeepseekV3Weights(const ModelConfig& c, const Checkpoint& ckpt,
-                                                  const QuantConfig& q) {
-  if (q.scheme != QuantScheme::kNone) {
-    const std::vector<std::string> unmatched = q.UnmatchedExcludes(ckpt.Names());
-    if (!unmatched.empty())
-      return InvalidArgument("the quantization metadata (" + q.Describe() + ") excludes \"" +
-                             unmatched[0] +
-                             "\", which names no tensor of the checkpoint: the metadata does not "
-                             "belong to these weights");
-  }
-  Binder b(ckpt, q, c);
+StatusOr<DeepseekV3Weights> BindAll(const ModelConfig& c, Binder& b) {
   DeepseekV3Weights w;
   LUCID_ASSIGN_OR_RETURN(w.embed, b.Matrix("model.embed_tokens.weight", /*embedding=*/true));
   LUCID_ASSIGN_OR_RETURN(w.final_norm, b.Vector("model.norm.weight"));
-  if (c.tie_word_embeddings && !ckpt.Has("lm_head.weight")) {
+  if (c.tie_word_embeddings && !b.Has("lm_head.weight")) {
     w.lm_head = w.embed;
   } else {
     LUCID_ASSIGN_OR_RETURN(w.lm_head, b.Matrix("lm_head.weight"));
@@ -279,6 +284,35 @@ StatusOr<DeepseekV3Weights> LoadDeepseekV3Weights(const ModelConfig& c, const Ch
   }
   w.bytes = b.bytes();
   return w;
+}
+
+}  // namespace
+
+StatusOr<DeepseekV3Weights> LoadDeepseekV3Weights(const ModelConfig& c, const Checkpoint& ckpt) {
+  LUCID_ASSIGN_OR_RETURN(QuantConfig q, LoadQuantConfig(ckpt.dir(), c.raw));
+  return LoadDeepseekV3Weights(c, ckpt, q);
+}
+
+StatusOr<DeepseekV3Weights> LoadDeepseekV3Weights(const ModelConfig& c, const Checkpoint& ckpt,
+                                                  const QuantConfig& q) {
+  if (q.scheme != QuantScheme::kNone) {
+    const std::vector<std::string> unmatched = q.UnmatchedExcludes(ckpt.Names());
+    if (!unmatched.empty())
+      return InvalidArgument("the quantization metadata (" + q.Describe() + ") excludes \"" +
+                             unmatched[0] +
+                             "\", which names no tensor of the checkpoint: the metadata does not "
+                             "belong to these weights");
+  }
+  Binder b(ckpt, q, c);
+  return BindAll(c, b);
+}
+
+StatusOr<DeepseekV3Weights> LoadDeepseekV3Weights(const ModelConfig& c,
+                                                  std::shared_ptr<const GgufFile> file) {
+  const DeepseekGgufTensors tensors(std::move(file), c);
+  static const QuantConfig kNone;
+  Binder b(tensors, kNone, c);
+  return BindAll(c, b);
 }
 
 }  // namespace lucid

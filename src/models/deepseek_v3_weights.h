@@ -6,8 +6,10 @@
 // size of what has been touched (docs/QUANTIZATION.md has the measurement).
 #pragma once
 
+#include <memory>
 #include <vector>
 
+#include "formats/gguf.h"
 #include "formats/model_config.h"
 #include "formats/quant_config.h"
 #include "formats/safetensors.h"
@@ -37,8 +39,8 @@ struct MlpWeights {
 };
 
 struct MoeWeights {
-  Weight router;                   // [E, D]
-  Tensor router_bias;              // e_score_correction_bias f32 [E]
+  Weight router;       // [E, D]
+  Tensor router_bias;  // e_score_correction_bias f32 [E]
   std::vector<ExpertWeights> experts;
   MlpWeights shared;
 };
@@ -68,5 +70,12 @@ struct DeepseekV3Weights {
 StatusOr<DeepseekV3Weights> LoadDeepseekV3Weights(const ModelConfig& c, const Checkpoint& ckpt);
 StatusOr<DeepseekV3Weights> LoadDeepseekV3Weights(const ModelConfig& c, const Checkpoint& ckpt,
                                                   const QuantConfig& q);
+
+// The same model from a GGUF file of the family (deepseek2, deepseek32, glm-dsa:
+// formats/gguf_config.h maps the metadata to `c`). Tensors by their ggml type, kv_b_proj and the
+// stacked routed experts rebuilt as models/deepseek_v3_gguf.h says; the weights keep the file's
+// mapping alive.
+StatusOr<DeepseekV3Weights> LoadDeepseekV3Weights(const ModelConfig& c,
+                                                  std::shared_ptr<const GgufFile> file);
 
 }  // namespace lucid

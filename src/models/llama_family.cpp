@@ -49,8 +49,19 @@ class LlamaModel final : public Model {
   uint64_t weight_bytes() const override { return w_.bytes; }
   Allocator& kv_allocator() const override { return backend_->allocator(); }
   Status Forward(const StepInput& in, KvStorage& kv, StepOutput* out) override;
+  bool SetNumericsCheck(bool on) override {
+    check_ = on;
+    sites_.clear();
+    return true;
+  }
+  std::vector<std::optional<NonFiniteSite>> LastNonFiniteSites() const override { return sites_; }
 
  private:
+  // Numerics checking: records `op` of `layer` for each span whose rows of t are not all finite
+  // and that has no earlier site. No-op unless SetNumericsCheck(true). `rows`, when given, names
+  // the step row of each row of t (t holds only those rows, ascending).
+  void Check(const Tensor& t, int64_t layer, const char* op, const std::vector<Span>& spans,
+             std::span<const int64_t> rows = {});
   StatusOr<std::vector<Span>> Layout(const StepInput& in, const KvStorage& kv) const;
   Tensor Attention(int64_t l, const Tensor& h, const StepInput& in, const std::vector<Span>& spans,
                    KvStorage& pool) const;
@@ -66,7 +77,33 @@ class LlamaModel final : public Model {
   int64_t hd_ = 0;
   RopeTable rope_;
   float scale_ = 1.0f, eps_ = 1e-6f;
+  bool check_ = false;
+  std::vector<std::optional<NonFiniteSite>> sites_;  // per span of the last Forward
 };
+
+void LlamaModel::Check(const Tensor& t, int64_t layer, const char* op,
+                       const std::vector<Span>& spans, std::span<const int64_t> rows) {
+  if (!check_) return;
+  Tensor flags = Tensor::Empty(DType::kI32, {t.size(0)});
+  ops_.NonFiniteRows(t, flags);
+  const int32_t* bad = flags.data<const int32_t>();
+  size_t next = 0;  // first entry of `rows` not yet below the span
+  for (size_t i = 0; i < spans.size(); ++i) {
+    int64_t begin = spans[i].begin, count = spans[i].count;  // rows of t holding the span's rows
+    if (!rows.empty()) {
+      while (next < rows.size() && rows[next] < spans[i].begin) ++next;
+      begin = static_cast<int64_t>(next);
+      while (next < rows.size() && rows[next] < spans[i].begin + spans[i].count) ++next;
+      count = static_cast<int64_t>(next) - begin;
+    }
+    if (sites_[i]) continue;
+    for (int64_t j = 0; j < count; ++j) {
+      if (!bad[begin + j]) continue;
+      sites_[i] = NonFiniteSite{layer, layer < 0 ? op : "L" + std::to_string(layer) + "." + op};
+      break;
+    }
+  }
+}
 
 StatusOr<std::vector<Span>> LlamaModel::Layout(const StepInput& in, const KvStorage& kv) const {
   const int64_t N = in.num_rows();
@@ -108,18 +145,28 @@ StatusOr<std::vector<Span>> LlamaModel::Layout(const StepInput& in, const KvStor
 }
 
 Status LlamaModel::Forward(const StepInput& in, KvStorage& kv, StepOutput* out) {
+  sites_.clear();
   LUCID_ASSIGN_OR_RETURN(std::vector<Span> spans, Layout(in, kv));
+  if (check_) sites_.assign(spans.size(), std::nullopt);
   const int64_t N = in.num_rows(), D = c_.hidden_size;
   Tensor x = F32(N, D), h = F32(N, D);
   ops_.Embedding(w_.embed, in.tokens, x);
+  Check(x, -1, "embedding", spans);
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     const LlamaLayerWeights& L = w_.layers[l];
     ops_.RmsNorm(x, L.input_norm, eps_, h);
-    ops_.Accumulate(x, Attention(l, h, in, spans, kv));
+    Check(h, l, "attn_norm", spans);
+    Tensor attn = Attention(l, h, in, spans, kv);
+    Check(attn, l, "attention", spans);
+    ops_.Accumulate(x, attn);
     ops_.RmsNorm(x, L.post_attn_norm, eps_, h);
-    ops_.Accumulate(x, Mlp(L, h));
+    Check(h, l, "mlp_norm", spans);
+    Tensor mlp = Mlp(L, h);
+    Check(mlp, l, "mlp", spans);
+    ops_.Accumulate(x, mlp);
   }
   ops_.RmsNorm(x, w_.final_norm, eps_, h);
+  Check(h, -1, "final_norm", spans);
   auto gather = [&](std::span<const int64_t> rows) {
     Tensor g = F32(static_cast<int64_t>(rows.size()), D);
     ops_.GatherRows(h, rows, g);
@@ -130,6 +177,8 @@ Status LlamaModel::Forward(const StepInput& in, KvStorage& kv, StepOutput* out) 
   if (!in.logits_rows.empty()) {
     const bool every_row = static_cast<int64_t>(in.logits_rows.size()) == N;
     ops_.Linear(every_row ? h : gather(in.logits_rows), w_.lm_head, out->logits);
+    Check(out->logits, -1, "lm_head", spans,
+          every_row ? std::span<const int64_t>() : in.logits_rows);
   }
   if (static_cast<int64_t>(in.hidden_rows.size()) == N) {
     out->hidden = std::move(h);
@@ -247,8 +296,8 @@ StatusOr<std::unique_ptr<Model>> CreateLlamaFamily(const ModelConfig& config,
   LUCID_ASSIGN_OR_RETURN(ModelConfig c, Prepare(config));
   const bool qk_norm = c.model_type == "qwen3";
   LUCID_ASSIGN_OR_RETURN(LlamaWeights w, LoadLlamaWeights(c, ckpt, qk_norm));
-  return std::unique_ptr<Model>(
-      new LlamaModel(std::move(c), std::move(w), std::move(backend), RopeStyle::kHalfSplit, qk_norm));
+  return std::unique_ptr<Model>(new LlamaModel(std::move(c), std::move(w), std::move(backend),
+                                               RopeStyle::kHalfSplit, qk_norm));
 }
 
 StatusOr<std::unique_ptr<Model>> CreateLlamaFamilyFromGguf(const ModelConfig& config,

@@ -12,11 +12,11 @@ namespace lucid {
 const std::vector<ArchitectureInfo>& SupportedArchitectures() {
   static const std::vector<ArchitectureInfo> kArchitectures = {
       {"GlmMoeDsaForCausalLM", "glm_moe_dsa", "deepseek_v3_family", true, 1,
-       &CreateDeepseekV3Family},
+       &CreateDeepseekV3Family, &CreateDeepseekV3FamilyFromGguf},
       {"DeepseekV32ForCausalLM", "deepseek_v32", "deepseek_v3_family", true, 1,
-       &CreateDeepseekV3Family},
+       &CreateDeepseekV3Family, &CreateDeepseekV3FamilyFromGguf},
       {"DeepseekV3ForCausalLM", "deepseek_v3", "deepseek_v3_family", false, 1,
-       &CreateDeepseekV3Family},
+       &CreateDeepseekV3Family, &CreateDeepseekV3FamilyFromGguf},
       {"LlamaForCausalLM", "llama", "llama_family", false, 1, &CreateLlamaFamily,
        &CreateLlamaFamilyFromGguf, &LlamaKvSpec},
       {"Qwen3ForCausalLM", "qwen3", "llama_family", false, 1, &CreateLlamaFamily,

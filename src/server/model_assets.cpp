@@ -42,6 +42,7 @@ StatusOr<ModelAssets> LoadGgufAssets(const std::string& path) {
     auto t = tok::Tokenizer::FromJsonString(*json);
     if (!t.ok()) return t.status().WithContext(path + ": loading the tokenizer");
     a.tokenizer = std::shared_ptr<const tok::Tokenizer>(std::move(*t));
+    a.tokenizer_json = std::move(*json);
   }
   if (!text.chat_template) {
     a.chat_error = path + " has no chat template (tokenizer.chat_template)";
@@ -67,6 +68,8 @@ StatusOr<ModelAssets> LoadModelAssets(const std::string& model_dir) {
     auto t = tok::Tokenizer::FromFile((dir / "tokenizer.json").string());
     if (!t.ok()) return t.status().WithContext("loading the tokenizer");
     a.tokenizer = std::shared_ptr<const tok::Tokenizer>(std::move(*t));
+    if (!ReadFile(dir / "tokenizer.json", &a.tokenizer_json))
+      return InvalidArgument((dir / "tokenizer.json").string() + ": cannot read");
   }
   std::string source, text;
   nlohmann::json cfg;

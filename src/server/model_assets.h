@@ -7,7 +7,8 @@
 //   not an error for serving: the chat route answers 400 naming the parse error (chat_error).
 // - bos_token / eos_token strings from tokenizer_config.json (a string or {"content": ...}).
 // A path to a file instead of a directory is read as a GGUF file: the tokenizer, chat template and
-// BOS / EOS strings come from its tokenizer.* metadata (formats/gguf_tokenizer.h).
+// BOS / EOS strings come from its tokenizer.* metadata (formats/gguf_tokenizer.h), and
+// tokenizer_json is the tokenizer.json text built from it (so structured output works there too).
 // Thread-safety: the loaded objects are immutable and shared.
 #pragma once
 
@@ -21,7 +22,10 @@
 namespace lucid::server {
 
 struct ModelAssets {
-  std::shared_ptr<const tok::Tokenizer> tokenizer;         // null without tokenizer.json
+  std::shared_ptr<const tok::Tokenizer> tokenizer;  // null without tokenizer.json
+  // The tokenizer.json text `tokenizer` was built from: the file's, or for a GGUF file the one
+  // built from its metadata. The grammar compiler reads the vocabulary type from it.
+  std::string tokenizer_json;
   std::shared_ptr<const tok::ChatTemplate> chat_template;  // null without a usable template
   std::string chat_error;  // why there is no chat template ("" when there is one)
   std::string bos_token, eos_token;

@@ -2,13 +2,19 @@
 // the ids (and decoded text) of the HF tokenizer transformers builds from the same file, on the
 // whole tokenizer corpus (goldens by tools/reference/gguf/tokenizer_goldens.py). The model file is
 // installed by scripts/setup.sh into .cache/models (never committed); without it these tests are
-// skipped, saying so.
+// skipped, saying so. Structured output over that tokenizer: a JSON schema's grammar, compiled
+// over the vocabulary of the tokenizer.json built from the metadata, lets a valid instance through
+// token by token (as the GGUF tokenizer splits it) and refuses invalid ones (JSON Schema
+// semantics, written by hand).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "grammar/grammar_compiler.h"
 #include "server/model_assets.h"
 
 namespace lucid::server {
@@ -79,6 +85,51 @@ TEST(GgufAssets, ChatTemplateAndSpecialTokensComeFromTheMetadata) {
             std::string::npos)
       << *text;
   EXPECT_EQ(text->rfind("<|im_start|>system\n", 0), 0u) << *text;
+}
+
+// Walks `text`, tokenized by the GGUF tokenizer, through a fresh matcher of `c`: true when every
+// token survives the mask and is accepted, and EOS (id 2, <|im_end|>) then ends the output.
+bool Walks(grammar::GrammarCompiler& gc, const tok::Tokenizer& t, const grammar::GrammarSpec& spec,
+           const std::string& text) {
+  auto c = gc.Compile(spec);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  if (!c.ok()) return false;
+  auto m = (*c)->NewMatcher();
+  auto ids = t.Encode(text, /*add_special_tokens=*/false);
+  EXPECT_TRUE(ids.ok());
+  std::vector<int32_t> all = *ids;
+  all.push_back(2);
+  std::vector<float> row(static_cast<size_t>(gc.vocab_size()));
+  for (int32_t id : all) {
+    std::fill(row.begin(), row.end(), 0.0f);
+    m->MaskLogits(row);
+    if (std::isinf(row[id])) return false;
+    EXPECT_TRUE(m->Accept(id)) << "the mask allowed token " << id << " but Accept refused it";
+  }
+  return m->IsTerminated();
+}
+
+TEST(GgufAssets, StructuredOutputCompilesOverTheGgufTokenizer) {
+  SKIP_WITHOUT_SMOLLM2();
+  auto a = LoadModelAssets(SmolLm2Path());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_NE(a->tokenizer, nullptr);
+  ASSERT_FALSE(a->tokenizer_json.empty());
+  auto spec = grammar::VocabFromTokenizer(a->tokenizer_json, *a->tokenizer, 49152, {2});
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->type, grammar::VocabSpec::Type::kByteLevel);  // gpt2 model: byte-level BPE
+  auto gc = grammar::CompilerForTokenizerJson(a->tokenizer_json, SmolLm2Path(), *a->tokenizer,
+                                              49152, {2});
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  const grammar::GrammarSpec city{grammar::GrammarKind::kJsonSchema, R"({
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
+    "required": ["city"]})"};
+  EXPECT_TRUE(Walks(**gc, *a->tokenizer, city, R"({"city":"Paris"})"));
+  EXPECT_TRUE(Walks(**gc, *a->tokenizer, city, R"({"city":"Paris","population":2102650})"));
+  EXPECT_FALSE(Walks(**gc, *a->tokenizer, city, R"({"population":3})"));       // city required
+  EXPECT_FALSE(Walks(**gc, *a->tokenizer, city, R"({"city":7})"));             // not a string
+  EXPECT_FALSE(Walks(**gc, *a->tokenizer, city, R"(The capital is Paris.)"));  // not JSON
 }
 
 TEST(GgufAssets, ACorruptGgufIsAnErrorNamingTheFile) {

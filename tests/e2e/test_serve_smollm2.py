@@ -1,10 +1,13 @@
 """End-to-end: `lucid serve` on the real SmolLM2-135M-Instruct (Q4_1 GGUF, scripts/setup.sh puts it
 in .cache/models), asked by the official `openai` client for the capital of France at temperature
 0, streaming and not; the answer must name Paris, and the streamed text must equal the whole one.
+Structured output over the tokenizer built from the GGUF metadata: with a JSON schema as
+`response_format`, the answer is an instance of the schema (checked by `jsonschema`) naming Paris.
 Skipped (exit 0, saying so) when the GGUF file is absent.
 Run: .venv-e2e/bin/python tests/e2e/test_serve_smollm2.py (ctest runs it as e2e_serve_smollm2).
 """
 
+import json
 import os
 import sys
 import unittest
@@ -13,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lucid_server as ls  # noqa: E402
 
 try:
+    import jsonschema
     import openai
 except ImportError as e:  # pragma: no cover
     sys.exit(f"the e2e tests need the packages of tests/e2e/requirements.txt (scripts/setup.sh "
@@ -51,6 +55,21 @@ class SmolLm2Chat(unittest.TestCase):
         streamed = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
         self.assertIn("Paris", streamed)
         self.assertEqual(streamed, text)  # greedy: the same tokens either way
+
+    def test_structured_output_follows_the_schema(self):
+        schema = {"type": "object", "properties": {"capital": {"type": "string"}},
+                  "required": ["capital"]}
+        r = self.client().chat.completions.create(
+            model="smollm2", temperature=0, max_tokens=40,
+            messages=[{"role": "user", "content": "What is the capital of France? Answer in JSON."}],
+            response_format={"type": "json_schema",
+                             "json_schema": {"name": "answer", "schema": schema}})
+        text = r.choices[0].message.content
+        print(f"\nstructured answer: {text!r}", file=sys.stderr)
+        self.assertEqual(r.choices[0].finish_reason, "stop")
+        value = json.loads(text)
+        jsonschema.validate(value, schema)
+        self.assertIn("Paris", value["capital"])
 
     def test_models_route_names_it(self):
         ids = [m.id for m in self.client().models.list().data]
