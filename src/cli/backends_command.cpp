@@ -11,7 +11,7 @@
 #include "config/backends_report.h"
 #include "config/cli_options.h"
 #ifdef LUCID_HAVE_CUDA
-#include "backends/cuda/cuda_self_test.h"
+#include "backends/cuda/cuda_conformance_report.h"
 #endif
 
 namespace lucid::cli {

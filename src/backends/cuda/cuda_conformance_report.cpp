@@ -1,4 +1,4 @@
-#include "backends/cuda/cuda_self_test.h"
+#include "backends/cuda/cuda_conformance_report.h"
 
 #include <algorithm>
 #include <map>
