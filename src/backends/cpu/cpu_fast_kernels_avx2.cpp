@@ -291,6 +291,7 @@ KernelTable MakeTable() {
   t.widen_bf16 = &WidenBf16;
   t.dequant_fp8 = &DequantFp8;
   t.dequant_nvfp4 = &DequantNvfp4;
+  t.dequant_ggml = &DequantGgmlAvx2;
   return t;
 }
 

@@ -194,9 +194,35 @@ inline float At(const Weight& w, int64_t n, int64_t k) {
   return v;
 }
 
-bool Packed(WeightFormat f) { return f == WeightFormat::kFp8Block || f == WeightFormat::kNvfp4; }
+// Formats MatmulRows decodes into the f32 sliver (GGUF blocks too: their decoders are exact).
+bool Packed(WeightFormat f) {
+  return f == WeightFormat::kFp8Block || f == WeightFormat::kNvfp4 || f == WeightFormat::kGgml;
+}
+
+// Columns [k0, k1) of stored row `row` of a GGUF block weight through kt.dequant_ggml, where both
+// ends lie on block boundaries; false (nothing written) otherwise.
+bool GgmlSpan(const KernelTable& kt, const Weight& w, int64_t row, int64_t k0, int64_t k1,
+              float* out) {
+  const auto info = GgmlTypeInfo(static_cast<uint32_t>(w.ggml_type));
+  if (!kt.dequant_ggml || !info || !info->supported) return false;
+  const int64_t be = info->block_elems;
+  if (k0 % be != 0 || (k1 - k0) % be != 0) return false;
+  const uint8_t* p =
+      w.data.data<const uint8_t>() + row * w.data.size(1) + k0 / be * info->block_bytes;
+  return kt.dequant_ggml(w.ggml_type, p, (k1 - k0) / be, out);
+}
 
 }  // namespace
+
+int64_t DequantAlign(const Weight& w) {
+  if (w.format == WeightFormat::kFp8Block || w.format == WeightFormat::kNvfp4)
+    return std::max<int64_t>(1, w.block_cols);
+  if (w.format == WeightFormat::kGgml) {
+    const auto info = GgmlTypeInfo(static_cast<uint32_t>(w.ggml_type));
+    return info ? info->block_elems : 1;
+  }
+  return 1;
+}
 
 void DequantSpan(const KernelTable& kt, const Weight& w, int64_t r, int64_t k0, int64_t k1,
                  float* out) {
@@ -223,6 +249,7 @@ void DequantSpan(const KernelTable& kt, const Weight& w, int64_t r, int64_t k0, 
       kt.widen_e4m3(s + c / 16, gs, groups);
       kt.dequant_nvfp4(q + c / 2, gs, s2, out + (c - k0), groups);
     }
+  } else if (w.format == WeightFormat::kGgml && GgmlSpan(kt, w, row, k0, k1, out)) {
   } else {
     DequantizeRowSpan(w, r, k0, k1 - k0, out);
   }
@@ -467,9 +494,10 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
   const bool widen = packed || (w.format == WeightFormat::kBF16 && t1 - t0 >= 128);
   const TileKernel& tk =
       PickTile(kt, widen ? WeightFormat::kF32 : w.format, t1 - t0, w.cols, x.hi_only);
+  const bool ggml = w.format == WeightFormat::kGgml;
   const bool tiled =
       (packed || w.format == WeightFormat::kF32 || w.format == WeightFormat::kBF16) && tk.fn &&
-      (!packed || w.block_cols > 0);
+      (!packed || ggml || w.block_cols > 0);
   if (!tiled) return FallbackRows(kt, x, t0, t1, w, n0, n1, y, ldy);
   const int64_t K = w.cols, T = t1, Kv = kt.vector_k(K);
   const bool split = !widen && kt.bf16_split && w.format == WeightFormat::kBF16;
@@ -477,11 +505,13 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
   const char* wbase =
       packed ? nullptr : static_cast<const char*>(w.data.raw()) + w.row_begin * K * esz;
   // The weight sliver (NR rows x Kc) stays in L1, the activation block (Mc rows x Kc) in L2.
-  // Packed k blocks are whole scale blocks (1024 columns for 128- and 16-column blocks). Up to 8
+  // Packed k blocks are whole scale blocks (1024 columns for 128- and 16-column blocks; GGUF
+  // blocks of 32 and 256 columns: 1024 too, so every span but a row's last is whole blocks). Up to 8
   // tokens take whole bf16 rows: a row group is then one contiguous span, read and prefetched as
   // one stream (PrefetchSpan), where k blocks jump back NR rows every block (4g bf16 batch-1 steps
   // 9-13% and batch-8 matmuls ~6% faster); the rows' reuse by a second token tile comes from L2.
-  const int64_t Kc = packed              ? std::max<int64_t>(1, 1024 / w.block_cols) * w.block_cols
+  const int64_t Kc = ggml                ? 1024
+                     : packed            ? std::max<int64_t>(1, 1024 / w.block_cols) * w.block_cols
                      : esz == 4 || widen ? 1024
                      : t1 - t0 <= 8      ? Kv
                                          : 2048;
