@@ -21,18 +21,21 @@ LUCID_AVX2 inline float Half(const uint8_t* p) {
 
 enum class Op { kMul, kFmadd, kFmsub };
 
-// out[i] = q[i] * a, q[i] * a + b or q[i] * a - b for the 8 signed bytes q in the low half of v.
+// q[i] * a, q[i] * a + b or q[i] * a - b for the 8 signed bytes q in the low half of v.
+template <Op kOp>
+LUCID_AVX2 inline __m256 Value8(__m128i v, __m256 a, __m256 b) {
+  const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+  if constexpr (kOp == Op::kMul)
+    return _mm256_mul_ps(q, a);
+  else if constexpr (kOp == Op::kFmadd)
+    return _mm256_fmadd_ps(q, a, b);
+  else
+    return _mm256_fmsub_ps(q, a, b);
+}
+
 template <Op kOp>
 LUCID_AVX2 inline void Store8(__m128i v, __m256 a, __m256 b, float* out) {
-  const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
-  __m256 r;
-  if constexpr (kOp == Op::kMul)
-    r = _mm256_mul_ps(q, a);
-  else if constexpr (kOp == Op::kFmadd)
-    r = _mm256_fmadd_ps(q, a, b);
-  else
-    r = _mm256_fmsub_ps(q, a, b);
-  _mm256_storeu_ps(out, r);
+  _mm256_storeu_ps(out, Value8<kOp>(v, a, b));
 }
 
 template <Op kOp>
@@ -54,33 +57,81 @@ LUCID_AVX2 inline __m128i Load16(const uint8_t* p) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
 }
 
-LUCID_AVX2 void DecodeQ8_0(const uint8_t* b, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i, b += 34, out += 32) {
-    const __m256 d = _mm256_set1_ps(Half(b));
-    Store32<Op::kMul>(Load32(b + 2), d, d, out);
-  }
-}
-
-// Q4_0 (d * (q - 8)) and Q4_1 (d * q + m).
-template <bool kQ4_1>
-LUCID_AVX2 void DecodeQ4(const uint8_t* b, int64_t n, float* out) {
-  constexpr int64_t kBytes = kQ4_1 ? 20 : 18;
-  const __m128i low = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
-  for (int64_t i = 0; i < n; ++i, b += kBytes, out += 32) {
-    const __m256 d = _mm256_set1_ps(Half(b));
+// One block of a 32-element type (Q8_0, Q4_0: d * (q - 8), Q4_1: d * q + m) into v[0..4), elements
+// 8i .. 8i + 8 in v[i]; the values DequantizeGgmlBlock gives.
+template <GgmlType kT>
+LUCID_AVX2 inline void Block32(const uint8_t* b, __m256 v[4]) {
+  const __m256 d = _mm256_set1_ps(Half(b));
+  if constexpr (kT == GgmlType::kQ8_0) {
+    const __m256i q = Load32(b + 2);
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    v[0] = Value8<Op::kMul>(lo, d, d);
+    v[1] = Value8<Op::kMul>(_mm_srli_si128(lo, 8), d, d);
+    v[2] = Value8<Op::kMul>(hi, d, d);
+    v[3] = Value8<Op::kMul>(_mm_srli_si128(hi, 8), d, d);
+  } else {
+    constexpr bool kQ4_1 = kT == GgmlType::kQ4_1;
+    const __m128i low = _mm_set1_epi8(0x0F);
     const __m128i qs = Load16(b + (kQ4_1 ? 4 : 2));
     __m128i lo = _mm_and_si128(qs, low), hi = _mm_and_si128(_mm_srli_epi16(qs, 4), low);
     if constexpr (kQ4_1) {
       const __m256 m = _mm256_set1_ps(Half(b + 2));
-      Store16<Op::kFmadd>(lo, d, m, out);
-      Store16<Op::kFmadd>(hi, d, m, out + 16);
+      v[0] = Value8<Op::kFmadd>(lo, d, m);
+      v[1] = Value8<Op::kFmadd>(_mm_srli_si128(lo, 8), d, m);
+      v[2] = Value8<Op::kFmadd>(hi, d, m);
+      v[3] = Value8<Op::kFmadd>(_mm_srli_si128(hi, 8), d, m);
     } else {
-      lo = _mm_sub_epi8(lo, eight);
-      hi = _mm_sub_epi8(hi, eight);
-      Store16<Op::kMul>(lo, d, d, out);
-      Store16<Op::kMul>(hi, d, d, out + 16);
+      lo = _mm_sub_epi8(lo, _mm_set1_epi8(8));
+      hi = _mm_sub_epi8(hi, _mm_set1_epi8(8));
+      v[0] = Value8<Op::kMul>(lo, d, d);
+      v[1] = Value8<Op::kMul>(_mm_srli_si128(lo, 8), d, d);
+      v[2] = Value8<Op::kMul>(hi, d, d);
+      v[3] = Value8<Op::kMul>(_mm_srli_si128(hi, 8), d, d);
     }
   }
+}
+
+constexpr int64_t Bytes32(GgmlType t) {
+  return t == GgmlType::kQ8_0 ? 34 : t == GgmlType::kQ4_1 ? 20 : 18;
+}
+
+template <GgmlType kT>
+LUCID_AVX2 void Decode32(const uint8_t* b, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i, b += Bytes32(kT), out += 32) {
+    __m256 v[4];
+    Block32<kT>(b, v);
+    for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + 8 * k, v[k]);
+  }
+}
+
+LUCID_AVX2 inline float Hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// out[j] = sum over the n blocks' elements k of x[k] * W_j[k] for 4 rows (w[j]: row j's first
+// block), each block decoded in registers as Block32 and multiplied at once.
+template <GgmlType kT>
+LUCID_AVX2 void Gemv4(const float* x, const uint8_t* const* w, int64_t n, float* out) {
+  __m256 acc[4][2];
+  for (int j = 0; j < 4; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n; ++b) {
+    const float* xb = x + 32 * b;
+    const __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8);
+    const __m256 x2 = _mm256_loadu_ps(xb + 16), x3 = _mm256_loadu_ps(xb + 24);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      __m256 v[4];
+      Block32<kT>(w[j] + b * Bytes32(kT), v);
+      acc[j][0] = _mm256_fmadd_ps(x0, v[0], acc[j][0]);
+      acc[j][1] = _mm256_fmadd_ps(x1, v[1], acc[j][1]);
+      acc[j][0] = _mm256_fmadd_ps(x2, v[2], acc[j][0]);
+      acc[j][1] = _mm256_fmadd_ps(x3, v[3], acc[j][1]);
+    }
+  }
+  for (int j = 0; j < 4; ++j) out[j] = Hsum(_mm256_add_ps(acc[j][0], acc[j][1]));
 }
 
 // The 6-bit scale and min of sub-block j of a Q4_K / Q5_K super-block (ggml_types.h).
@@ -169,13 +220,13 @@ bool DequantGgmlAvx2(GgmlType t, const uint8_t* blocks, int64_t n, float* out) {
       DecodeF16(blocks, n, out);
       return true;
     case GgmlType::kQ8_0:
-      DecodeQ8_0(blocks, n, out);
+      Decode32<GgmlType::kQ8_0>(blocks, n, out);
       return true;
     case GgmlType::kQ4_0:
-      DecodeQ4<false>(blocks, n, out);
+      Decode32<GgmlType::kQ4_0>(blocks, n, out);
       return true;
     case GgmlType::kQ4_1:
-      DecodeQ4<true>(blocks, n, out);
+      Decode32<GgmlType::kQ4_1>(blocks, n, out);
       return true;
     case GgmlType::kQ4_K:
       DecodeQ45K<false>(blocks, n, out);
@@ -185,6 +236,22 @@ bool DequantGgmlAvx2(GgmlType t, const uint8_t* blocks, int64_t n, float* out) {
       return true;
     case GgmlType::kQ6_K:
       DecodeQ6_K(blocks, n, out);
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool GemvGgmlAvx2(GgmlType t, const float* x, const uint8_t* const* w, int64_t n, float* out) {
+  switch (t) {
+    case GgmlType::kQ8_0:
+      Gemv4<GgmlType::kQ8_0>(x, w, n, out);
+      return true;
+    case GgmlType::kQ4_0:
+      Gemv4<GgmlType::kQ4_0>(x, w, n, out);
+      return true;
+    case GgmlType::kQ4_1:
+      Gemv4<GgmlType::kQ4_1>(x, w, n, out);
       return true;
     default:
       return false;

@@ -144,6 +144,12 @@ struct KernelTable {
   // stored from `blocks` into out, bit for bit as DequantizeGgmlBlock. Returns false, writing
   // nothing, for a type it has no kernel for. Null at the scalar level.
   bool (*dequant_ggml)(GgmlType t, const uint8_t* blocks, int64_t n, float* out) = nullptr;
+  // One token against 4 rows of a GGUF block type, each block decoded in registers (the values
+  // dequant_ggml gives) and multiplied at once: out[j] = sum over the n blocks' elements k of
+  // x[k] * W_j[k], w[j] at row j's first block. False (nothing written) for a type it has no
+  // kernel for (it has Q8_0, Q4_0, Q4_1). Null at the scalar level.
+  bool (*gemv_ggml)(GgmlType t, const float* x, const uint8_t* const* w, int64_t n,
+                    float* out) = nullptr;
   // s[i] = exp(s[i] - m) for i < n; returns their sum.
   float (*exp_sum)(float* s, int64_t n, float m) = nullptr;
   // out[0..R) += sum over j < nb of p[j] * rows[j][0..R).
@@ -196,6 +202,7 @@ const KernelTable& Avx512Bf16Kernels();
 // KernelTable::dequant_ggml with AVX2 + FMA + F16C (cpu_fast_ggml_avx2.cpp; every AVX-512 level
 // takes it too).
 bool DequantGgmlAvx2(GgmlType t, const uint8_t* blocks, int64_t n, float* out);
+bool GemvGgmlAvx2(GgmlType t, const float* x, const uint8_t* const* w, int64_t n, float* out);
 
 // Activations of one Linear call, packed for the tiles.
 // Returns a GEMM panel buffer to its pool (cpu_fast_gemm.cpp).

@@ -292,6 +292,7 @@ KernelTable MakeTable() {
   t.dequant_fp8 = &DequantFp8;
   t.dequant_nvfp4 = &DequantNvfp4;
   t.dequant_ggml = &DequantGgmlAvx2;
+  t.gemv_ggml = &GemvGgmlAvx2;
   return t;
 }
 

@@ -212,6 +212,28 @@ bool GgmlSpan(const KernelTable& kt, const Weight& w, int64_t row, int64_t k0, i
   return kt.dequant_ggml(w.ggml_type, p, (k1 - k0) / be, out);
 }
 
+// One to three tokens against GGUF rows of a type with a fused gemv (KernelTable::gemv_ggml): 4
+// rows at a time over whole rows, per token. False (nothing written) where it has none.
+bool GgmlGemvRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
+                  int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  const auto info = GgmlTypeInfo(static_cast<uint32_t>(w.ggml_type));
+  if (!kt.gemv_ggml || !info || info->block_elems != 32 || w.cols % 32 != 0 || x.f32.empty())
+    return false;
+  const int64_t nb = w.cols / 32, rb = w.data.size(1);
+  const uint8_t* base = w.data.data<const uint8_t>() + w.row_begin * rb;
+  const uint8_t* wp[4];
+  float out[4];
+  for (int64_t n = n0; n < n1; n += 4) {
+    const int64_t nn = std::min<int64_t>(4, n1 - n);
+    for (int j = 0; j < 4; ++j) wp[j] = base + (n + std::min<int64_t>(j, nn - 1)) * rb;
+    for (int64_t t = t0; t < t1; ++t) {
+      if (!kt.gemv_ggml(w.ggml_type, x.f32.data() + t * x.Kpad, wp, nb, out)) return false;
+      for (int64_t j = 0; j < nn; ++j) y[t * ldy + n + j] = out[j];
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int64_t DequantAlign(const Weight& w) {
@@ -480,6 +502,9 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
                 int64_t n0, int64_t n1, float* y, int64_t ldy) {
   if (n1 <= n0 || t1 <= t0) return;
   if (t1 - t0 >= kGemmMinTokens && GemmRows(kt, x, t0, t1, w, n0, n1, y, ldy)) return;
+  if (w.format == WeightFormat::kGgml && t1 - t0 < 4 &&
+      GgmlGemvRows(kt, x, t0, t1, w, n0, n1, y, ldy))
+    return;
   if (kt.Fused(w.format) && !x.hi.empty()) {
     if (w.format == WeightFormat::kFp8Block && w.block_cols == 128)
       return MatmulFp8Fused(kt, x, t0, t1, w, n0, n1, y, ldy);
@@ -506,8 +531,8 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
       packed ? nullptr : static_cast<const char*>(w.data.raw()) + w.row_begin * K * esz;
   // The weight sliver (NR rows x Kc) stays in L1, the activation block (Mc rows x Kc) in L2.
   // Packed k blocks are whole scale blocks (1024 columns for 128- and 16-column blocks; GGUF
-  // blocks of 32 and 256 columns: 1024 too, so every span but a row's last is whole blocks). Up to 8
-  // tokens take whole bf16 rows: a row group is then one contiguous span, read and prefetched as
+  // blocks of 32 and 256 columns: 1024 too, so every span but a row's last is whole blocks). Up to
+  // 8 tokens take whole bf16 rows: a row group is then one contiguous span, read and prefetched as
   // one stream (PrefetchSpan), where k blocks jump back NR rows every block (4g bf16 batch-1 steps
   // 9-13% and batch-8 matmuls ~6% faster); the rows' reuse by a second token tile comes from L2.
   const int64_t Kc = ggml                ? 1024

@@ -1,9 +1,10 @@
 // The ops conformance suite's cases for GGUF block weights (core/ggml_types.h): Linear,
 // LinearMany and LinearTransposed on F16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K rows of random
-// codes with random f16 block scales, at 1, 5 (a row-range view), 8, 33 and 129 tokens, with rows
-// of more than one 1024-column k block ending in a partial one (1056 = 33 blocks of 32, 1280 = 5
-// super-blocks of 256), odd row counts, and NaN / Inf planted in x or a NaN block scale planted
-// in one weight row ("nan-scale": that row's outputs are NaN for every token).
+// codes with random f16 block scales, at 1, 3 (the one-token kernels), 5 (a row-range view), 8,
+// 33 and 129 tokens, with rows of more than one 1024-column k block ending in a partial one
+// (1056 = 33 blocks of 32, 1280 = 5 super-blocks of 256), odd row counts, and NaN / Inf planted
+// in x or a NaN block scale planted in one weight row ("nan-scale": that row's outputs are NaN
+// for every token).
 #include <limits>
 #include <random>
 #include <string>
@@ -31,7 +32,9 @@ std::vector<int64_t> ScaleOffsets(GgmlType t) {
   }
 }
 
-int64_t Cols(GgmlType t) { return GgmlTypeInfo(static_cast<uint32_t>(t))->block_elems == 256 ? 1280 : 1056; }
+int64_t Cols(GgmlType t) {
+  return GgmlTypeInfo(static_cast<uint32_t>(t))->block_elems == 256 ? 1280 : 1056;
+}
 
 // rows x cols of type t: random code bytes, block scales uniform in [1e-3, 2e-2) (F16: values in
 // [-1, 1)); nan_row >= 0 gets a NaN d in its second block (F16: a NaN element).
@@ -54,7 +57,8 @@ Weight RandomGgml(GgmlType t, int64_t rows, int64_t cols, uint32_t seed, int64_t
     p[1] = static_cast<uint8_t>(h >> 8);
   };
   std::uniform_real_distribution<float> scale(1e-3f, 2e-2f), value(-1.0f, 1.0f);
-  const std::vector<int64_t> offsets = t == GgmlType::kF16 ? std::vector<int64_t>{0} : ScaleOffsets(t);
+  const std::vector<int64_t> offsets =
+      t == GgmlType::kF16 ? std::vector<int64_t>{0} : ScaleOffsets(t);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t b = 0; b < blocks; ++b) {
       uint8_t* blk = d + r * row_bytes + b * info.block_bytes;
@@ -71,7 +75,7 @@ void GgmlLinear(Suite& s) {
     int64_t T, N, skip;
   };
   for (GgmlType type : kTypes)
-    for (Case c : {Case{1, 45, 0}, Case{5, 37, 3}, Case{8, 19, 0}, Case{33, 41, 0},
+    for (Case c : {Case{1, 45, 0}, Case{3, 38, 1}, Case{5, 37, 3}, Case{8, 19, 0}, Case{33, 41, 0},
                    Case{129, 33, 0}}) {
       const int64_t K = Cols(type);
       for (int input = 0; input < 4; ++input) {  // random, NaN in x, Inf in x, NaN block scale
@@ -87,8 +91,8 @@ void GgmlLinear(Suite& s) {
         const std::string fmt = std::string("gguf:") + Name(type);
         const std::string shape = Shape3("T", c.T, "N", c.N, "K", K);
         if (input == 3) {
-          s.AddNamed("Linear", fmt, shape, "nan-scale", y.data<float>(), r.data<float>(),
-                     y.numel(), 2e-5);
+          s.AddNamed("Linear", fmt, shape, "nan-scale", y.data<float>(), r.data<float>(), y.numel(),
+                     2e-5);
         } else {
           s.Add("Linear", fmt, shape, p, y.data<float>(), r.data<float>(), y.numel(), 2e-5);
         }

@@ -81,7 +81,7 @@ void TopKCases(Suite& s);
 void MoeCases(Suite& s);
 // ops_conformance_step.cpp: WriteKvRows, TopKRows, NonFiniteRows.
 void StepOpsCases(Suite& s);
-void GqaCases(Suite& s);  // ops_conformance_gqa.cpp
+void GqaCases(Suite& s);   // ops_conformance_gqa.cpp
 void GgmlCases(Suite& s);  // ops_conformance_ggml.cpp: GGUF block weights
 
 }  // namespace lucid::conformance
