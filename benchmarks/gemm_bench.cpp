@@ -147,6 +147,52 @@ BENCHMARK(BM_GemmLinear)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// Args: GGUF type (ggml id: 3 Q4_1, 8 Q8_0, 12 Q4_K, 14 Q6_K), T, reference (1: CpuOps, the
+// scalar decode-per-chunk oracle). Linear, every thread, SmolLM2-135M's MLP shapes (32-element
+// blocks: up, N 1536 x K 576; K-quants, whose rows are whole 256-element blocks: down, N 576 x K
+// 1536), random codes with f16 block scales in [1e-3, 2e-2).
+void BM_GgufLinear(benchmark::State& st) {
+  static const CpuFastOps fast;
+  static const CpuOps ref;
+  const auto t = static_cast<GgmlType>(st.range(0));
+  const GgmlTypeTraits info = *GgmlTypeInfo(static_cast<uint32_t>(t));
+  const bool k_quant = info.block_elems == 256;
+  const int64_t T = st.range(1), N = k_quant ? 576 : 1536, K = k_quant ? 1536 : 576;
+  Weight w;
+  w.format = WeightFormat::kGgml;
+  w.ggml_type = t;
+  w.name = info.name;
+  w.rows = N;
+  w.cols = K;
+  const int64_t rb = GgmlRowBytes(t, K), be = info.block_elems;
+  w.data = Tensor::Empty(DType::kU8, {N, rb});
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> sc(1e-3f, 2e-2f);
+  uint8_t* d = w.data.data<uint8_t>();
+  for (int64_t i = 0; i < N * rb; ++i) d[i] = rng() & 0xFF;
+  const int64_t d_at = t == GgmlType::kQ6_K ? 208 : 0;
+  for (int64_t r = 0; r < N; ++r)
+    for (int64_t b = 0; b < K / be; ++b) {
+      uint8_t* blk = d + r * rb + b * info.block_bytes;
+      for (int64_t o : {d_at, t == GgmlType::kQ6_K || t == GgmlType::kQ8_0 ? d_at : d_at + 2}) {
+        const uint16_t h = F32ToF16(sc(rng));
+        blk[o] = h & 0xFF;
+        blk[o + 1] = h >> 8;
+      }
+    }
+  Tensor x = RandomX(T, K), y = Tensor::Empty(DType::kF32, {T, N});
+  const Ops& ops = st.range(2) ? static_cast<const Ops&>(ref) : fast;
+  for (auto _ : st) ops.Linear(x, w, y);
+  SetCounters(st, T, N, K);
+  st.counters["weight GB/s"] = benchmark::Counter(
+      static_cast<double>(N * rb) * st.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_GgufLinear)
+    ->ArgsProduct({{3, 8, 12, 14}, {1, 8, 32, 512}, {0, 1}})
+    ->ArgNames({"type", "T", "ref"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 // Args: format, tokens. CpuFastOps::MoeExperts at the 1g preset's shapes: 32 experts of
 // 512 x 2048 (gate, up) and 2048 x 512 (down), top-4 (random; at T = 512, ~64 tokens per expert;
 // at T = 1, one decode step's 4 experts, read from memory: the 32 experts do not fit in cache).

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "backends/cpu/cpu_fast_ops.h"
@@ -19,6 +22,17 @@
 
 namespace lucid {
 namespace {
+
+// Reads a file once into the page cache (a GGUF model's mapping then faults no disk reads; a dense
+// model's first-token run has touched every page of its mapping already).
+Status ReadFilePages(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return NotFound("cannot open " + path);
+  std::vector<char> buf(size_t{1} << 20);
+  while (f.read(buf.data(), static_cast<std::streamsize>(buf.size())) || f.gcount() > 0) {
+  }
+  return OkStatus();
+}
 
 constexpr int64_t kPage = 64;
 
@@ -330,14 +344,16 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
   return OkStatus();
 }
 
-Status ContextSweep(Model& sparse, const ProfilingOps& prof, const Checkpoint& ckpt,
+// ckpt: the safetensors checkpoint the dense-attention copy loads from (null for a GGUF file: its
+// sweep has the sparse rows only).
+Status ContextSweep(Model& sparse, const ProfilingOps& prof, const Checkpoint* ckpt,
                     const BenchOptions& o, const MachineInfo& mi, std::FILE* log,
                     nlohmann::json* out) {
   std::unique_ptr<Model> dense;
   ModelLoadOptions lo;
   lo.force_dense_attention = true;
-  if (sparse.config().has_indexer) {
-    LUCID_ASSIGN_OR_RETURN(dense, LoadModel(ckpt, prof, lo));
+  if (sparse.config().has_indexer && ckpt != nullptr) {
+    LUCID_ASSIGN_OR_RETURN(dense, LoadModel(*ckpt, prof, lo));
   }
   *out = nlohmann::json::array();
   for (int64_t ctx : o.contexts) {
@@ -397,8 +413,17 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
   const std::unique_ptr<Backend> backend = MakeBackend(*set, CpuIsa::kAvx512Bf16);
   ProfilingOps prof(backend->ops());
   const double t0 = Now();
-  LUCID_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(o.model_path));
-  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(ckpt, prof));
+  // A regular file is a GGUF file (LoadModel's rule), else a safetensors checkpoint directory.
+  std::error_code ec;
+  const bool gguf = std::filesystem::is_regular_file(o.model_path, ec);
+  std::optional<Checkpoint> ckpt;
+  std::unique_ptr<Model> model;
+  if (gguf) {
+    LUCID_ASSIGN_OR_RETURN(model, LoadModel(o.model_path, prof));
+  } else {
+    LUCID_ASSIGN_OR_RETURN(ckpt, Checkpoint::Open(o.model_path));
+    LUCID_ASSIGN_OR_RETURN(model, LoadModel(*ckpt, prof));
+  }
   const double t_load = Now() - t0;
   const std::vector<int32_t> prompt = RandomTokens(16, model->config().vocab_size, 1);
   LUCID_RETURN_IF_ERROR(GreedyGenerate(*model, prompt, 1, nullptr).status());
@@ -411,15 +436,20 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
                static_cast<long long>(c.num_hidden_layers), model->weight_bytes() / 1e9,
                backend->ops().name(), KvDtypeName(o.kv_dtype), Ms(t_load), Ms(t_first));
   std::fprintf(log, "cpu kernels: %s (%s)\n", o.kernel_set.c_str(), o.kernel_set_reason.c_str());
-  const uint64_t misaligned = MisalignedWeightBytes(ckpt);
+  const uint64_t misaligned = ckpt ? MisalignedWeightBytes(*ckpt) : 0;
   if (misaligned > 0)
     std::fprintf(log, "warning: %s\n", MisalignedWeightsMessage(misaligned).c_str());
   // Timed steps see the weights as a server does after its start-up prefetch (`lucid serve` reads
   // every page first through the model's own mappings): a step whose experts were never touched
   // would otherwise time page faults (or disk reads).
+  // A GGUF file's mapping is read the same way, page by page.
   {
     const double tp = Now();
-    LUCID_RETURN_IF_ERROR(ckpt.Prefetch());
+    if (ckpt) {
+      LUCID_RETURN_IF_ERROR(ckpt->Prefetch());
+    } else {
+      LUCID_RETURN_IF_ERROR(ReadFilePages(o.model_path));
+    }
     std::fprintf(log, "weights read into memory before timing: %.1f ms\n", Ms(Now() - tp));
   }
   j["model"] = {{"path", o.model_path},
@@ -442,7 +472,7 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
   j["decode"] = d;
   if (!o.contexts.empty()) {
     nlohmann::json cs;
-    LUCID_RETURN_IF_ERROR(ContextSweep(*model, prof, ckpt, o, mi, log, &cs));
+    LUCID_RETURN_IF_ERROR(ContextSweep(*model, prof, ckpt ? &*ckpt : nullptr, o, mi, log, &cs));
     j["context_sweep"] = cs;
   }
   return j;

@@ -89,8 +89,11 @@ void PrefetchRows(const Weight& w, int64_t r0, int64_t r1, int64_t k0, int64_t k
         PrefetchBytes<kLocality>(w.scale.raw(), row * sb + k0 / 16, row * sb + (k1 + 15) / 16);
         break;
       }
-      case WeightFormat::kGgml:  // never reaches the fast kernels (CpuFastOps::Linear)
+      case WeightFormat::kGgml: {  // the bytes of the blocks that hold columns [k0, k1)
+        const int64_t rb = w.data.size(1);
+        PrefetchBytes<kLocality>(w.data.raw(), row * rb + k0 * rb / K, row * rb + k1 * rb / K);
         break;
+      }
     }
   }
 }
@@ -190,9 +193,8 @@ int64_t GemmMinTokens(const KernelTable& kt, WeightFormat f, FastActivations act
       return 2 * kGemmMinTokens + kGemmMinTokens / 2;
     case WeightFormat::kFp8Block:
     case WeightFormat::kNvfp4:
+    case WeightFormat::kGgml:  // decoded by DequantSpan (kKc is a multiple of every block size)
       return kGemmMinTokens;
-    case WeightFormat::kGgml:  // no fast kernel: CpuFastOps::Linear takes the reference path
-      return 0;
   }
   return 0;
 }

@@ -140,6 +140,16 @@ struct KernelTable {
   // 8 bytes per group (low nibble first), gs the groups' e4m3 scales already in f32.
   void (*dequant_nvfp4)(const uint8_t* q, const float* gs, float s2, float* out,
                         int64_t groups) = nullptr;
+  // GGUF block types (core/ggml_types.h): decodes n whole blocks of type t (n elements for F16)
+  // stored from `blocks` into out, bit for bit as DequantizeGgmlBlock. Returns false, writing
+  // nothing, for a type it has no kernel for. Null at the scalar level.
+  bool (*dequant_ggml)(GgmlType t, const uint8_t* blocks, int64_t n, float* out) = nullptr;
+  // One token against 4 rows of a GGUF block type, each block decoded in registers (the values
+  // dequant_ggml gives) and multiplied at once: out[j] = sum over the n blocks' elements k of
+  // x[k] * W_j[k], w[j] at row j's first block. False (nothing written) for a type it has no
+  // kernel for (it has Q8_0, Q4_0, Q4_1). Null at the scalar level.
+  bool (*gemv_ggml)(GgmlType t, const float* x, const uint8_t* const* w, int64_t n,
+                    float* out) = nullptr;
   // s[i] = exp(s[i] - m) for i < n; returns their sum.
   float (*exp_sum)(float* s, int64_t n, float m) = nullptr;
   // out[0..R) += sum over j < nb of p[j] * rows[j][0..R).
@@ -189,6 +199,10 @@ const KernelTable& ScalarKernels();
 const KernelTable& Avx2Kernels();
 const KernelTable& Avx512Kernels();
 const KernelTable& Avx512Bf16Kernels();
+// KernelTable::dequant_ggml with AVX2 + FMA + F16C (cpu_fast_ggml_avx2.cpp; every AVX-512 level
+// takes it too).
+bool DequantGgmlAvx2(GgmlType t, const uint8_t* blocks, int64_t n, float* out);
+bool GemvGgmlAvx2(GgmlType t, const float* x, const uint8_t* const* w, int64_t n, float* out);
 
 // Activations of one Linear call, packed for the tiles.
 // Returns a GEMM panel buffer to its pool (cpu_fast_gemm.cpp).
@@ -221,9 +235,14 @@ void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_
 
 // Columns [k0, k1) of view row r of any weight format in f32, exactly as DequantizeRowSpan. For
 // packed formats k0 must be a multiple of the scale block (block_cols) and NVFP4 writes whole
-// 16-column groups: out needs room for k1 - k0 rounded up to 16.
+// 16-column groups: out needs room for k1 - k0 rounded up to 16. GGUF block weights take any span
+// (spans not on block boundaries at both ends go through DequantizeRowSpan).
 void DequantSpan(const KernelTable& kt, const Weight& w, int64_t r, int64_t k0, int64_t k1,
                  float* out);
+
+// The column multiple DequantSpan spans should start on: the scale block of FP8 and NVFP4, the
+// block of GGUF types (the vector decoders take whole blocks), else 1.
+int64_t DequantAlign(const Weight& w);
 
 // y[t * ldy + n] = sum_k x[t, k] * W[n, k] for t in [t0, t1) and n in [n0, n1). Single-threaded;
 // the caller splits n (or t) across threads. Formats without a fast tile use DequantizeRow.

@@ -291,6 +291,8 @@ KernelTable MakeTable() {
   t.widen_bf16 = &WidenBf16;
   t.dequant_fp8 = &DequantFp8;
   t.dequant_nvfp4 = &DequantNvfp4;
+  t.dequant_ggml = &DequantGgmlAvx2;
+  t.gemv_ggml = &GemvGgmlAvx2;
   return t;
 }
 

@@ -666,6 +666,8 @@ KernelTable MakeTable(bool bf16) {
   if (!t.widen_e4m3) t.widen_e4m3 = &WidenE4m3;  // the avx512bf16 level has a VBMI one
   t.dequant_fp8 = &DequantFp8;
   t.dequant_nvfp4 = &DequantNvfp4;
+  t.dequant_ggml = &DequantGgmlAvx2;
+  t.gemv_ggml = &GemvGgmlAvx2;
   return t;
 }
 

@@ -194,9 +194,57 @@ inline float At(const Weight& w, int64_t n, int64_t k) {
   return v;
 }
 
-bool Packed(WeightFormat f) { return f == WeightFormat::kFp8Block || f == WeightFormat::kNvfp4; }
+// Formats MatmulRows decodes into the f32 sliver (GGUF blocks too: their decoders are exact).
+bool Packed(WeightFormat f) {
+  return f == WeightFormat::kFp8Block || f == WeightFormat::kNvfp4 || f == WeightFormat::kGgml;
+}
+
+// Columns [k0, k1) of stored row `row` of a GGUF block weight through kt.dequant_ggml, where both
+// ends lie on block boundaries; false (nothing written) otherwise.
+bool GgmlSpan(const KernelTable& kt, const Weight& w, int64_t row, int64_t k0, int64_t k1,
+              float* out) {
+  const auto info = GgmlTypeInfo(static_cast<uint32_t>(w.ggml_type));
+  if (!kt.dequant_ggml || !info || !info->supported) return false;
+  const int64_t be = info->block_elems;
+  if (k0 % be != 0 || (k1 - k0) % be != 0) return false;
+  const uint8_t* p =
+      w.data.data<const uint8_t>() + row * w.data.size(1) + k0 / be * info->block_bytes;
+  return kt.dequant_ggml(w.ggml_type, p, (k1 - k0) / be, out);
+}
+
+// One to three tokens against GGUF rows of a type with a fused gemv (KernelTable::gemv_ggml): 4
+// rows at a time over whole rows, per token. False (nothing written) where it has none.
+bool GgmlGemvRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
+                  int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  const auto info = GgmlTypeInfo(static_cast<uint32_t>(w.ggml_type));
+  if (!kt.gemv_ggml || !info || info->block_elems != 32 || w.cols % 32 != 0 || x.f32.empty())
+    return false;
+  const int64_t nb = w.cols / 32, rb = w.data.size(1);
+  const uint8_t* base = w.data.data<const uint8_t>() + w.row_begin * rb;
+  const uint8_t* wp[4];
+  float out[4];
+  for (int64_t n = n0; n < n1; n += 4) {
+    const int64_t nn = std::min<int64_t>(4, n1 - n);
+    for (int j = 0; j < 4; ++j) wp[j] = base + (n + std::min<int64_t>(j, nn - 1)) * rb;
+    for (int64_t t = t0; t < t1; ++t) {
+      if (!kt.gemv_ggml(w.ggml_type, x.f32.data() + t * x.Kpad, wp, nb, out)) return false;
+      for (int64_t j = 0; j < nn; ++j) y[t * ldy + n + j] = out[j];
+    }
+  }
+  return true;
+}
 
 }  // namespace
+
+int64_t DequantAlign(const Weight& w) {
+  if (w.format == WeightFormat::kFp8Block || w.format == WeightFormat::kNvfp4)
+    return std::max<int64_t>(1, w.block_cols);
+  if (w.format == WeightFormat::kGgml) {
+    const auto info = GgmlTypeInfo(static_cast<uint32_t>(w.ggml_type));
+    return info ? info->block_elems : 1;
+  }
+  return 1;
+}
 
 void DequantSpan(const KernelTable& kt, const Weight& w, int64_t r, int64_t k0, int64_t k1,
                  float* out) {
@@ -223,6 +271,7 @@ void DequantSpan(const KernelTable& kt, const Weight& w, int64_t r, int64_t k0, 
       kt.widen_e4m3(s + c / 16, gs, groups);
       kt.dequant_nvfp4(q + c / 2, gs, s2, out + (c - k0), groups);
     }
+  } else if (w.format == WeightFormat::kGgml && GgmlSpan(kt, w, row, k0, k1, out)) {
   } else {
     DequantizeRowSpan(w, r, k0, k1 - k0, out);
   }
@@ -453,6 +502,9 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
                 int64_t n0, int64_t n1, float* y, int64_t ldy) {
   if (n1 <= n0 || t1 <= t0) return;
   if (t1 - t0 >= kGemmMinTokens && GemmRows(kt, x, t0, t1, w, n0, n1, y, ldy)) return;
+  if (w.format == WeightFormat::kGgml && t1 - t0 < 4 &&
+      GgmlGemvRows(kt, x, t0, t1, w, n0, n1, y, ldy))
+    return;
   if (kt.Fused(w.format) && !x.hi.empty()) {
     if (w.format == WeightFormat::kFp8Block && w.block_cols == 128)
       return MatmulFp8Fused(kt, x, t0, t1, w, n0, n1, y, ldy);
@@ -467,9 +519,10 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
   const bool widen = packed || (w.format == WeightFormat::kBF16 && t1 - t0 >= 128);
   const TileKernel& tk =
       PickTile(kt, widen ? WeightFormat::kF32 : w.format, t1 - t0, w.cols, x.hi_only);
+  const bool ggml = w.format == WeightFormat::kGgml;
   const bool tiled =
       (packed || w.format == WeightFormat::kF32 || w.format == WeightFormat::kBF16) && tk.fn &&
-      (!packed || w.block_cols > 0);
+      (!packed || ggml || w.block_cols > 0);
   if (!tiled) return FallbackRows(kt, x, t0, t1, w, n0, n1, y, ldy);
   const int64_t K = w.cols, T = t1, Kv = kt.vector_k(K);
   const bool split = !widen && kt.bf16_split && w.format == WeightFormat::kBF16;
@@ -477,11 +530,13 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
   const char* wbase =
       packed ? nullptr : static_cast<const char*>(w.data.raw()) + w.row_begin * K * esz;
   // The weight sliver (NR rows x Kc) stays in L1, the activation block (Mc rows x Kc) in L2.
-  // Packed k blocks are whole scale blocks (1024 columns for 128- and 16-column blocks). Up to 8
-  // tokens take whole bf16 rows: a row group is then one contiguous span, read and prefetched as
+  // Packed k blocks are whole scale blocks (1024 columns for 128- and 16-column blocks; GGUF
+  // blocks of 32 and 256 columns: 1024 too, so every span but a row's last is whole blocks). Up to
+  // 8 tokens take whole bf16 rows: a row group is then one contiguous span, read and prefetched as
   // one stream (PrefetchSpan), where k blocks jump back NR rows every block (4g bf16 batch-1 steps
   // 9-13% and batch-8 matmuls ~6% faster); the rows' reuse by a second token tile comes from L2.
-  const int64_t Kc = packed              ? std::max<int64_t>(1, 1024 / w.block_cols) * w.block_cols
+  const int64_t Kc = ggml                ? 1024
+                     : packed            ? std::max<int64_t>(1, 1024 / w.block_cols) * w.block_cols
                      : esz == 4 || widen ? 1024
                      : t1 - t0 <= 8      ? Kv
                                          : 2048;

@@ -85,11 +85,12 @@ void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride
                   q_latent.size(-1) == heads * R && kv_b.rows == heads * (nope_dim + v_dim),
               "MlaAbsorbQuery shape mismatch for " + kv_b.name);
   const fast::KernelTable& kt = fast::Kernels(isa_);
-  // Column chunks start on scale-block boundaries (128 is a multiple of 16 and of 128). Packed
+  // Column chunks start on scale-block boundaries (128 is a multiple of 16 and of 128; GGUF
+  // blocks: 256-column chunks for the K-quants, DequantAlign). Packed
   // formats take whole rows: one decode call per row (the per-call cost of a 128-column span was
   // as large as its decode), the item's rows then summed from L2 by rows_axpy_f32.
   const bool packed = kv_b.format == WeightFormat::kFp8Block || kv_b.format == WeightFormat::kNvfp4;
-  const int64_t align = kv_b.block_cols > 0 ? kv_b.block_cols : 1;
+  const int64_t align = fast::DequantAlign(kv_b);
   const int64_t cw = packed ? R : std::max<int64_t>(128, (128 + align - 1) / align * align);
   const int64_t chunks = (R + cw - 1) / cw;
   const float* qs = q.data<const float>();

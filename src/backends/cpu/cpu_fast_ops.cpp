@@ -43,13 +43,11 @@ CpuFastOps::CpuFastOps(CpuIsa max_isa, FastActivations act)
 
 bool CpuFastOps::FastFormat(WeightFormat f) {
   return f == WeightFormat::kF32 || f == WeightFormat::kBF16 || f == WeightFormat::kFp8Block ||
-         f == WeightFormat::kNvfp4;
+         f == WeightFormat::kNvfp4 || f == WeightFormat::kGgml;
 }
 
 void CpuFastOps::Linear(const Tensor& x, const Weight& w, Tensor& y) const {
   CheckDevices(*this, "Linear", {&x, &w.data, &y});
-  // GGUF block types have no fast kernel yet: the reference matmul (same results, slower).
-  if (w.format == WeightFormat::kGgml) return LinearQuantReference(x, w, y);
   const int64_t T = x.size(0), N = w.rows;
   LUCID_CHECK(
       x.size(-1) == w.cols && y.size(-1) == w.rows && y.size(0) == T,
@@ -142,10 +140,8 @@ void CpuFastOps::LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) c
   const fast::KernelTable& kt = fast::Kernels(isa_);
   const float* xs = x.data<const float>();
   float* ys = y.data<float>();
-  // Packed rows are decoded from the start of the scale block that holds column c0.
-  const int64_t align = w.format == WeightFormat::kFp8Block || w.format == WeightFormat::kNvfp4
-                            ? std::max<int64_t>(1, w.block_cols)
-                            : 1;
+  // Packed rows are decoded from the start of the scale block (GGUF: the block) holding c0.
+  const int64_t align = fast::DequantAlign(w);
   ParallelFor(C, 64, [&](int64_t c0, int64_t c1) {
     const int64_t a0 = c0 / align * align, n = c1 - c0;
     std::vector<float> row(c1 - a0 + 16);

@@ -132,6 +132,12 @@ Weight RandomWeight(int kind, int64_t rows, int64_t cols, uint32_t seed) {
 
 void Suite::Add(const std::string& op, const std::string& format, const std::string& shape,
                 Plant plant, const float* got, const float* want, int64_t n, double tolerance) {
+  AddNamed(op, format, shape, PlantName(plant), got, want, n, tolerance);
+}
+
+void Suite::AddNamed(const std::string& op, const std::string& format, const std::string& shape,
+                     const std::string& input, const float* got, const float* want, int64_t n,
+                     double tolerance) {
   double err = 0.0, mag = 1e-30;
   bool same_nonfinite = true;
   for (int64_t i = 0; i < n; ++i) {
@@ -143,7 +149,7 @@ void Suite::Add(const std::string& op, const std::string& format, const std::str
       mag = std::max(mag, std::fabs(static_cast<double>(want[i])));
     }
   }
-  ConformanceCase c{op, format, shape, PlantName(plant), err / mag, tolerance, same_nonfinite};
+  ConformanceCase c{op, format, shape, input, err / mag, tolerance, same_nonfinite};
   c.pass = same_nonfinite && c.error <= tolerance;
   cases_.push_back(std::move(c));
 }
@@ -365,6 +371,7 @@ std::vector<ConformanceCase> RunOpsConformance(const Ops& candidate, Conformance
   conformance::MoeCases(s);
   conformance::StepOpsCases(s);
   conformance::GqaCases(s);
+  conformance::GgmlCases(s);
   return s.Take();
 }
 

@@ -1,8 +1,9 @@
 // The ops conformance suite (after llama.cpp's test-backend-ops): every op of ops/ops.h run by a
 // candidate Ops and by the reference (CpuOps) on the same random inputs, at odd shapes (1 row, 129
 // rows, dimensions that are not multiples of 16), in every weight format (f32, bf16, FP8 block with
-// f32 and UE8M0 scales, NVFP4) and every KV row dtype (f32, bf16, fp8_e4m3), and with NaN and
-// infinities planted in the inputs. A case passes when
+// f32 and UE8M0 scales, NVFP4; the matmuls also the GGUF types F16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K,
+// Q6_K) and every KV row dtype (f32, bf16, fp8_e4m3), and with NaN and infinities planted in the
+// inputs (GGUF weights also a NaN block scale). A case passes when
 // - the entries that are non-finite in the reference's output are exactly the non-finite entries
 //   of the candidate's (IEEE arithmetic propagates NaN and Inf; a kernel that turns them into
 //   finite numbers hides a broken model from the numerics guard), and

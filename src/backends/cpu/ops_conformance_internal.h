@@ -60,6 +60,10 @@ class Suite {
   // Compares n floats (see ops_conformance.h for the rule) and records the case.
   void Add(const std::string& op, const std::string& format, const std::string& shape, Plant plant,
            const float* got, const float* want, int64_t n, double tolerance);
+  // The same for an input named otherwise than by a Plant ("nan-scale": planted in the weights).
+  void AddNamed(const std::string& op, const std::string& format, const std::string& shape,
+                const std::string& input, const float* got, const float* want, int64_t n,
+                double tolerance);
   // Records an exact comparison (index outputs).
   void AddExact(const std::string& op, const std::string& format, const std::string& shape,
                 Plant plant, bool equal);
@@ -83,6 +87,7 @@ void TopKCases(Suite& s);
 void MoeCases(Suite& s);
 // ops_conformance_step.cpp: WriteKvRows, TopKRows, NonFiniteRows.
 void StepOpsCases(Suite& s);
-void GqaCases(Suite& s);  // ops_conformance_gqa.cpp
+void GqaCases(Suite& s);   // ops_conformance_gqa.cpp
+void GgmlCases(Suite& s);  // ops_conformance_ggml.cpp: GGUF block weights
 
 }  // namespace lucid::conformance

@@ -8,6 +8,8 @@
 #   FORMATS="bf16" ROUNDS=1 ... bash tools/compare/llama_cpp/run.sh       # quick look
 #   LUCID_KERNELS=fast ... bash tools/compare/llama_cpp/run.sh             # lucid's ~16-bit activations
 #   SUMMARY_ONLY=1 OUT=/tmp/llama_compare.X THREADS=2 bash tools/compare/llama_cpp/run.sh  # re-summarize
+#   LUCID_ISA=avx2 ... bash tools/compare/llama_cpp/run.sh                 # cap lucid's ISA (LUCID_CPU_ISA)
+#   smollm2.sh: the same for SmolLM2-135M-Instruct's Q4_1 GGUF, one file for both engines
 #
 # Rounds alternate the order (odd: lucid first, even: llama.cpp first) and every run is preceded by
 # `uptime`, so drift and load from other users show up. Raw logs go to $OUT; the summary at the end
@@ -27,6 +29,7 @@ q4_0:-:$GGUF/glm1g-q4_0.gguf"}
 FORMATS=${FORMATS:-"bf16 fp8 nvfp4 q4_0"}   # which PAIRS rows to run
 THREADS=${THREADS:-2}
 LUCID_KERNELS=${LUCID_KERNELS:-auto}         # lucid bench --cpu-kernels (auto: bf16 inputs, as llama.cpp)
+LUCID_ISA=${LUCID_ISA:-}                     # LUCID_CPU_ISA cap for lucid (scalar|avx2|avx512|avx512bf16; empty: none)
 ROUNDS=${ROUNDS:-2}
 FA=${FA:-1}                                  # llama.cpp flash attention (auto resolves to 1 on CPU)
 OUT=${OUT:-/tmp/llama_compare.$(date -u +%Y%m%dT%H%M%S)}
@@ -45,8 +48,8 @@ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) | nproc $(nproc
 
 run_lucid() {  # fmt dir round
   local f="$OUT/lucid.$1.t$THREADS.r$3.log"
-  { echo "## uptime: $(uptime)"; echo "## OMP_NUM_THREADS=$THREADS $LUCID bench --model-path $2 --batch 1,8,32 --prompt-len 512 --gen-len 16 --repeats 3 --cpu-kernels $LUCID_KERNELS"; } > "$f"
-  OMP_NUM_THREADS=$THREADS $TIME -o "$f" -a "$LUCID" bench --model-path "$2" --batch 1,8,32 --prompt-len 512 \
+  { echo "## uptime: $(uptime)"; echo "## LUCID_CPU_ISA=$LUCID_ISA OMP_NUM_THREADS=$THREADS $LUCID bench --model-path $2 --batch 1,8,32 --prompt-len 512 --gen-len 16 --repeats 3 --cpu-kernels $LUCID_KERNELS"; } > "$f"
+  env ${LUCID_ISA:+LUCID_CPU_ISA=$LUCID_ISA} OMP_NUM_THREADS=$THREADS $TIME -o "$f" -a "$LUCID" bench --model-path "$2" --batch 1,8,32 --prompt-len 512 \
       --gen-len 16 --repeats 3 --cpu-kernels "$LUCID_KERNELS" >> "$f" 2>&1
   echo "## uptime after: $(uptime)" >> "$f"
   echo "--- lucid $1 round $3 ($(grep -m1 '^## uptime' "$f" | sed 's/.*load/load/'))"
@@ -59,7 +62,7 @@ run_llama() {  # fmt gguf round
   $TIME -o "$f" -a "$LLAMA_BIN/llama-bench" -m "$2" -t "$THREADS" -fa "$FA" -p 512 -n 64 -r 3 >> "$f" 2>&1
   echo "## uptime after: $(uptime)" >> "$f"
   echo "--- llama-bench $1 round $3 ($(grep -m1 '^## uptime' "$f" | sed 's/.*load/load/'))"
-  grep -E '^\| (model|glm)|^##_time' "$f"
+  grep -E '^\| (model|glm|llama)|^##_time' "$f"
   # -kvu: one unified KV pool (otherwise n_ctx is split per sequence: 4096/32 = 128 cells < 512);
   # -pps: the 512-token prompt is prefilled once and shared, so each of B sequences decodes at ctx 512+.
   { echo "## uptime: $(uptime)"; echo "## $LLAMA_BIN/llama-batched-bench -m $2 -t $THREADS -fa $FA -c 4096 -npp 512 -ntg 16 -npl 1,8,32 -kvu -pps"; } > "$g"
