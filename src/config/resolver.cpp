@@ -103,9 +103,14 @@ Status Resolver::ResolveModelFields() {
   LUCID_RETURN_IF_ERROR(FillFromRule("tp-size"));
   const int64_t tp = V("tp-size").get<int64_t>();
   const int64_t heads = model_.config.num_attention_heads;
-  if (tp > 1 && V("device") == "cpu")
-    return InvalidArgument(Cite("tp-size") +
-                           ": the cpu device runs one process (would work: --tp-size 1)");
+  if (tp > 1 && V("device") == "cpu" && heads > 0 && heads % tp != 0) {
+    std::string ok;
+    for (int64_t t = 1; t <= heads && t <= 64; ++t)
+      if (heads % t == 0) ok += (ok.empty() ? "" : ", ") + std::to_string(t);
+    return InvalidArgument(Cite("tp-size") + " needs to divide the model's " +
+                           std::to_string(heads) + " attention heads (would work: --tp-size " + ok +
+                           ")");
+  }
   if (V("device") == "cuda") {
     std::string ok;
     for (int64_t t = 1; t <= target_.gpu_count; ++t)

@@ -5,9 +5,11 @@
 #include <cstring>
 #include <limits>
 
+#include "models/deepseek_v3_shard.h"
 #include "models/deepseek_v3_weights.h"
 #include "models/registry.h"
 #include "models/rope.h"
+#include "models/tensor_parallel.h"
 
 namespace lucid {
 namespace {
@@ -72,14 +74,17 @@ void BatchSpans(const KvStorage& kv, StepLayout* s) {
 class DeepseekV3Model final : public Model {
  public:
   DeepseekV3Model(ModelConfig c, DeepseekV3Weights w, std::shared_ptr<Backend> backend,
-                  int64_t index_topk, bool dense)
+                  int64_t index_topk, bool dense, Communicator* tp, bool check_replicated)
       : c_(std::move(c)),
         w_(std::move(w)),
         backend_(std::move(backend)),
         ops_(backend_->ops()),
         ws_(backend_->workspace()),
         index_topk_(index_topk),
-        indexer_live_(c_.has_indexer && !dense) {
+        indexer_live_(c_.has_indexer && !dense),
+        tp_(tp),
+        check_replicated_(check_replicated && tp_.active()),
+        heads_(c_.num_attention_heads / tp_.size()) {
     spec_ = KvSpecFor(c_);
     rope_ = MakeRopeTable(c_.rope, c_.qk_rope_head_dim);
     scale_ = static_cast<float>(c_.AttentionScale());
@@ -100,6 +105,8 @@ class DeepseekV3Model final : public Model {
   Status CheckFeedForwardWeights() override;
 
  private:
+  // x [ids, D] = the embedding of ids (vocabulary-parallel under TP: one all-reduce).
+  void Embed(std::span<const int32_t> ids, Tensor& x);
   StatusOr<StepLayout> Layout(const StepInput& in, const KvStorage& kv) const;
   // A step's activation [rows, cols] f32, from the workspace (uninitialised).
   Tensor F32(int64_t rows, int64_t cols) { return Tensor::Empty(DType::kF32, {rows, cols}, ws_); }
@@ -135,6 +142,9 @@ class DeepseekV3Model final : public Model {
   Workspace& ws_;                     // backend_->workspace(): this model's activations
   int64_t index_topk_;
   bool indexer_live_;  // false: attend to every causal token (deepseek_v3, or forced dense)
+  TpCollectives tp_;   // the collective points (models/tensor_parallel.h); no-ops for one rank
+  bool check_replicated_;
+  int64_t heads_;  // attention heads this rank computes (all of them without TP)
   KvCacheSpec spec_;
   RopeTable rope_;
   float scale_;
@@ -223,8 +233,9 @@ Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* 
   BatchSpans(kv, &s);
   if (check_) sites_.assign(s.spans.size(), std::nullopt);
   const int64_t N = static_cast<int64_t>(s.ids.size()), D = c_.hidden_size;
+  tp_.ClearStatus();
   Tensor x = F32(N, D);
-  ops_.Embedding(w_.embed, s.ids, x);
+  Embed(s.ids, x);
   Check(x, -1, "embedding", s);
   Tensor h = F32(N, D);
   Selection sel;  // per row: the tokens it attends to
@@ -232,10 +243,13 @@ Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* 
     const LayerWeights& L = w_.layers[l];
     ops_.RmsNorm(x, L.input_norm, static_cast<float>(c_.rms_norm_eps), h);
     Check(h, l, "attn_norm", s);
-    ops_.Accumulate(x, Attention(l, h, s, kv, &sel));
+    Tensor attn = Attention(l, h, s, kv, &sel);
+    tp_.AllReduceSum(attn);  // o_proj's partial sums over this rank's heads
+    ops_.Accumulate(x, attn);
     ops_.RmsNorm(x, L.post_attn_norm, static_cast<float>(c_.rms_norm_eps), h);
     Check(h, l, "mlp_norm", s);
     Tensor mlp = L.is_moe ? Moe(L.moe, h) : Mlp(L.dense, h);
+    tp_.AllReduceSum(mlp);  // down_proj's partial sums over this rank's intermediate shard
     Check(mlp, l, L.is_moe ? "moe" : "mlp", s);
     ops_.Accumulate(x, mlp);
   }
@@ -250,7 +264,14 @@ Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* 
       rows = F32(static_cast<int64_t>(in.logits_rows.size()), D);
       ops_.GatherRows(h, in.logits_rows, rows);
     }
-    ops_.Linear(every_row ? h : rows, w_.lm_head, out->logits);
+    if (tp_.active()) {  // this rank's vocabulary columns, then every rank's side by side
+      Tensor local = F32(static_cast<int64_t>(in.logits_rows.size()), w_.lm_head.rows);
+      ops_.Linear(every_row ? h : rows, w_.lm_head, local);
+      LUCID_RETURN_IF_ERROR(ops_.Synchronize());
+      tp_.GatherColumns(local, out->logits);
+    } else {
+      ops_.Linear(every_row ? h : rows, w_.lm_head, out->logits);
+    }
     Check(out->logits, -1, "lm_head", s, in.logits_rows);
   }
   // Hidden states outlive the step: copied out of the workspace (GatherRows of every row is a
@@ -260,14 +281,33 @@ Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* 
     out->hidden = Output(static_cast<int64_t>(in.hidden_rows.size()), D);
     ops_.GatherRows(h, in.hidden_rows, out->hidden);
   }
-  // An asynchronous backend's errors surface here, as this step's Status.
-  return ops_.Synchronize();
+  // An asynchronous backend's errors surface here, as this step's Status; then a collective's.
+  LUCID_RETURN_IF_ERROR(ops_.Synchronize());
+  return tp_.status();
+}
+
+void DeepseekV3Model::Embed(std::span<const int32_t> ids, Tensor& x) {
+  if (!tp_.active()) {
+    ops_.Embedding(w_.embed, ids, x);
+    return;
+  }
+  // This rank's vocabulary rows [v0, v0 + rows): other ranks' tokens get zero rows here and
+  // their embedding from the all-reduce (exactly one rank adds a non-zero row).
+  const int64_t rows = w_.embed.rows, v0 = tp_.rank() * rows, D = x.size(1);
+  std::vector<int32_t> local(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i)
+    local[i] = ids[i] >= v0 && ids[i] < v0 + rows ? static_cast<int32_t>(ids[i] - v0) : 0;
+  ops_.Embedding(w_.embed, local, x);
+  (void)ops_.Synchronize();  // host writes follow (the CPU backend's tensors are host memory)
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < v0 || ids[i] >= v0 + rows) std::fill_n(x.data<float>() + i * D, D, 0.0f);
+  tp_.AllReduceSum(x);
 }
 
 Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& s, KvStorage& pool,
                                   Selection* sel) {
   const MlaWeights& a = w_.layers[l].attn;
-  const int64_t N = h.size(0), H = c_.num_attention_heads, dn = c_.qk_nope_head_dim;
+  const int64_t N = h.size(0), H = heads_, dn = c_.qk_nope_head_dim;
   const int64_t dr = c_.qk_rope_head_dim, dv = c_.v_head_dim, dq = c_.qk_head_dim();
   const int64_t R = c_.kv_lora_rank;
   const IndexerWeights& xw = w_.layers[l].indexer;
@@ -359,7 +399,7 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
   Tensor o = F32(N, H * dv);
   ops_.MlaProjectOutput(out_lat, H, dn, dv, a.kv_b, o);
   Tensor out = F32(N, c_.hidden_size);
-  ops_.Linear(o, a.o, out);
+  ops_.Linear(o, a.o, out);  // under TP: this rank's heads' part of the sum
   Check(out, l, "o_proj", s);
   return out;
 }
@@ -423,6 +463,15 @@ void DeepseekV3Model::SelectTokens(int64_t l, int64_t N, IndexerProjections* ip,
     Tensor out = sel->rows.Rows(sp.begin, sp.begin + sp.count);
     ops_.TopKRows(scores, causal, K, s.batched ? s.offset[si] : 0, out);
   }
+  if (check_replicated_) {  // the selected entries only: a row's columns past its count are unset
+    Tensor used = Tensor::Empty(DType::kI32, {N, K}, ws_);
+    (void)ops_.Synchronize();
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t j = 0; j < K; ++j)
+        used.data<int32_t>()[r * K + j] =
+            j < sel->counts[r] ? sel->rows.data<const int32_t>()[r * K + j] : -1;
+    tp_.CheckReplicated(used, "the indexer's selection");
+  }
 }
 
 Tensor DeepseekV3Model::Mlp(const MlpWeights& m, const Tensor& x) {
@@ -457,6 +506,10 @@ Tensor DeepseekV3Model::Moe(const MoeWeights& m, const Tensor& x) {
   Tensor idx = Tensor::Empty(DType::kI32, {N, K}, ws_), wts = F32(N, K);
   ops_.MoeRoute(router_logits, m.router_bias, c_.n_group, c_.topk_group, K, c_.norm_topk_prob,
                 static_cast<float>(c_.routed_scaling_factor), idx, wts);
+  if (check_replicated_) {
+    tp_.CheckReplicated(idx, "the router's experts");
+    tp_.CheckReplicated(wts, "the router's weights");
+  }
   Tensor out = Tensor::Zeros(DType::kF32, {N, c_.hidden_size}, ws_);  // MoeExperts adds into it
   ops_.MoeExperts(x, m.experts, idx, wts, out);
   if (c_.n_shared_experts > 0) ops_.Accumulate(out, MlpDown(m.shared, g, u));
@@ -549,11 +602,15 @@ StatusOr<std::unique_ptr<Model>> CreateDeepseekV3Family(const ModelConfig& confi
                                                         std::shared_ptr<Backend> backend,
                                                         const ModelLoadOptions& options) {
   LUCID_ASSIGN_OR_RETURN(DeepseekV3Weights w, LoadDeepseekV3Weights(config, ckpt));
+  Communicator* tp = options.tp;
+  if (tp != nullptr && tp->size() > 1)
+    LUCID_RETURN_IF_ERROR(ShardDeepseekV3Weights(config, tp->rank(), tp->size(), &w));
   LUCID_RETURN_IF_ERROR(UploadAll(*backend, &w));
   const int64_t topk =
       options.index_topk_override > 0 ? options.index_topk_override : config.index_topk;
   return std::unique_ptr<Model>(new DeepseekV3Model(config, std::move(w), std::move(backend), topk,
-                                                    options.force_dense_attention));
+                                                    options.force_dense_attention, tp,
+                                                    options.tp_check_replicated));
 }
 
 }  // namespace lucid
