@@ -74,7 +74,8 @@ void BatchSpans(const KvStorage& kv, StepLayout* s) {
 class DeepseekV3Model final : public Model {
  public:
   DeepseekV3Model(ModelConfig c, DeepseekV3Weights w, std::shared_ptr<Backend> backend,
-                  int64_t index_topk, bool dense, Communicator* tp, bool check_replicated)
+                  int64_t index_topk, bool dense, Communicator* tp, bool check_replicated,
+                  int ep_size)
       : c_(std::move(c)),
         w_(std::move(w)),
         backend_(std::move(backend)),
@@ -84,7 +85,10 @@ class DeepseekV3Model final : public Model {
         indexer_live_(c_.has_indexer && !dense),
         tp_(tp),
         check_replicated_(check_replicated && tp_.active()),
-        heads_(c_.num_attention_heads / tp_.size()) {
+        heads_(c_.num_attention_heads / tp_.size()),
+        expert_parallel_(ep_size > 1),
+        experts_(c_.n_routed_experts / (ep_size > 1 ? ep_size : 1)),
+        expert_begin_(ep_size > 1 ? tp_.rank() * experts_ : 0) {
     spec_ = KvSpecFor(c_);
     rope_ = MakeRopeTable(c_.rope, c_.qk_rope_head_dim);
     scale_ = static_cast<float>(c_.AttentionScale());
@@ -129,6 +133,10 @@ class DeepseekV3Model final : public Model {
   // down(silu(g) * u), g overwritten.
   Tensor MlpDown(const MlpWeights& m, Tensor& g, const Tensor& u);
   Tensor Moe(const MoeWeights& m, const Tensor& x);
+  // Expert parallelism: out += this rank's experts' share of the routed output (rows routed to
+  // other ranks' experts are theirs: summed by the MoE block's all-reduce).
+  void LocalExperts(const MoeWeights& m, const Tensor& x, const Tensor& idx, const Tensor& wts,
+                    Tensor& out);
   // Numerics checking: records `op` of `layer` for each span whose rows of t ([N, ...]) are not
   // all finite and that has no earlier site. No-op unless SetNumericsCheck(true). `rows`, when
   // given, names the step row of each row of t (t holds only those rows, ascending).
@@ -145,6 +153,10 @@ class DeepseekV3Model final : public Model {
   TpCollectives tp_;   // the collective points (models/tensor_parallel.h); no-ops for one rank
   bool check_replicated_;
   int64_t heads_;  // attention heads this rank computes (all of them without TP)
+  // Routed experts this rank holds: [expert_begin_, + experts_) whole under expert parallelism,
+  // every expert (whole or sliced by intermediate dimension) otherwise.
+  bool expert_parallel_;
+  int64_t experts_, expert_begin_;
   KvCacheSpec spec_;
   RopeTable rope_;
   float scale_;
@@ -511,9 +523,46 @@ Tensor DeepseekV3Model::Moe(const MoeWeights& m, const Tensor& x) {
     tp_.CheckReplicated(wts, "the router's weights");
   }
   Tensor out = Tensor::Zeros(DType::kF32, {N, c_.hidden_size}, ws_);  // MoeExperts adds into it
-  ops_.MoeExperts(x, m.experts, idx, wts, out);
+  if (expert_parallel_) {
+    LocalExperts(m, x, idx, wts, out);
+  } else {
+    ops_.MoeExperts(x, m.experts, idx, wts, out);
+  }
   if (c_.n_shared_experts > 0) ops_.Accumulate(out, MlpDown(m.shared, g, u));
   return out;
+}
+
+void DeepseekV3Model::LocalExperts(const MoeWeights& m, const Tensor& x, const Tensor& idx,
+                                   const Tensor& wts, Tensor& out) {
+  (void)ops_.Synchronize();  // the host reads the routing (a device backend copies it back)
+  const int64_t N = x.size(0), K = idx.size(1), D = x.size(1);
+  std::vector<int64_t> rows;  // one pair per (token, selection) of a local expert
+  std::vector<int32_t> local;
+  std::vector<float> weight;
+  for (int64_t t = 0; t < N; ++t)
+    for (int64_t i = 0; i < K; ++i) {
+      const int64_t e = idx.data<const int32_t>()[t * K + i] - expert_begin_;
+      if (e < 0 || e >= experts_) continue;
+      rows.push_back(t);
+      local.push_back(static_cast<int32_t>(e));
+      weight.push_back(wts.data<const float>()[t * K + i]);
+    }
+  const int64_t P = static_cast<int64_t>(rows.size());
+  if (P == 0) return;
+  Tensor xp = F32(P, D), ip = Tensor::Empty(DType::kI32, {P, 1}, ws_), wp = F32(P, 1);
+  std::copy(local.begin(), local.end(), ip.data<int32_t>());
+  std::copy(weight.begin(), weight.end(), wp.data<float>());
+  ops_.GatherRows(x, rows, xp);
+  Tensor op = Tensor::Zeros(DType::kF32, {P, D}, ws_);
+  ops_.MoeExperts(xp, std::span<const ExpertWeights>(m.experts).subspan(expert_begin_, experts_),
+                  ip, wp, op);
+  (void)ops_.Synchronize();
+  // Each pair's output back onto its token's row, in (token, selection) order.
+  for (int64_t p = 0; p < P; ++p) {
+    float* dst = out.data<float>() + rows[p] * D;
+    const float* src = op.data<const float>() + p * D;
+    for (int64_t j = 0; j < D; ++j) dst[j] += src[j];
+  }
 }
 
 // One token (the same finite row for every block: 1/sqrt(D), the scale a normed hidden state has)
@@ -545,7 +594,9 @@ Status DeepseekV3Model::CheckFeedForwardWeights() {
       if (bad >= 0) return refuse(l, "dense MLP");
       continue;
     }
-    const int64_t E = static_cast<int64_t>(lw.moe.experts.size());
+    const int64_t E = experts_;  // this rank's (all of them without expert parallelism)
+    const std::span<const ExpertWeights> held =
+        std::span<const ExpertWeights>(lw.moe.experts).subspan(expert_begin_, experts_);
     if (E > 0) {
       Tensor x = Tensor::Empty(DType::kF32, {E, D}, mem);
       Tensor out = Tensor::Zeros(DType::kF32, {E, D}, mem);  // MoeExperts adds into it
@@ -554,9 +605,9 @@ Status DeepseekV3Model::CheckFeedForwardWeights() {
       std::fill_n(x.data<float>(), E * D, v);
       std::fill_n(wts.data<float>(), E, 1.0f);
       for (int64_t e = 0; e < E; ++e) idx.data<int32_t>()[e] = static_cast<int32_t>(e);
-      ops_.MoeExperts(x, lw.moe.experts, idx, wts, out);
+      ops_.MoeExperts(x, held, idx, wts, out);
       LUCID_ASSIGN_OR_RETURN(int64_t e, first_bad_row(out));
-      if (e >= 0) return refuse(l, "routed expert " + std::to_string(e));
+      if (e >= 0) return refuse(l, "routed expert " + std::to_string(expert_begin_ + e));
     }
     if (c_.n_shared_experts > 0) {
       LUCID_ASSIGN_OR_RETURN(int64_t bad, first_bad_row(Mlp(lw.moe.shared, one)));
@@ -603,14 +654,19 @@ StatusOr<std::unique_ptr<Model>> CreateDeepseekV3Family(const ModelConfig& confi
                                                         const ModelLoadOptions& options) {
   LUCID_ASSIGN_OR_RETURN(DeepseekV3Weights w, LoadDeepseekV3Weights(config, ckpt));
   Communicator* tp = options.tp;
-  if (tp != nullptr && tp->size() > 1)
-    LUCID_RETURN_IF_ERROR(ShardDeepseekV3Weights(config, tp->rank(), tp->size(), &w));
+  if (tp != nullptr && tp->size() > 1) {
+    LUCID_RETURN_IF_ERROR(
+        ShardDeepseekV3Weights(config, tp->rank(), tp->size(), options.ep_size, &w));
+  } else if (options.ep_size > 1) {
+    return InvalidArgument("--ep-size " + std::to_string(options.ep_size) +
+                           " needs a tensor-parallel group of that size (--tp-size)");
+  }
   LUCID_RETURN_IF_ERROR(UploadAll(*backend, &w));
   const int64_t topk =
       options.index_topk_override > 0 ? options.index_topk_override : config.index_topk;
-  return std::unique_ptr<Model>(new DeepseekV3Model(config, std::move(w), std::move(backend), topk,
-                                                    options.force_dense_attention, tp,
-                                                    options.tp_check_replicated));
+  return std::unique_ptr<Model>(new DeepseekV3Model(
+      config, std::move(w), std::move(backend), topk, options.force_dense_attention, tp,
+      options.tp_check_replicated, tp != nullptr && tp->size() > 1 ? options.ep_size : 1));
 }
 
 }  // namespace lucid

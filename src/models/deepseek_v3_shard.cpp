@@ -84,10 +84,43 @@ Status ShardMlp(const char* what, int rank, int size, MlpWeights* m) {
   return OkStatus();
 }
 
+// Bytes of the weights this rank holds (row ranges and column copies as held; vectors whole).
+uint64_t HeldBytes(const DeepseekV3Weights& w) {
+  uint64_t b = 0;
+  auto weight = [&](const Weight& x) { b += x.valid() ? x.StoredBytes() : 0; };
+  auto tensor = [&](const Tensor& t) { b += t.raw() != nullptr ? t.nbytes() : 0; };
+  auto mlp = [&](const MlpWeights& m) {
+    for (const Weight* x : {&m.gate, &m.up, &m.down}) weight(*x);
+  };
+  weight(w.embed);
+  if (w.lm_head.data.raw() != w.embed.data.raw() || w.lm_head.row_begin != w.embed.row_begin)
+    weight(w.lm_head);
+  tensor(w.final_norm);
+  for (const LayerWeights& L : w.layers) {
+    for (const Tensor* t : {&L.input_norm, &L.post_attn_norm, &L.attn.q_a_norm, &L.attn.kv_a_norm,
+                            &L.indexer.k_norm_w, &L.indexer.k_norm_b})
+      tensor(*t);
+    for (const Weight* x :
+         {&L.attn.q_a, &L.attn.q_b, &L.attn.q_proj, &L.attn.kv_a, &L.attn.kv_b, &L.attn.o,
+          &L.indexer.wq_b, &L.indexer.wk, &L.indexer.weights_proj, &L.moe.router})
+      weight(*x);
+    mlp(L.dense);
+    mlp(L.moe.shared);
+    for (const ExpertWeights& e : L.moe.experts) mlp(MlpWeights{e.gate, e.up, e.down});
+  }
+  return b;
+}
+
 }  // namespace
 
-Status ShardDeepseekV3Weights(const ModelConfig& c, int rank, int size, DeepseekV3Weights* w) {
+Status ShardDeepseekV3Weights(const ModelConfig& c, int rank, int size, int ep_size,
+                              DeepseekV3Weights* w) {
   if (size <= 1) return OkStatus();
+  if (ep_size != 1 && ep_size != size)
+    return InvalidArgument("expert parallelism: --ep-size " + std::to_string(ep_size) +
+                           " must be 1 or the tensor-parallel size " + std::to_string(size));
+  if (ep_size > 1)
+    LUCID_RETURN_IF_ERROR(Divisible(c.n_routed_experts, "n_routed_experts", ep_size));
   if (rank < 0 || rank >= size) return Internal("tensor parallelism: rank outside the group");
   const int64_t H = c.num_attention_heads, dv = c.v_head_dim;
   LUCID_RETURN_IF_ERROR(Divisible(H, "num_attention_heads", size));
@@ -106,7 +139,11 @@ Status ShardDeepseekV3Weights(const ModelConfig& c, int rank, int size, Deepseek
       LUCID_RETURN_IF_ERROR(ShardMlp("intermediate_size", rank, size, &L.dense));
       continue;
     }
+    const int64_t E = static_cast<int64_t>(L.moe.experts.size()), per = E / ep_size;
+    for (int64_t i = 0; i < E && ep_size > 1; ++i)
+      if (i / per != rank) L.moe.experts[i] = ExpertWeights{};  // another rank's expert
     for (ExpertWeights& e : L.moe.experts) {
+      if (ep_size > 1) continue;  // whole experts
       MlpWeights m{e.gate, e.up, e.down};
       LUCID_RETURN_IF_ERROR(ShardMlp("moe_intermediate_size", rank, size, &m));
       e = ExpertWeights{m.gate, m.up, m.down};
@@ -115,6 +152,7 @@ Status ShardDeepseekV3Weights(const ModelConfig& c, int rank, int size, Deepseek
       LUCID_RETURN_IF_ERROR(
           ShardMlp("moe_intermediate_size x n_shared_experts", rank, size, &L.moe.shared));
   }
+  w->bytes = HeldBytes(*w);
   return OkStatus();
 }
 

@@ -25,9 +25,13 @@
 
 namespace lucid {
 
-// Replaces *w by rank `rank`'s shard of a group of `size` (size 1: unchanged). InvalidArgument
-// naming the config dimension when heads, intermediate sizes or the vocabulary do not divide by
-// `size`, and naming the weight when a block boundary would be cut.
-Status ShardDeepseekV3Weights(const ModelConfig& c, int rank, int size, DeepseekV3Weights* w);
+// Replaces *w by rank `rank`'s shard of a group of `size` (size 1: unchanged). With ep_size ==
+// size (expert parallelism), the routed experts are not sliced: the rank keeps experts
+// [rank * E/size, (rank + 1) * E/size) whole and the others' ExpertWeights are left unbound (no
+// view of their tensors, so their pages are never touched). InvalidArgument naming the config
+// dimension when heads, intermediate sizes, experts or the vocabulary do not divide by `size`,
+// and naming the weight when a block boundary would be cut.
+Status ShardDeepseekV3Weights(const ModelConfig& c, int rank, int size, int ep_size,
+                              DeepseekV3Weights* w);
 
 }  // namespace lucid

@@ -85,6 +85,10 @@ struct ModelLoadOptions {
   // are the same bytes on every rank (an all-gather per choice; Forward fails with Internal if
   // not). Tests turn it on; LUCID_TP_CHECK_REPLICATED=1 does for the commands.
   bool tp_check_replicated = false;
+  // Expert parallelism over the tensor-parallel group (1, or tp->size()): each rank holds the
+  // routed experts [rank * E/ep, (rank + 1) * E/ep) whole instead of a slice of every expert, runs
+  // the tokens routed to them, and the partial outputs are summed by the MoE block's all-reduce.
+  int ep_size = 1;
 };
 
 }  // namespace lucid

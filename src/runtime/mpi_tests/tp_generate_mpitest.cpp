@@ -1,16 +1,17 @@
 // Tensor-parallel generation under `mpirun -np 2` (ctest mpi/tp_generate) against the
 // single-process run of the same checkpoint with the reference kernels: for the tiny GLM-5
 // (glm_moe_dsa), DeepSeek-V3.2 and DeepSeek-V3 fixtures, the prompt's logits through the TP group
-// are within 1e-5 of each row's largest magnitude of the single-process logits, and the greedy
-// continuations (prefill, then one decode step per token, through the engine) are identical. Every
-// step also checks that the router's and the indexer's choices are the same bytes on both ranks
-// (tp_check_replicated). The oracle is the single-process model, which the transformers goldens
-// check (models/deepseek_v3_family_test.cpp).
+// (TP 2, and TP 2 + EP 2) are within 1e-5 of each row's largest magnitude of the single-process
+// logits, and the greedy continuations (prefill, then one decode step per token, through the
+// engine) are identical. Every step also checks that the router's and the indexer's choices are the
+// same bytes on both ranks (tp_check_replicated). The oracle is the single-process model, which the
+// transformers goldens check (models/deepseek_v3_family_test.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
@@ -34,10 +35,13 @@ const std::vector<int32_t> kPrompt = {1,  17, 42, 99, 3,   200, 7,  64,  128, 5,
                                       81, 12, 9,  77, 160, 2,   45, 190, 11,  240, 66,  101};
 constexpr int64_t kNewTokens = 12;
 
-class TpGenerate : public ::testing::TestWithParam<const char*> {};
+// (fixture, ep_size): ep_size 1 is TP 2 alone, 2 is TP 2 + EP 2.
+class TpGenerate : public ::testing::TestWithParam<std::tuple<const char*, int>> {};
 
 TEST_P(TpGenerate, MatchesSingleProcess) {
-  const std::string dir = FixtureDir(GetParam());
+  const char* name = std::get<0>(GetParam());
+  const int ep = std::get<1>(GetParam());
+  const std::string dir = FixtureDir(name);
   const bool leader = g_comm->rank() == 0;
   std::vector<int32_t> want;
   Tensor want_logits;
@@ -51,8 +55,16 @@ TEST_P(TpGenerate, MatchesSingleProcess) {
   ModelLoadOptions opt;
   opt.tp = g_comm;
   opt.tp_check_replicated = true;
+  opt.ep_size = ep;
   auto shard = LoadModel(dir, kOps, opt);
   ASSERT_TRUE(shard.ok()) << shard.status().ToString();
+  // Each rank holds its shard: together the two hold every weight once, plus what both keep whole
+  // (so each holds well under the whole and over half of it).
+  auto whole = LoadModel(dir, kOps);
+  ASSERT_TRUE(whole.ok());
+  const uint64_t mine = (*shard)->weight_bytes(), all = (*whole)->weight_bytes();
+  EXPECT_LT(mine, all * 9 / 10) << "rank " << g_comm->rank();
+  EXPECT_GT(mine, all / 2) << "rank " << g_comm->rank();
   if (!leader) {
     const Status s = RunTpWorker(**shard, *g_comm);
     ASSERT_TRUE(s.ok()) << s.ToString();
@@ -79,13 +91,15 @@ TEST_P(TpGenerate, MatchesSingleProcess) {
       ASSERT_LE(rel, 1e-5) << "row " << r << " column " << v << ": " << g[v] << " vs " << w[v];
     }
   }
-  std::printf("%s: greedy %zu tokens equal, logits worst relative difference %.3g\n", GetParam(),
-              want.size(), worst);
+  std::printf("%s TP 2 EP %d: greedy %zu tokens equal, logits worst relative difference %.3g\n",
+              name, ep, want.size(), worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TpGenerate,
-                         ::testing::Values("tiny_glm_moe_dsa", "tiny_deepseek_v32",
-                                           "tiny_deepseek_v3"));
+                         ::testing::Combine(::testing::Values("tiny_glm_moe_dsa",
+                                                              "tiny_deepseek_v32",
+                                                              "tiny_deepseek_v3"),
+                                            ::testing::Values(1, 2)));
 
 }  // namespace
 }  // namespace lucid
