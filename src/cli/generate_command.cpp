@@ -125,7 +125,13 @@ Status RunGenerate(const GenerateFlags& f, const config::ResolvedConfig& rc) {
   load.tp_check_replicated = check != nullptr && std::string(check) == "1";
   const std::unique_ptr<Backend> backend = config::MakeCpuBackend(rc.cpu_kernel_set());
   LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(f.model_path, *backend, load));
-  // A worker rank runs rank 0's steps and prints nothing (runtime/tp_step.h).
+  if (comm)  // the world, one line per rank: who runs where and holds what
+    std::fprintf(stderr,
+                 "lucid generate: rank %d of %d on %s: tp %d, ep %d, %.2f MiB of weights "
+                 "(its shard)\n",
+                 comm->rank(), comm->size(), comm->host().c_str(), comm->size(), load.ep_size,
+                 static_cast<double>(model->weight_bytes()) / (1 << 20));
+  // A worker rank runs rank 0's steps and prints nothing on stdout (runtime/tp_step.h).
   if (comm && comm->rank() != 0) return RunTpWorker(*model, *comm);
   std::unique_ptr<TpLeaderModel> leader;
   if (comm) leader = std::make_unique<TpLeaderModel>(*model, *comm);
