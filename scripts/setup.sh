@@ -9,6 +9,7 @@ PKGS=(
   python3 python3-venv
   ca-certificates patch
   clang-14 libclang-rt-14-dev
+  openmpi-bin libopenmpi-dev
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -6,6 +6,7 @@
 // prompt_ids and text for a text prompt. Can dump the prompt's logits as .npy.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -15,10 +16,12 @@
 #include "config/cpu_kernels.h"
 #include "config/resolver.h"
 #include "config/wait_policy.h"
+#include "dist/mpi_communicator.h"
 #include "formats/model_config.h"
 #include "formats/npy.h"
 #include "models/registry.h"
 #include "runtime/engine_driver.h"
+#include "runtime/tp_step.h"
 #include "server/model_assets.h"
 
 namespace lucid::cli {
@@ -85,6 +88,19 @@ StatusOr<std::vector<int32_t>> EncodeTextPrompt(const GenerateFlags& f,
   return assets.tokenizer->Encode(text, /*add_special_tokens=*/false);
 }
 
+// The tensor-parallel group of `tp` ranks this process is one of (null for tp 1): the MPI world,
+// which must have exactly tp ranks.
+StatusOr<std::unique_ptr<Communicator>> JoinWorld(int64_t tp) {
+  if (tp <= 1) return std::unique_ptr<Communicator>();
+  const int world = LaunchedWorldSize();
+  if (world != tp)
+    return InvalidArgument("--tp-size " + std::to_string(tp) + " needs " + std::to_string(tp) +
+                           " ranks: launch it as `mpirun -np " + std::to_string(tp) +
+                           " lucid generate ...` (this process is one of " + std::to_string(world) +
+                           ")");
+  return MakeMpiCommunicator();
+}
+
 Status RunGenerate(const GenerateFlags& f, const config::ResolvedConfig& rc) {
   if (f.model_path.empty()) return InvalidArgument("--model-path is required");
   if (f.prompt_ids.empty() == f.prompt.empty())
@@ -101,12 +117,30 @@ Status RunGenerate(const GenerateFlags& f, const config::ResolvedConfig& rc) {
   // The resolved plan's kernel set (--cpu-kernels after its rule: by default fast-bf16act for a
   // bf16 checkpoint, else fast) and KV dtype, as `explain` prints them.
   LUCID_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(f.model_path));
+  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, JoinWorld(rc.Int("tp-size")));
+  ModelLoadOptions load;
+  load.tp = comm.get();
+  load.ep_size = static_cast<int>(rc.Int("ep-size"));
+  const char* check = std::getenv("LUCID_TP_CHECK_REPLICATED");
+  load.tp_check_replicated = check != nullptr && std::string(check) == "1";
   const std::unique_ptr<Backend> backend = config::MakeCpuBackend(rc.cpu_kernel_set());
-  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(f.model_path, *backend));
+  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(f.model_path, *backend, load));
+  if (comm)  // the world, one line per rank: who runs where and holds what
+    std::fprintf(stderr,
+                 "lucid generate: rank %d of %d on %s: tp %d, ep %d, %.2f MiB of weights "
+                 "(its shard)\n",
+                 comm->rank(), comm->size(), comm->host().c_str(), comm->size(), load.ep_size,
+                 static_cast<double>(model->weight_bytes()) / (1 << 20));
+  // A worker rank runs rank 0's steps and prints nothing on stdout (runtime/tp_step.h).
+  if (comm && comm->rank() != 0) return RunTpWorker(*model, *comm);
+  std::unique_ptr<TpLeaderModel> leader;
+  if (comm) leader = std::make_unique<TpLeaderModel>(*model, *comm);
   Tensor prompt_logits;
-  LUCID_ASSIGN_OR_RETURN(std::vector<int32_t> out,
-                         GreedyGenerate(*model, prompt, f.max_new_tokens, &prompt_logits,
-                                        rc.Int("page-size"), rc.kv_cache_dtype()));
+  StatusOr<std::vector<int32_t>> generated =
+      GreedyGenerate(leader ? *leader : *model, prompt, f.max_new_tokens, &prompt_logits,
+                     rc.Int("page-size"), rc.kv_cache_dtype());
+  if (leader) LUCID_RETURN_IF_ERROR(leader->Stop());
+  LUCID_ASSIGN_OR_RETURN(std::vector<int32_t> out, std::move(generated));
   if (!f.dump_logits.empty()) LUCID_RETURN_IF_ERROR(WriteNpy(f.dump_logits, prompt_logits));
   if (!f.prompt.empty()) {
     auto eos = std::find_if(out.begin(), out.end(), [&](int32_t id) {
@@ -145,8 +179,10 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
     if (s.ok()) {
       StatusOr<config::WaitPolicyPlan> wait = config::PlanWaitPolicy(
           settings->Get("cpu-wait-policy"), config::OmpEnvironmentOf(*settings));
-      if (wait.ok()) ApplyWaitPolicy(*wait, "generate");
-      else s = wait.status();
+      if (wait.ok())
+        ApplyWaitPolicy(*wait, "generate");
+      else
+        s = wait.status();
     }
     StatusOr<config::ResolvedConfig> rc =
         s.ok() ? config::Resolve(*settings) : StatusOr<config::ResolvedConfig>(s);

@@ -116,6 +116,13 @@ EngineOptions EngineOptionsFrom(const config::ResolvedConfig& rc, int64_t contex
 
 // Start-up after the configuration resolved; returns the exit status.
 int Serve(const config::ResolvedConfig& rc) {
+  if (rc.Int("tp-size") > 1 || rc.Int("ep-size") > 1) {
+    std::fprintf(stderr,
+                 "lucid serve: --tp-size / --ep-size above 1: the server runs one process so far "
+                 "(`mpirun -np N lucid generate --tp-size N` runs tensor-parallel; "
+                 "docs/SERVING.md)\n");
+    return 2;
+  }
   SignalWatcher signals;
   server::ServerOptions so;
   so.host = rc.String("host");

@@ -56,6 +56,10 @@ std::vector<OptionSpec> BuildTable() {
   t.push_back(Range(Opt("tp-size", OptionType::kInt, "1", kPar,
                         "Tensor-parallel degree (devices one model instance spans)"),
                     1, 64));
+  t.push_back(Range(Opt("ep-size", OptionType::kInt, "1", kPar,
+                        "Expert-parallel degree: the routed experts are partitioned over this "
+                        "many of the tensor-parallel ranks (1, or equal to --tp-size)"),
+                    1, 64));
   t.push_back(Enum("kv-cache-dtype", "auto", {"f32", "bf16", "fp8_e4m3"}, kMem,
                    "KV cache storage dtype; fp8_e4m3 is the FlashMLA layout (656 B per token "
                    "per layer + indexer keys)"));
@@ -176,6 +180,8 @@ std::vector<OptionSpec> BuildTable() {
   also("kv-cache-dtype", kGenerate | kBench);
   also("cpu-kernels", kGenerate | kBench);
   also("page-size", kGenerate);
+  also("tp-size", kGenerate);
+  also("ep-size", kGenerate);
   also("cpu-wait-policy", kGenerate | kBench);
   AppendCommandOptions(t);
   return t;

@@ -103,9 +103,14 @@ Status Resolver::ResolveModelFields() {
   LUCID_RETURN_IF_ERROR(FillFromRule("tp-size"));
   const int64_t tp = V("tp-size").get<int64_t>();
   const int64_t heads = model_.config.num_attention_heads;
-  if (tp > 1 && V("device") == "cpu")
-    return InvalidArgument(Cite("tp-size") +
-                           ": the cpu device runs one process (would work: --tp-size 1)");
+  if (tp > 1 && V("device") == "cpu" && heads > 0 && heads % tp != 0) {
+    std::string ok;
+    for (int64_t t = 1; t <= heads && t <= 64; ++t)
+      if (heads % t == 0) ok += (ok.empty() ? "" : ", ") + std::to_string(t);
+    return InvalidArgument(Cite("tp-size") + " needs to divide the model's " +
+                           std::to_string(heads) + " attention heads (would work: --tp-size " + ok +
+                           ")");
+  }
   if (V("device") == "cuda") {
     std::string ok;
     for (int64_t t = 1; t <= target_.gpu_count; ++t)
@@ -118,6 +123,18 @@ Status Resolver::ResolveModelFields() {
                                  std::to_string(target_.gpu_count)) +
           " (would work: --tp-size " + ok + ")");
   }
+  LUCID_RETURN_IF_ERROR(FillFromRule("ep-size"));
+  const int64_t ep = V("ep-size").get<int64_t>();
+  if (ep != 1 && ep != tp)
+    return InvalidArgument(Cite("ep-size") +
+                           " partitions the experts over the tensor-parallel "
+                           "ranks, so it is 1 or --tp-size (" +
+                           std::to_string(tp) + ") (would work: --ep-size 1, --ep-size " +
+                           std::to_string(tp) + ")");
+  const int64_t experts = model_.config.n_routed_experts;
+  if (ep > 1 && experts > 0 && experts % ep != 0)
+    return InvalidArgument(Cite("ep-size") + " needs to divide the model's " +
+                           std::to_string(experts) + " routed experts (would work: --ep-size 1)");
   LUCID_RETURN_IF_ERROR(FillFromRule("dtype"));
   LUCID_RETURN_IF_ERROR(FillFromRule("context-length"));
   const int64_t max_pos = model_.config.max_position_embeddings;

@@ -172,3 +172,36 @@ TEST(ScenarioTest, DeepSeekV32KvCapacityPinned) {
 
 }  // namespace
 }  // namespace lucid::config
+
+namespace lucid::config {
+namespace {
+
+// The cpu device runs tensor parallelism as MPI ranks: the degree must divide the heads (128),
+// and --ep-size partitions the experts over those ranks, so it is 1 or --tp-size.
+TEST(ScenarioTest, CpuTensorParallelDegreeMustDivideTheHeads) {
+  ASSERT_TRUE(ResolveFixture("DeepSeek-V3.2-FP8",
+                             {{"device", "cpu"}, {"cpu-memory", "4000GiB"}, {"tp-size", "2"}})
+                  .ok());
+  auto r = ResolveFixture("DeepSeek-V3.2-FP8",
+                          {{"device", "cpu"}, {"cpu-memory", "4000GiB"}, {"tp-size", "3"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("divide the model's 128 attention heads"), std::string::npos)
+      << r.status().message();
+}
+
+TEST(ScenarioTest, ExpertParallelSizeIsOneOrTheTensorParallelSize) {
+  ASSERT_TRUE(
+      ResolveFixture(
+          "DeepSeek-V3.2-FP8",
+          {{"device", "cpu"}, {"cpu-memory", "4000GiB"}, {"tp-size", "2"}, {"ep-size", "2"}})
+          .ok());
+  auto r = ResolveFixture(
+      "DeepSeek-V3.2-FP8",
+      {{"device", "cpu"}, {"cpu-memory", "4000GiB"}, {"tp-size", "2"}, {"ep-size", "4"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("1 or --tp-size (2)"), std::string::npos)
+      << r.status().message();
+}
+
+}  // namespace
+}  // namespace lucid::config

@@ -5,9 +5,11 @@
 #include <cstring>
 #include <limits>
 
+#include "models/deepseek_v3_shard.h"
 #include "models/deepseek_v3_weights.h"
 #include "models/registry.h"
 #include "models/rope.h"
+#include "models/tensor_parallel.h"
 
 namespace lucid {
 namespace {
@@ -72,14 +74,21 @@ void BatchSpans(const KvStorage& kv, StepLayout* s) {
 class DeepseekV3Model final : public Model {
  public:
   DeepseekV3Model(ModelConfig c, DeepseekV3Weights w, std::shared_ptr<Backend> backend,
-                  int64_t index_topk, bool dense)
+                  int64_t index_topk, bool dense, Communicator* tp, bool check_replicated,
+                  int ep_size)
       : c_(std::move(c)),
         w_(std::move(w)),
         backend_(std::move(backend)),
         ops_(backend_->ops()),
         ws_(backend_->workspace()),
         index_topk_(index_topk),
-        indexer_live_(c_.has_indexer && !dense) {
+        indexer_live_(c_.has_indexer && !dense),
+        tp_(tp),
+        check_replicated_(check_replicated && tp_.active()),
+        heads_(c_.num_attention_heads / tp_.size()),
+        expert_parallel_(ep_size > 1),
+        experts_(c_.n_routed_experts / (ep_size > 1 ? ep_size : 1)),
+        expert_begin_(ep_size > 1 ? tp_.rank() * experts_ : 0) {
     spec_ = KvSpecFor(c_);
     rope_ = MakeRopeTable(c_.rope, c_.qk_rope_head_dim);
     scale_ = static_cast<float>(c_.AttentionScale());
@@ -100,6 +109,8 @@ class DeepseekV3Model final : public Model {
   Status CheckFeedForwardWeights() override;
 
  private:
+  // x [ids, D] = the embedding of ids (vocabulary-parallel under TP: one all-reduce).
+  void Embed(std::span<const int32_t> ids, Tensor& x);
   StatusOr<StepLayout> Layout(const StepInput& in, const KvStorage& kv) const;
   // A step's activation [rows, cols] f32, from the workspace (uninitialised).
   Tensor F32(int64_t rows, int64_t cols) { return Tensor::Empty(DType::kF32, {rows, cols}, ws_); }
@@ -122,6 +133,10 @@ class DeepseekV3Model final : public Model {
   // down(silu(g) * u), g overwritten.
   Tensor MlpDown(const MlpWeights& m, Tensor& g, const Tensor& u);
   Tensor Moe(const MoeWeights& m, const Tensor& x);
+  // Expert parallelism: out += this rank's experts' share of the routed output (rows routed to
+  // other ranks' experts are theirs: summed by the MoE block's all-reduce).
+  void LocalExperts(const MoeWeights& m, const Tensor& x, const Tensor& idx, const Tensor& wts,
+                    Tensor& out);
   // Numerics checking: records `op` of `layer` for each span whose rows of t ([N, ...]) are not
   // all finite and that has no earlier site. No-op unless SetNumericsCheck(true). `rows`, when
   // given, names the step row of each row of t (t holds only those rows, ascending).
@@ -135,6 +150,13 @@ class DeepseekV3Model final : public Model {
   Workspace& ws_;                     // backend_->workspace(): this model's activations
   int64_t index_topk_;
   bool indexer_live_;  // false: attend to every causal token (deepseek_v3, or forced dense)
+  TpCollectives tp_;   // the collective points (models/tensor_parallel.h); no-ops for one rank
+  bool check_replicated_;
+  int64_t heads_;  // attention heads this rank computes (all of them without TP)
+  // Routed experts this rank holds: [expert_begin_, + experts_) whole under expert parallelism,
+  // every expert (whole or sliced by intermediate dimension) otherwise.
+  bool expert_parallel_;
+  int64_t experts_, expert_begin_;
   KvCacheSpec spec_;
   RopeTable rope_;
   float scale_;
@@ -223,8 +245,9 @@ Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* 
   BatchSpans(kv, &s);
   if (check_) sites_.assign(s.spans.size(), std::nullopt);
   const int64_t N = static_cast<int64_t>(s.ids.size()), D = c_.hidden_size;
+  tp_.ClearStatus();
   Tensor x = F32(N, D);
-  ops_.Embedding(w_.embed, s.ids, x);
+  Embed(s.ids, x);
   Check(x, -1, "embedding", s);
   Tensor h = F32(N, D);
   Selection sel;  // per row: the tokens it attends to
@@ -232,10 +255,13 @@ Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* 
     const LayerWeights& L = w_.layers[l];
     ops_.RmsNorm(x, L.input_norm, static_cast<float>(c_.rms_norm_eps), h);
     Check(h, l, "attn_norm", s);
-    ops_.Accumulate(x, Attention(l, h, s, kv, &sel));
+    Tensor attn = Attention(l, h, s, kv, &sel);
+    tp_.AllReduceSum(attn);  // o_proj's partial sums over this rank's heads
+    ops_.Accumulate(x, attn);
     ops_.RmsNorm(x, L.post_attn_norm, static_cast<float>(c_.rms_norm_eps), h);
     Check(h, l, "mlp_norm", s);
     Tensor mlp = L.is_moe ? Moe(L.moe, h) : Mlp(L.dense, h);
+    tp_.AllReduceSum(mlp);  // down_proj's partial sums over this rank's intermediate shard
     Check(mlp, l, L.is_moe ? "moe" : "mlp", s);
     ops_.Accumulate(x, mlp);
   }
@@ -250,7 +276,14 @@ Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* 
       rows = F32(static_cast<int64_t>(in.logits_rows.size()), D);
       ops_.GatherRows(h, in.logits_rows, rows);
     }
-    ops_.Linear(every_row ? h : rows, w_.lm_head, out->logits);
+    if (tp_.active()) {  // this rank's vocabulary columns, then every rank's side by side
+      Tensor local = F32(static_cast<int64_t>(in.logits_rows.size()), w_.lm_head.rows);
+      ops_.Linear(every_row ? h : rows, w_.lm_head, local);
+      LUCID_RETURN_IF_ERROR(ops_.Synchronize());
+      tp_.GatherColumns(local, out->logits);
+    } else {
+      ops_.Linear(every_row ? h : rows, w_.lm_head, out->logits);
+    }
     Check(out->logits, -1, "lm_head", s, in.logits_rows);
   }
   // Hidden states outlive the step: copied out of the workspace (GatherRows of every row is a
@@ -260,14 +293,33 @@ Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* 
     out->hidden = Output(static_cast<int64_t>(in.hidden_rows.size()), D);
     ops_.GatherRows(h, in.hidden_rows, out->hidden);
   }
-  // An asynchronous backend's errors surface here, as this step's Status.
-  return ops_.Synchronize();
+  // An asynchronous backend's errors surface here, as this step's Status; then a collective's.
+  LUCID_RETURN_IF_ERROR(ops_.Synchronize());
+  return tp_.status();
+}
+
+void DeepseekV3Model::Embed(std::span<const int32_t> ids, Tensor& x) {
+  if (!tp_.active()) {
+    ops_.Embedding(w_.embed, ids, x);
+    return;
+  }
+  // This rank's vocabulary rows [v0, v0 + rows): other ranks' tokens get zero rows here and
+  // their embedding from the all-reduce (exactly one rank adds a non-zero row).
+  const int64_t rows = w_.embed.rows, v0 = tp_.rank() * rows, D = x.size(1);
+  std::vector<int32_t> local(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i)
+    local[i] = ids[i] >= v0 && ids[i] < v0 + rows ? static_cast<int32_t>(ids[i] - v0) : 0;
+  ops_.Embedding(w_.embed, local, x);
+  (void)ops_.Synchronize();  // host writes follow (the CPU backend's tensors are host memory)
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < v0 || ids[i] >= v0 + rows) std::fill_n(x.data<float>() + i * D, D, 0.0f);
+  tp_.AllReduceSum(x);
 }
 
 Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& s, KvStorage& pool,
                                   Selection* sel) {
   const MlaWeights& a = w_.layers[l].attn;
-  const int64_t N = h.size(0), H = c_.num_attention_heads, dn = c_.qk_nope_head_dim;
+  const int64_t N = h.size(0), H = heads_, dn = c_.qk_nope_head_dim;
   const int64_t dr = c_.qk_rope_head_dim, dv = c_.v_head_dim, dq = c_.qk_head_dim();
   const int64_t R = c_.kv_lora_rank;
   const IndexerWeights& xw = w_.layers[l].indexer;
@@ -359,7 +411,7 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
   Tensor o = F32(N, H * dv);
   ops_.MlaProjectOutput(out_lat, H, dn, dv, a.kv_b, o);
   Tensor out = F32(N, c_.hidden_size);
-  ops_.Linear(o, a.o, out);
+  ops_.Linear(o, a.o, out);  // under TP: this rank's heads' part of the sum
   Check(out, l, "o_proj", s);
   return out;
 }
@@ -423,6 +475,15 @@ void DeepseekV3Model::SelectTokens(int64_t l, int64_t N, IndexerProjections* ip,
     Tensor out = sel->rows.Rows(sp.begin, sp.begin + sp.count);
     ops_.TopKRows(scores, causal, K, s.batched ? s.offset[si] : 0, out);
   }
+  if (check_replicated_) {  // the selected entries only: a row's columns past its count are unset
+    Tensor used = Tensor::Empty(DType::kI32, {N, K}, ws_);
+    (void)ops_.Synchronize();
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t j = 0; j < K; ++j)
+        used.data<int32_t>()[r * K + j] =
+            j < sel->counts[r] ? sel->rows.data<const int32_t>()[r * K + j] : -1;
+    tp_.CheckReplicated(used, "the indexer's selection");
+  }
 }
 
 Tensor DeepseekV3Model::Mlp(const MlpWeights& m, const Tensor& x) {
@@ -457,10 +518,51 @@ Tensor DeepseekV3Model::Moe(const MoeWeights& m, const Tensor& x) {
   Tensor idx = Tensor::Empty(DType::kI32, {N, K}, ws_), wts = F32(N, K);
   ops_.MoeRoute(router_logits, m.router_bias, c_.n_group, c_.topk_group, K, c_.norm_topk_prob,
                 static_cast<float>(c_.routed_scaling_factor), idx, wts);
+  if (check_replicated_) {
+    tp_.CheckReplicated(idx, "the router's experts");
+    tp_.CheckReplicated(wts, "the router's weights");
+  }
   Tensor out = Tensor::Zeros(DType::kF32, {N, c_.hidden_size}, ws_);  // MoeExperts adds into it
-  ops_.MoeExperts(x, m.experts, idx, wts, out);
+  if (expert_parallel_) {
+    LocalExperts(m, x, idx, wts, out);
+  } else {
+    ops_.MoeExperts(x, m.experts, idx, wts, out);
+  }
   if (c_.n_shared_experts > 0) ops_.Accumulate(out, MlpDown(m.shared, g, u));
   return out;
+}
+
+void DeepseekV3Model::LocalExperts(const MoeWeights& m, const Tensor& x, const Tensor& idx,
+                                   const Tensor& wts, Tensor& out) {
+  (void)ops_.Synchronize();  // the host reads the routing (a device backend copies it back)
+  const int64_t N = x.size(0), K = idx.size(1), D = x.size(1);
+  std::vector<int64_t> rows;  // one pair per (token, selection) of a local expert
+  std::vector<int32_t> local;
+  std::vector<float> weight;
+  for (int64_t t = 0; t < N; ++t)
+    for (int64_t i = 0; i < K; ++i) {
+      const int64_t e = idx.data<const int32_t>()[t * K + i] - expert_begin_;
+      if (e < 0 || e >= experts_) continue;
+      rows.push_back(t);
+      local.push_back(static_cast<int32_t>(e));
+      weight.push_back(wts.data<const float>()[t * K + i]);
+    }
+  const int64_t P = static_cast<int64_t>(rows.size());
+  if (P == 0) return;
+  Tensor xp = F32(P, D), ip = Tensor::Empty(DType::kI32, {P, 1}, ws_), wp = F32(P, 1);
+  std::copy(local.begin(), local.end(), ip.data<int32_t>());
+  std::copy(weight.begin(), weight.end(), wp.data<float>());
+  ops_.GatherRows(x, rows, xp);
+  Tensor op = Tensor::Zeros(DType::kF32, {P, D}, ws_);
+  ops_.MoeExperts(xp, std::span<const ExpertWeights>(m.experts).subspan(expert_begin_, experts_),
+                  ip, wp, op);
+  (void)ops_.Synchronize();
+  // Each pair's output back onto its token's row, in (token, selection) order.
+  for (int64_t p = 0; p < P; ++p) {
+    float* dst = out.data<float>() + rows[p] * D;
+    const float* src = op.data<const float>() + p * D;
+    for (int64_t j = 0; j < D; ++j) dst[j] += src[j];
+  }
 }
 
 // One token (the same finite row for every block: 1/sqrt(D), the scale a normed hidden state has)
@@ -492,7 +594,9 @@ Status DeepseekV3Model::CheckFeedForwardWeights() {
       if (bad >= 0) return refuse(l, "dense MLP");
       continue;
     }
-    const int64_t E = static_cast<int64_t>(lw.moe.experts.size());
+    const int64_t E = experts_;  // this rank's (all of them without expert parallelism)
+    const std::span<const ExpertWeights> held =
+        std::span<const ExpertWeights>(lw.moe.experts).subspan(expert_begin_, experts_);
     if (E > 0) {
       Tensor x = Tensor::Empty(DType::kF32, {E, D}, mem);
       Tensor out = Tensor::Zeros(DType::kF32, {E, D}, mem);  // MoeExperts adds into it
@@ -501,9 +605,9 @@ Status DeepseekV3Model::CheckFeedForwardWeights() {
       std::fill_n(x.data<float>(), E * D, v);
       std::fill_n(wts.data<float>(), E, 1.0f);
       for (int64_t e = 0; e < E; ++e) idx.data<int32_t>()[e] = static_cast<int32_t>(e);
-      ops_.MoeExperts(x, lw.moe.experts, idx, wts, out);
+      ops_.MoeExperts(x, held, idx, wts, out);
       LUCID_ASSIGN_OR_RETURN(int64_t e, first_bad_row(out));
-      if (e >= 0) return refuse(l, "routed expert " + std::to_string(e));
+      if (e >= 0) return refuse(l, "routed expert " + std::to_string(expert_begin_ + e));
     }
     if (c_.n_shared_experts > 0) {
       LUCID_ASSIGN_OR_RETURN(int64_t bad, first_bad_row(Mlp(lw.moe.shared, one)));
@@ -545,11 +649,20 @@ Status UploadAll(Backend& b, DeepseekV3Weights* w) {
 StatusOr<std::unique_ptr<Model>> Build(const ModelConfig& config, DeepseekV3Weights w,
                                        std::shared_ptr<Backend> backend,
                                        const ModelLoadOptions& options) {
+  Communicator* tp = options.tp;
+  if (tp != nullptr && tp->size() > 1) {
+    LUCID_RETURN_IF_ERROR(
+        ShardDeepseekV3Weights(config, tp->rank(), tp->size(), options.ep_size, &w));
+  } else if (options.ep_size > 1) {
+    return InvalidArgument("--ep-size " + std::to_string(options.ep_size) +
+                           " needs a tensor-parallel group of that size (--tp-size)");
+  }
   LUCID_RETURN_IF_ERROR(UploadAll(*backend, &w));
   const int64_t topk =
       options.index_topk_override > 0 ? options.index_topk_override : config.index_topk;
-  return std::unique_ptr<Model>(new DeepseekV3Model(config, std::move(w), std::move(backend), topk,
-                                                    options.force_dense_attention));
+  return std::unique_ptr<Model>(new DeepseekV3Model(
+      config, std::move(w), std::move(backend), topk, options.force_dense_attention, tp,
+      options.tp_check_replicated, tp != nullptr && tp->size() > 1 ? options.ep_size : 1));
 }
 
 }  // namespace

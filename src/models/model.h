@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/communicator.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "formats/model_config.h"
@@ -75,6 +76,19 @@ struct ModelLoadOptions {
   // Skip the DSA indexer and attend to every causal token (dense MLA), for comparisons. The
   // indexer's key cache is still sized but not written.
   bool force_dense_attention = false;
+  // Tensor parallelism (models/deepseek_v3_shard.h): this process is rank tp->rank() of
+  // tp->size() and loads only its shard; every rank runs every step (runtime/tp_step.h). Null or a
+  // group of one: a single process. Borrowed: must outlive the model. Families whose registry row
+  // has max_tensor_parallel 1 refuse a group larger than one.
+  Communicator* tp = nullptr;
+  // Under tensor parallelism, also check every step that the router's and the indexer's choices
+  // are the same bytes on every rank (an all-gather per choice; Forward fails with Internal if
+  // not). Tests turn it on; LUCID_TP_CHECK_REPLICATED=1 does for the commands.
+  bool tp_check_replicated = false;
+  // Expert parallelism over the tensor-parallel group (1, or tp->size()): each rank holds the
+  // routed experts [rank * E/ep, (rank + 1) * E/ep) whole instead of a slice of every expert, runs
+  // the tokens routed to them, and the partial outputs are summed by the MoE block's all-reduce.
+  int ep_size = 1;
 };
 
 }  // namespace lucid

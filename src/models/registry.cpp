@@ -11,11 +11,11 @@ namespace lucid {
 
 const std::vector<ArchitectureInfo>& SupportedArchitectures() {
   static const std::vector<ArchitectureInfo> kArchitectures = {
-      {"GlmMoeDsaForCausalLM", "glm_moe_dsa", "deepseek_v3_family", true, 1,
+      {"GlmMoeDsaForCausalLM", "glm_moe_dsa", "deepseek_v3_family", true, 64,
        &CreateDeepseekV3Family, &CreateDeepseekV3FamilyFromGguf},
-      {"DeepseekV32ForCausalLM", "deepseek_v32", "deepseek_v3_family", true, 1,
+      {"DeepseekV32ForCausalLM", "deepseek_v32", "deepseek_v3_family", true, 64,
        &CreateDeepseekV3Family, &CreateDeepseekV3FamilyFromGguf},
-      {"DeepseekV3ForCausalLM", "deepseek_v3", "deepseek_v3_family", false, 1,
+      {"DeepseekV3ForCausalLM", "deepseek_v3", "deepseek_v3_family", false, 64,
        &CreateDeepseekV3Family, &CreateDeepseekV3FamilyFromGguf},
       {"LlamaForCausalLM", "llama", "llama_family", false, 1, &CreateLlamaFamily,
        &CreateLlamaFamilyFromGguf, &LlamaKvSpec},
@@ -54,10 +54,19 @@ KvCacheSpec KvSpecFor(const ModelConfig& config) {
 
 namespace {
 
+// A tensor-parallel group larger than the family implements is refused before any weight is read.
+Status CheckTensorParallel(const ArchitectureInfo& arch, const ModelLoadOptions& options) {
+  const int tp = options.tp != nullptr ? options.tp->size() : 1;
+  if (tp <= arch.max_tensor_parallel) return OkStatus();
+  return InvalidArgument(std::string("--tp-size ") + std::to_string(tp) + ": the " + arch.family +
+                         " (" + arch.model_type + ") runs on one rank only so far");
+}
+
 StatusOr<std::unique_ptr<Model>> Load(const Checkpoint& ckpt, std::shared_ptr<Backend> backend,
                                       const ModelLoadOptions& options) {
   LUCID_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(ckpt.dir()));
   LUCID_ASSIGN_OR_RETURN(const ArchitectureInfo* arch, FindArchitecture(config));
+  LUCID_RETURN_IF_ERROR(CheckTensorParallel(*arch, options));
   auto model = arch->create(config, ckpt, std::move(backend), options);
   if (!model.ok()) return model.status().WithContext(ckpt.dir());
   return model;
@@ -70,6 +79,7 @@ StatusOr<std::unique_ptr<Model>> LoadGguf(const std::string& path, std::shared_p
   auto config = ParseModelConfig(json);
   if (!config.ok()) return config.status().WithContext(path + " (its metadata as config.json)");
   LUCID_ASSIGN_OR_RETURN(const ArchitectureInfo* arch, FindArchitecture(*config));
+  LUCID_RETURN_IF_ERROR(CheckTensorParallel(*arch, options));
   if (arch->create_gguf == nullptr)
     return Unimplemented(path + ": the " + arch->family + " does not load from GGUF yet");
   auto model = arch->create_gguf(*config, std::move(file), std::move(backend), options);

@@ -1,0 +1,74 @@
+// Communicator: the collectives that tie the processes (ranks) of one parallel run together.
+//
+// A run of `size()` ranks (tensor / expert parallelism, docs/SERVING.md "Parallel serving") has one
+// Communicator per process; every rank calls the same collectives in the same order with the same
+// sizes (a collective is entered by all ranks or it does not complete). Buffers are host memory.
+//
+// Contract of every call:
+// - it returns OK once this rank's part is complete (its output buffers hold the result);
+// - it never hangs: a peer that died or stalled makes the call fail within the communicator's
+//   timeout with kUnavailable naming the collective, this rank and the bound; an MPI error comes
+//   back as kUnavailable with MPI's message; sizes the transport cannot carry give
+//   kInvalidArgument;
+// - after a failure the communicator is broken: every later call returns the first error at once
+//   (a half-finished collective cannot be resumed; the process is expected to report and exit).
+// Reductions are deterministic and identical on every rank: AllReduceSum and ReduceScatterSum add
+// the ranks' contributions in rank order (0, 1, ...), so every rank gets the same bits, which is
+// what keeps the router's and the indexer's choices equal on every rank.
+// Ownership: buffers are the caller's; the communicator holds none after a call returns.
+// Thread-safety: one thread at a time per communicator (calls are serialised by the caller; the
+// engine thread makes them).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "core/status.h"
+
+namespace lucid {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "single" or "mpi" (the implementation), for logs and `explain`.
+  virtual std::string kind() const = 0;
+  // The host this rank runs on (MPI's processor name; the hostname for "single").
+  virtual std::string host() const = 0;
+
+  // data[0, count) is replaced on every rank by the sum over ranks, added in rank order.
+  virtual Status AllReduceSum(float* data, int64_t count) = 0;
+  // recv[r * bytes, (r + 1) * bytes) receives rank r's send[0, bytes); recv holds size() * bytes.
+  virtual Status AllGather(const void* send, void* recv, int64_t bytes) = 0;
+  // send holds size() blocks of `count` floats; recv[0, count) receives the sum over ranks of
+  // their block number rank(), added in rank order.
+  virtual Status ReduceScatterSum(const float* send, float* recv, int64_t count) = 0;
+  // Rank r's send[send_offsets[d], + send_bytes[d]) goes to rank d's
+  // recv[recv_offsets[r], + recv_bytes[r]). Each span has size() entries; the byte counts must
+  // agree pairwise (what r sends to d is what d expects from r).
+  virtual Status AllToAllV(const void* send, std::span<const int64_t> send_bytes,
+                           std::span<const int64_t> send_offsets, void* recv,
+                           std::span<const int64_t> recv_bytes,
+                           std::span<const int64_t> recv_offsets) = 0;
+  // Equal blocks: block d of send (bytes_per_rank each) goes to rank d, block r of recv comes
+  // from rank r.
+  Status AllToAll(const void* send, void* recv, int64_t bytes_per_rank);
+  // data[0, bytes) of rank `root` is copied to every rank's data.
+  virtual Status Broadcast(void* data, int64_t bytes, int root) = 0;
+  // Returns once every rank has entered it.
+  virtual Status Barrier() = 0;
+};
+
+// The one-rank communicator: every collective is a local copy (or nothing). Never fails.
+std::unique_ptr<Communicator> MakeSingleProcessCommunicator();
+
+// The default bound of a collective before a peer is declared dead (overridden by
+// LUCID_COLLECTIVE_TIMEOUT_MS for the MPI communicator).
+inline constexpr std::chrono::milliseconds kDefaultCollectiveTimeout{30000};
+
+}  // namespace lucid

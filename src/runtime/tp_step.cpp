@@ -1,0 +1,117 @@
+#include "runtime/tp_step.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace lucid {
+namespace {
+
+enum : int64_t { kStep = 0x5354, kStop = 0x5350 };
+
+std::vector<int64_t> Encode(const StepInput& in, const KvStorage& kv) {
+  std::vector<int64_t> m = {kv.num_pages(),
+                            kv.page_size(),
+                            static_cast<int64_t>(kv.dtype()),
+                            in.num_rows(),
+                            static_cast<int64_t>(in.sequences.size()),
+                            static_cast<int64_t>(in.logits_rows.size()),
+                            static_cast<int64_t>(in.hidden_rows.size())};
+  m.insert(m.end(), in.tokens.begin(), in.tokens.end());
+  m.insert(m.end(), in.positions.begin(), in.positions.end());
+  for (const StepSequence& q : in.sequences) {
+    m.insert(m.end(),
+             {q.kv_length, q.first_row, q.rows, static_cast<int64_t>(q.page_table.size())});
+    m.insert(m.end(), q.page_table.begin(), q.page_table.end());
+  }
+  m.insert(m.end(), in.logits_rows.begin(), in.logits_rows.end());
+  m.insert(m.end(), in.hidden_rows.begin(), in.hidden_rows.end());
+  return m;
+}
+
+// A received step: the StepInput and the page tables its spans borrow.
+struct ReceivedStep {
+  int64_t pages = 0, page_size = 0;
+  KvDtype dtype = KvDtype::kF32;
+  StepInput in;
+  std::vector<std::vector<int32_t>> tables;
+};
+
+Status Decode(const std::vector<int64_t>& m, ReceivedStep* r) {
+  size_t at = 0;
+  auto next = [&](int64_t* v) -> Status {
+    if (at >= m.size()) return Internal("tensor parallelism: a truncated step message");
+    *v = m[at++];
+    return OkStatus();
+  };
+  int64_t dtype = 0, n = 0, seqs = 0, nl = 0, nh = 0;
+  for (int64_t* v : {&r->pages, &r->page_size, &dtype, &n, &seqs, &nl, &nh})
+    LUCID_RETURN_IF_ERROR(next(v));
+  r->dtype = static_cast<KvDtype>(dtype);
+  r->in.tokens.resize(n);
+  r->in.positions.resize(n);
+  for (int64_t i = 0, v = 0; i < n; ++i) {
+    LUCID_RETURN_IF_ERROR(next(&v));
+    r->in.tokens[i] = static_cast<int32_t>(v);
+  }
+  for (int64_t i = 0; i < n; ++i) LUCID_RETURN_IF_ERROR(next(&r->in.positions[i]));
+  r->tables.resize(seqs);
+  r->in.sequences.resize(seqs);
+  for (int64_t s = 0; s < seqs; ++s) {
+    StepSequence& q = r->in.sequences[s];
+    int64_t len = 0;
+    for (int64_t* v : {&q.kv_length, &q.first_row, &q.rows, &len}) LUCID_RETURN_IF_ERROR(next(v));
+    r->tables[s].resize(len);
+    for (int64_t i = 0, v = 0; i < len; ++i) {
+      LUCID_RETURN_IF_ERROR(next(&v));
+      r->tables[s][i] = static_cast<int32_t>(v);
+    }
+    q.page_table = r->tables[s];
+  }
+  r->in.logits_rows.resize(nl);
+  for (int64_t i = 0; i < nl; ++i) LUCID_RETURN_IF_ERROR(next(&r->in.logits_rows[i]));
+  r->in.hidden_rows.resize(nh);
+  for (int64_t i = 0; i < nh; ++i) LUCID_RETURN_IF_ERROR(next(&r->in.hidden_rows[i]));
+  if (at != m.size()) return Internal("tensor parallelism: a step message with trailing words");
+  return OkStatus();
+}
+
+}  // namespace
+
+Status TpLeaderModel::Forward(const StepInput& in, KvStorage& kv, StepOutput* out) {
+  std::vector<int64_t> m = Encode(in, kv);
+  int64_t head[2] = {kStep, static_cast<int64_t>(m.size())};
+  LUCID_RETURN_IF_ERROR(comm_.Broadcast(head, sizeof(head), 0));
+  LUCID_RETURN_IF_ERROR(comm_.Broadcast(m.data(), m.size() * sizeof(int64_t), 0));
+  return local_.Forward(in, kv, out);
+}
+
+Status TpLeaderModel::Stop() {
+  int64_t head[2] = {kStop, 0};
+  return comm_.Broadcast(head, sizeof(head), 0);
+}
+
+Status RunTpWorker(Model& local, Communicator& comm) {
+  std::unique_ptr<KvStorage> kv;
+  for (;;) {
+    int64_t head[2] = {0, 0};
+    LUCID_RETURN_IF_ERROR(comm.Broadcast(head, sizeof(head), 0));
+    if (head[0] == kStop) return OkStatus();
+    if (head[0] != kStep || head[1] < 0)
+      return Internal("tensor parallelism: rank " + std::to_string(comm.rank()) +
+                      " received an unknown message from rank 0");
+    std::vector<int64_t> m(head[1]);
+    LUCID_RETURN_IF_ERROR(comm.Broadcast(m.data(), m.size() * sizeof(int64_t), 0));
+    ReceivedStep r;
+    LUCID_RETURN_IF_ERROR(Decode(m, &r));
+    if (!kv || kv->num_pages() != r.pages || kv->page_size() != r.page_size ||
+        kv->dtype() != r.dtype)
+      kv = std::make_unique<KvStorage>(local.kv_spec(), r.pages, r.page_size, r.dtype,
+                                       local.kv_allocator());
+    StepOutput out;
+    const Status s = local.Forward(r.in, *kv, &out);
+    if (s.code() == StatusCode::kUnavailable) return s;
+  }
+}
+
+}  // namespace lucid
