@@ -48,7 +48,8 @@ struct ConformanceCase {
 // Runs every case on `candidate` (which must be thread-safe as ops/ops.h says). Never aborts on
 // a mismatch: a failing case is returned with pass = false. With `only` non-empty, runs the cases
 // of the ops it names ("Linear", "RmsNorm", ...: the ops/ops.h method names) and no others (a
-// backend that implements part of the interface; RmsNorm and LayerNorm share their cases).
+// backend that implements part of the interface; RmsNorm and LayerNorm share their cases; the
+// matmuls' GGUF block-weight cases run under the name "GgufWeights").
 std::vector<ConformanceCase> RunOpsConformance(const Ops& candidate, ConformancePrecision precision,
                                                const std::vector<std::string>& only = {});
 

@@ -143,6 +143,7 @@ void GgmlLinearTransposed(Suite& s) {
 }  // namespace
 
 void GgmlCases(Suite& s) {
+  if (!s.Wants("GgufWeights")) return;
   GgmlLinear(s);
   GgmlLinearMany(s);
   GgmlLinearTransposed(s);

@@ -142,7 +142,8 @@ TEST(CudaBackendDeviceTest, GlueOpsEqualTheirFormulas) {
 TEST(CudaBackendDeviceTest, EveryOpPassesTheConformanceSuite) {
   LUCID_REQUIRE_CUDA_BACKEND(b);
   HostBridgeOps ops(b);
-  const std::vector<ConformanceCase> cases = RunOpsConformance(ops, ConformancePrecision::kF32);
+  const std::vector<ConformanceCase> cases =
+      RunOpsConformance(ops, ConformancePrecision::kF32, CudaOpNames());
   ASSERT_FALSE(cases.empty());
   EXPECT_TRUE(AllPassed(cases)) << ConformanceTable("cuda-reference", cases);
 }

@@ -542,12 +542,34 @@ class CudaReferenceOps final : public Ops {
 
 }  // namespace
 
+std::vector<std::string> CudaOpNames() {
+  return {"Linear",
+          "LinearMany",
+          "LinearTransposed",
+          "Embedding",
+          "RmsNorm",
+          "LayerNorm",
+          "Rope",
+          "SwiGlu",
+          "MlaAttention",
+          "IndexerScores",
+          "GqaAttention",
+          "TopK",
+          "MoeRoute",
+          "MoeExperts",
+          "MlaAbsorbQuery",
+          "MlaProjectOutput",
+          "Accumulate",
+          "Scale",
+          "CopyColumns",
+          "GatherRows",
+          "WriteKvRows",
+          "TopKRows",
+          "NonFiniteRows"};
+}
+
 bool CudaImplements(std::string_view op) {
-  for (std::string_view o :
-       {"Linear", "LinearMany", "LinearTransposed", "Embedding", "RmsNorm", "LayerNorm", "Rope",
-        "SwiGlu", "MlaAttention", "IndexerScores", "GqaAttention", "TopK", "MoeRoute",
-        "MoeExperts", "MlaAbsorbQuery", "MlaProjectOutput", "Accumulate", "Scale", "CopyColumns",
-        "GatherRows", "WriteKvRows", "TopKRows", "NonFiniteRows"})
+  for (const std::string& o : CudaOpNames())
     if (o == op) return true;
   return false;
 }

@@ -23,7 +23,9 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "ops/ops.h"
 
@@ -31,6 +33,9 @@ namespace lucid::cuda {
 
 // Whether CudaOps has a kernel for op `op` (the ops/ops.h method name, "Linear").
 bool CudaImplements(std::string_view op);
+// Every op with a CUDA kernel (the names CudaImplements accepts); GGUF block weights are not
+// among the formats, so the conformance suite's "GgufWeights" cases are not run on cuda.
+std::vector<std::string> CudaOpNames();
 
 std::unique_ptr<Ops> MakeCudaReferenceOps(cudaStream_t stream);
 
