@@ -21,6 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:-}
+shift || true
 jobs=${JOBS:-$(nproc)}
 root=$(pwd)
 case "$kind" in
@@ -46,14 +47,26 @@ launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
+# CPU seconds (user + sys) of this shell's finished children so far: what CI's cores spend.
+# (`times` in this shell, not in a subshell, which would count from zero.)
+cpu_now() {
+  local f
+  f=$(mktemp)
+  times >"$f"
+  cpu=$(tail -1 "$f" | awk '{ t = 0; for (i = 1; i <= 2; ++i) { split($i, a, "m"); t += a[1] * 60 + a[2] }
+                              printf "%d", t }')
+  rm -f "$f"
+}
 start=$(date +%s)
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DLUCID_SANITIZE="$san" \
-  -DLUCID_BUILD_BENCHMARKS=OFF "${launcher[@]}" >/dev/null
+  -DLUCID_BUILD_BENCHMARKS=OFF "${launcher[@]}" "$@" >/dev/null
 targets=("${extra_targets[@]}")
 for m in "${unit[@]}"; do targets+=("lucid_${m}_tests"); done
 cmake --build "$dir" -j "$jobs" --target "${targets[@]}"
 built=$(date +%s)
-echo "sanitize $kind: built in $((built - start)) s"
+cpu_now
+built_cpu=$cpu
+echo "sanitize $kind: built in $((built - start)) s, CPU ${built_cpu} s"
 
 export LUCID_SOURCE_DIR="$root"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
@@ -86,7 +99,9 @@ if [ "$kind" = asan ]; then
     echo "sanitize asan: no .venv-e2e (scripts/setup.sh makes it): the Python e2e suites skipped"
   fi
 fi
-echo "sanitize $kind: built in $((built - start)) s, tests $(($(date +%s) - built)) s"
+cpu_now
+echo "sanitize $kind: built in $((built - start)) s (CPU ${built_cpu} s), tests $(($(date +%s) - built)) s" \
+  "(CPU $((cpu - built_cpu)) s)"
 if [ "${#failed[@]}" -gt 0 ]; then
   echo "sanitize $kind: FAILED: ${failed[*]}" >&2
   exit 1
