@@ -28,7 +28,7 @@ case "$kind" in
   asan)
     dir=build-asan
     san=address,undefined
-    unit=(core formats tokenizer runtime server)
+    unit=(formats tokenizer core server runtime)
     extra_targets=()
     prebuilt=(xgrammar)
     ;;
@@ -81,35 +81,45 @@ cpu_now
 base_cpu=$cpu
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DLUCID_SANITIZE="$san" \
   -DLUCID_BUILD_BENCHMARKS=OFF "${prebuilt_args[@]}" "${launcher[@]}" "$@" >/dev/null
-targets=("${extra_targets[@]}")
-for m in "${unit[@]}"; do targets+=("lucid_${m}_tests"); done
-cmake --build "$dir" -j "$jobs" --target "${targets[@]}"
-built=$(date +%s)
-cpu_now
-built_cpu=$((cpu - base_cpu))
-echo "sanitize $kind: built in $((built - start)) s, CPU ${built_cpu} s"
-
 export LUCID_SOURCE_DIR="$root"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/tsan.supp"
 if [ "$kind" = tsan ]; then export OMP_NUM_THREADS=1; fi
 
+# Each test binary is built, then run, before the next one is built: the first findings come
+# early. CPU seconds are summed per phase (build / tests).
 failed=()
+build_cpu=0
+test_cpu=0
+build() {  # targets...
+  local before
+  cpu_now
+  before=$cpu
+  cmake --build "$dir" -j "$jobs" --target "$@"
+  cpu_now
+  build_cpu=$((build_cpu + cpu - before))
+}
 run() {  # name, command...
-  local name=$1 t0 rc=0
+  local name=$1 t0 rc=0 before
   shift
   t0=$(date +%s)
+  cpu_now
+  before=$cpu
   echo "== sanitize $kind: $name"
   "$@" || rc=$?
-  echo "== sanitize $kind: $name: exit $rc, $(($(date +%s) - t0)) s"
+  cpu_now
+  test_cpu=$((test_cpu + cpu - before))
+  echo "== sanitize $kind: $name: exit $rc, $(($(date +%s) - t0)) s, CPU $((cpu - before)) s"
   if [ "$rc" -ne 0 ]; then failed+=("$name"); fi
 }
 for m in "${unit[@]}"; do
+  build "lucid_${m}_tests"
   bin=$(find "$dir" -name "lucid_${m}_tests" -type f -perm -u+x | head -1)
   run "lucid_${m}_tests" "$bin" --gtest_brief=1
 done
-if [ "$kind" = asan ]; then
+if [ "${#extra_targets[@]}" -gt 0 ]; then
+  build "${extra_targets[@]}"
   run lucid_e2e_tests "$dir/tests/e2e/lucid_e2e_tests" --gtest_brief=1
   if [ -x .venv-e2e/bin/python ]; then
     for suite in serve_errors serve_threads; do
@@ -117,12 +127,10 @@ if [ "$kind" = asan ]; then
         "tests/e2e/test_$suite.py"
     done
   else
-    echo "sanitize asan: no .venv-e2e (scripts/setup.sh makes it): the Python e2e suites skipped"
+    echo "sanitize $kind: no .venv-e2e (scripts/setup.sh makes it): the Python e2e suites skipped"
   fi
 fi
-cpu_now
-echo "sanitize $kind: built in $((built - start)) s (CPU ${built_cpu} s), tests $(($(date +%s) - built)) s" \
-  "(CPU $((cpu - base_cpu - built_cpu)) s)"
+echo "sanitize $kind: $(($(date +%s) - start)) s; CPU: build ${build_cpu} s, tests ${test_cpu} s"
 if [ "${#failed[@]}" -gt 0 ]; then
   echo "sanitize $kind: FAILED: ${failed[*]}" >&2
   exit 1
