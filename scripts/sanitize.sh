@@ -1,23 +1,31 @@
 #!/usr/bin/env bash
-# Sanitizer runs, each in its own build directory (git-ignored), -O1 -g (CMake LUCID_SANITIZE):
+# Sanitizer runs, each in its own build directory (git-ignored), -O1 -g1 (CMake LUCID_SANITIZE):
 #
-#   scripts/sanitize.sh asan   AddressSanitizer + UndefinedBehaviorSanitizer, build-asan/:
-#       the unit tests of core, formats, tokenizer, config, runtime and server, the C++ e2e tests
-#       (lucid_e2e_tests: the real `lucid` binary, instrumented) and the e2e suites serve_errors
-#       and serve_threads (the instrumented `lucid serve` under the openai client, when
-#       .venv-e2e exists). Leak checking is on.
+#   scripts/sanitize.sh asan   AddressSanitizer + UndefinedBehaviorSanitizer, build-asan/: the unit
+#       tests of formats, tokenizer, core and server: the code that reads what comes from outside
+#       (checkpoint headers, config.json, GGUF, tokenizer.json, chat templates, HTTP requests).
+#       Leak checking is on. xgrammar and the kernel arithmetic (ops, backends_cpu, models) come
+#       uninstrumented from build/ (the ordinary build's conformance suites cover the kernels).
 #   scripts/sanitize.sh tsan   ThreadSanitizer, build-tsan/: the runtime and server unit tests
-#       (engine thread, HTTP threads, aborts, shutdown). libgomp is not instrumented, so these run
-#       with OMP_NUM_THREADS=1: TSAN sees the engine's and the server's own threads, not the
-#       kernels' OpenMP teams.
+#       (engine thread, HTTP threads, aborts, shutdown). The model and its kernels (formats, ops,
+#       backends_cpu, models) and xgrammar come uninstrumented from build/: they run on the engine
+#       thread alone, and instrumenting them cost 11 of the 16 minutes of the runtime tests.
+#       libgomp is not instrumented, so these run with OMP_NUM_THREADS=1 (TSan would take its
+#       fork and join for races): TSan sees the engine's and the server's own threads.
 #
-# Left out to fit CI's hour on 2 cores (.ci/run runs scripts/test.sh first, ~23 min): the models,
-# backends_cpu, ops, grammar and bench unit tests (kernel arithmetic, covered by the ordinary
-# build's conformance suites and the fuzzers' ASan+UBSan builds), the LUCID_CPU_ISA cap reruns
-# (each binary runs at this machine's best level only) and the e2e suites serve_api, serve_agent,
-# serve_tools, serve_structured. Each run prints its build and test times; they are not yet
-# measured to completion on the 2-core box, so .ci/run does not call this yet.
-# Environment: JOBS (build parallelism, default nproc); ccache is used when installed.
+# Chosen to fit CI on 2 cores after scripts/test.sh (1,896 s): .ci/run runs both side by side
+# (asan JOBS=2, tsan JOBS=1). Cold (no ccache) CPU seconds, user + sys, per object on the shared
+# 2-core box (docs/DESIGN.md has the table; some asan parts estimated from tsan's build of the
+# same files): tsan ~710 s (build ~605, tests ~106, measured), asan ~1,520 s (build ~1,370,
+# tests ~150), ~2,230 s together: ~19 min of 2-core wall, ~50 min for all of .ci/run.
+# Left out: the runtime tests under ASan (TSan runs them), the models, backends_cpu, ops,
+# grammar, config and bench unit tests (kernel arithmetic and the resolver: the ordinary build's
+# conformance suites; the parsers are also fuzzed with ASan+UBSan), the LUCID_CPU_ISA reruns and
+# the instrumented `lucid` binary with its e2e suites (lucid_e2e_tests, serve_errors,
+# serve_threads), which need cli, config, bench, models and the kernels instrumented:
+# EXTRA=e2e scripts/sanitize.sh asan adds them (not in CI; not measured).
+# Environment: JOBS (build parallelism, default nproc); PREBUILT_DIR (default build/; empty:
+# compile everything here); ccache is used when installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:-}
@@ -28,9 +36,13 @@ case "$kind" in
   asan)
     dir=build-asan
     san=address,undefined
-    unit=(formats tokenizer core server runtime)
+    unit=(formats tokenizer core server)
     extra_targets=()
-    prebuilt=(xgrammar)
+    prebuilt=(xgrammar ops backends_cpu models)
+    if [ "${EXTRA:-}" = e2e ]; then
+      extra_targets=(lucid lucid_e2e_tests)
+      prebuilt=(xgrammar)
+    fi
     ;;
   tsan)
     dir=build-tsan
@@ -82,7 +94,8 @@ base_cpu=$cpu
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DLUCID_SANITIZE="$san" \
   -DLUCID_BUILD_BENCHMARKS=OFF "${prebuilt_args[@]}" "${launcher[@]}" "$@" >/dev/null
 export LUCID_SOURCE_DIR="$root"
-export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
+# allocator_may_return_null: the allocator tests ask for sizes no machine has and expect an error.
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:allocator_may_return_null=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/tsan.supp"
 if [ "$kind" = tsan ]; then export OMP_NUM_THREADS=1; fi

@@ -30,9 +30,9 @@ namespace lucid {
 
 // Cumulative CPU counters, in seconds.
 struct CpuReading {
-  bool valid = false;       // own_* could be read
-  double own_cpu_s = 0;     // the calling thread on a CPU
-  double own_wait_s = 0;    // the calling thread runnable, waiting for a CPU
+  bool valid = false;          // own_* could be read
+  double own_cpu_s = 0;        // the calling thread on a CPU
+  double own_wait_s = 0;       // the calling thread runnable, waiting for a CPU
   bool machine_valid = false;  // the fields below could be read (only asked for when needed)
   double process_cpu_s = 0;    // every thread of this process
   double machine_busy_s = 0;   // the CPUs this process may run on, summed: time not idle

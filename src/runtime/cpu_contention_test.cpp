@@ -36,7 +36,7 @@ struct FakeCpu {
 
 // Steps of `step_s` for `seconds` at the given shares; returns the last team limit.
 int Drive(ContentionRule& rule, FakeCpu& cpu, double* t, double seconds, double run, double wait,
-        double others, double step_s = 0.002) {
+          double others, double step_s = 0.002) {
   int limit = -1;
   for (double end = *t + seconds; *t < end; *t += step_s) {
     cpu.Advance(step_s, run, wait, run * 2, others);
@@ -150,8 +150,9 @@ TEST(ContentionRuleTest, UnreadableCountersLeaveTheTeamAlone) {
 // the machine's CPUs are those this process may run on.
 TEST(ReadCpuTest, ReadsTheThreadsAndTheMachinesCounters) {
   const CpuReading a = ReadCpu(true);
-  if (!a.valid) GTEST_SKIP() << "/proc/thread-self/schedstat is not readable (kernel without "
-                                "CONFIG_SCHED_INFO?): the rule is off here";
+  if (!a.valid)
+    GTEST_SKIP() << "/proc/thread-self/schedstat is not readable (kernel without "
+                    "CONFIG_SCHED_INFO?): the rule is off here";
   ASSERT_TRUE(a.machine_valid);
   EXPECT_GE(a.cpus, 1);
   cpu_set_t mask;

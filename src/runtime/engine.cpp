@@ -121,9 +121,9 @@ class ThreadedEngine final : public Engine {
       }
       StepGuarded();
       if (contention_.enabled()) {
-        const double now = std::chrono::duration<double>(
-                               std::chrono::steady_clock::now().time_since_epoch())
-                               .count();
+        const double now =
+            std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+                .count();
         SetTeamLimit(contention_.AfterStep(now));
       }
       Publish();

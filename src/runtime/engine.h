@@ -161,8 +161,8 @@ class Engine {
 
 // The engine over a loaded model; `tokenizer` (may be null) is used for stop strings and text.
 // Starts the engine thread. Errors: InvalidArgument for options that cannot work (see
-// EngineCore::Create; a negative cpu_busy_threads), Unimplemented for kLayers on a model without the per-op check.
-// (Added by the runtime, issue 6; MakeEngine aborts on those errors instead.)
+// EngineCore::Create; a negative cpu_busy_threads), Unimplemented for kLayers on a model without
+// the per-op check. (Added by the runtime, issue 6; MakeEngine aborts on those errors instead.)
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::unique_ptr<Model> model,
                                                std::shared_ptr<const tok::Tokenizer> tokenizer,
                                                const EngineOptions& options);
