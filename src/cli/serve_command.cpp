@@ -31,6 +31,7 @@
 #include "config/option_table.h"
 #include "config/resolver.h"
 #include "config/wait_policy.h"
+#include "core/parallel.h"
 #include "formats/align_checkpoint.h"
 #include "models/registry.h"
 #include "runtime/engine.h"
@@ -111,6 +112,8 @@ EngineOptions EngineOptionsFrom(const config::ResolvedConfig& rc, int64_t contex
                  : nan == "layers" ? EngineOptions::NanCheck::kLayers
                                    : EngineOptions::NanCheck::kLogits;
   eo.kv_dtype = rc.kv_cache_dtype();
+  // The CPU-contention rule (runtime/cpu_contention.h): one thread fewer while the CPU is busy.
+  if (rc.String("cpu-contention") == "leave-a-core") eo.cpu_busy_threads = NumThreads() - 1;
   return eo;
 }
 
@@ -209,7 +212,10 @@ int Serve(const config::ResolvedConfig& rc) {
   LogInfo("engine: page size " + std::to_string(eo.page_size) + ", " +
           std::to_string(eo.num_pages) + " KV pages, up to " +
           std::to_string(eo.max_running_requests) + " running requests, context " +
-          std::to_string(context));
+          std::to_string(context) + ", kernel threads " + std::to_string(NumThreads()) +
+          (eo.cpu_busy_threads > 0
+               ? " (" + std::to_string(eo.cpu_busy_threads) + " while the CPU is contended)"
+               : ""));
   if (assets->tokenizer && int64_t(assets->tokenizer->vocab_size()) > mc.vocab_size)
     LogWarning("the tokenizer has " + std::to_string(assets->tokenizer->vocab_size()) +
                " ids but the model only " + std::to_string(mc.vocab_size) +

@@ -77,6 +77,29 @@ TEST(ExplainCommandTest, ValidPlanExitsZeroAndPrintsJson) {
   EXPECT_FALSE(j["kernels"].empty());
 }
 
+// The CPU-contention rule of the serving engine (runtime/cpu_contention.h) is in the plan with its
+// reason, and the option overrides it.
+TEST(ExplainCommandTest, ShowsTheCpuContentionRuleAndItsOverride) {
+  const std::string tiny = Src("tests/fixtures/models/tiny_glm_moe_dsa");
+  CliResult r = RunCli({"explain", "--model-path", tiny, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["settings"]["cpu-contention"]["value"], "leave-a-core") << j["settings"].dump();
+  EXPECT_EQ(j["settings"]["cpu-contention"]["source"], "rule:contention-leave-a-core");
+  r = RunCli({"explain", "--model-path", tiny});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("contention-leave-a-core"), std::string::npos) << r.out;
+  r = RunCli({"explain", "--model-path", tiny, "--cpu-contention", "ignore", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["settings"]["cpu-contention"]["value"], "ignore");
+  EXPECT_EQ(j["settings"]["cpu-contention"]["source"], "user:cli");
+  r = RunCli({"explain", "--model-path", tiny, "--cpu-contention", "sometimes"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("valid: auto, leave-a-core, ignore"), std::string::npos) << r.err;
+}
+
 TEST(ExplainCommandTest, ConflictExitsTwoNamingBothSettings) {
   CliResult r = RunCli({"explain", "--model-path", kGlm, "--target", "cuda:sm_120", "--gpu-memory",
                         "96GiB", "--gpu-count", "8", "--tp-size", "8", "--kv-cache-dtype",

@@ -112,6 +112,11 @@ std::vector<OptionSpec> BuildTable() {
                    "environment when OMP_WAIT_POLICY or GOMP_SPINCOUNT is set, else short-spin: "
                    "spin ~0.1 ms, then sleep, so a busy CPU is not starved); applied by lucid "
                    "re-executing itself once with the OpenMP variables set"));
+  t.push_back(Enum("cpu-contention", "auto", {"leave-a-core", "ignore"}, kKern,
+                   "What the serving engine does while other processes want its CPUs (auto: "
+                   "leave-a-core: the kernels' parallel regions run on one thread fewer until "
+                   "the CPUs are free again, the outputs unchanged; ignore: always every "
+                   "thread)"));
   t.push_back(Range(Opt("cuda-graph-max-bs", OptionType::kInt, "auto", kGraph,
                         "Largest decode batch captured in a CUDA graph"),
                     1, 4096));

@@ -112,6 +112,15 @@ std::vector<Rule> BuildRules() {
       [](const Ctx&) { return json("short-spin"); },
       [](const Ctx&) { return WaitPolicyRuleReason("wait-policy-short-spin"); });
   add(
+      "contention-leave-a-core", "cpu-contention", "always", always,
+      [](const Ctx&) { return json("leave-a-core"); },
+      [](const Ctx&) {
+        return "a kernel thread that another process preempts holds up every parallel region "
+               "of the step; while the engine waits for a CPU (>10% of its time) its team runs "
+               "one thread fewer, and the whole team again once the others leave a core free "
+               "(runtime/cpu_contention.h)";
+      });
+  add(
       "dtype-cpu-f32", "dtype", "device is cpu", [](const Ctx& c) { return !c.cuda(); },
       [](const Ctx&) { return json("float32"); },
       [](const Ctx&) {

@@ -5,9 +5,17 @@
 #include <algorithm>
 
 namespace lucid {
+namespace {
+
+thread_local int t_team_limit = 0;
+
+}  // namespace
 
 int NumThreads() { return omp_get_max_threads(); }
 void SetNumThreads(int n) { omp_set_num_threads(std::max(1, n)); }
+
+int TeamLimit() { return t_team_limit; }
+void SetTeamLimit(int n) { t_team_limit = std::max(0, n); }
 
 void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
@@ -19,13 +27,17 @@ void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int
     fn(0, n);
     return;
   }
-#pragma omp parallel num_threads(static_cast<int>(chunks))
+  // Balanced split: every chunk has floor(n / chunks) >= grain items or one more.
+  const auto run = [&](int64_t c) { fn(c * n / chunks, (c + 1) * n / chunks); };
+  const int64_t team = t_team_limit > 0 ? std::min<int64_t>(chunks, t_team_limit) : chunks;
+  if (team <= 1) {  // the same chunks, in order, without waking the OpenMP workers
+    for (int64_t c = 0; c < chunks; ++c) run(c);
+    return;
+  }
+#pragma omp parallel num_threads(static_cast<int>(team))
   {
-    const int64_t team = omp_get_num_threads();
-    for (int64_t c = omp_get_thread_num(); c < chunks; c += team) {
-      // Balanced split: every chunk has floor(n / chunks) >= grain items or one more.
-      fn(c * n / chunks, (c + 1) * n / chunks);
-    }
+    const int64_t granted = omp_get_num_threads();
+    for (int64_t c = omp_get_thread_num(); c < chunks; c += granted) run(c);
   }
 }
 

@@ -18,7 +18,10 @@ namespace {
 class ParallelTest : public ::testing::Test {
  protected:
   void SetUp() override { saved_ = NumThreads(); }
-  void TearDown() override { SetNumThreads(saved_); }
+  void TearDown() override {
+    SetNumThreads(saved_);
+    SetTeamLimit(0);
+  }
 
  private:
   int saved_ = 1;
@@ -160,6 +163,55 @@ TEST_F(ParallelTest, NestedCallsRunInline) {
     EXPECT_EQ(e, 1000);
   }
   EXPECT_EQ(inner_on_other_thread.load(), 0);
+}
+
+// The team limit (what the serving engine lowers on a contended CPU) changes which threads run
+// the chunks, never the chunks: a kernel's bits do not depend on it.
+TEST_F(ParallelTest, TeamLimitKeepsTheChunksAndRunsThemOnFewerThreads) {
+  SetNumThreads(4);
+  const auto free_chunks = RecordChunks(1000, 1);
+  ASSERT_EQ(free_chunks.size(), 4u);
+  for (int limit : {1, 2, 3}) {
+    SetTeamLimit(limit);
+    EXPECT_EQ(TeamLimit(), limit);
+    const auto chunks = RecordChunks(1000, 1);
+    ASSERT_EQ(chunks.size(), free_chunks.size()) << "limit " << limit;
+    std::set<std::thread::id> threads;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      EXPECT_EQ(chunks[i].begin, free_chunks[i].begin) << "limit " << limit << " chunk " << i;
+      EXPECT_EQ(chunks[i].end, free_chunks[i].end) << "limit " << limit << " chunk " << i;
+      threads.insert(chunks[i].thread);
+    }
+    EXPECT_LE(static_cast<int>(threads.size()), limit) << "limit " << limit;
+    if (limit == 1) {
+      EXPECT_EQ(*threads.begin(), std::this_thread::get_id());
+    }
+  }
+  SetTeamLimit(0);
+  std::set<std::thread::id> threads;
+  for (const Chunk& c : RecordChunks(1000, 1)) threads.insert(c.thread);
+  EXPECT_GT(threads.size(), 1u) << "no limit: the chunks are shared by the team";
+}
+
+// With a limit of one the chunks run in order on the calling thread, one call each.
+TEST_F(ParallelTest, TeamLimitOfOneRunsTheChunksInOrder) {
+  SetNumThreads(3);
+  SetTeamLimit(1);
+  std::vector<std::pair<int64_t, int64_t>> calls;  // no lock: one thread
+  ParallelFor(10, 1, [&](int64_t b, int64_t e) { calls.emplace_back(b, e); });
+  const std::vector<std::pair<int64_t, int64_t>> want = {{0, 3}, {3, 6}, {6, 10}};
+  EXPECT_EQ(calls, want);
+  SetTeamLimit(-3);  // clamped to 0: no limit
+  EXPECT_EQ(TeamLimit(), 0);
+}
+
+// The limit is the calling thread's, like the thread count.
+TEST_F(ParallelTest, TeamLimitIsPerThread) {
+  SetTeamLimit(1);
+  int other = -1;
+  std::thread([&] { other = TeamLimit(); }).join();
+  EXPECT_EQ(other, 0);
+  EXPECT_EQ(TeamLimit(), 1);
 }
 
 TEST_F(ParallelTest, EmptyOrNegativeRangeCallsNothing) {

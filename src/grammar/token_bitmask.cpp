@@ -4,14 +4,21 @@
 #include <limits>
 
 namespace lucid::grammar {
+// target_clones makes an ifunc, whose resolver the dynamic loader runs before a sanitizer's
+// runtime is initialised, and an instrumented resolver crashes there (ThreadSanitizer: SIGSEGV in
+// libtsan before main, found by scripts/sanitize.sh tsan). Sanitizer builds take the default only.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define LUCID_BITMASK_CLONES
+#else
+#define LUCID_BITMASK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Whole words: `words` covers logits[0, 32 * n).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void ApplyWords(const int32_t* words,
-                                                                             size_t n,
-                                                                             float* logits) {
+LUCID_BITMASK_CLONES void ApplyWords(const int32_t* words, size_t n, float* logits) {
   for (size_t w = 0; w < n; ++w) {
     const uint32_t bits = static_cast<uint32_t>(words[w]);
     if (bits == 0xffffffffu) continue;

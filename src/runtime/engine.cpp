@@ -2,6 +2,7 @@
 // an inbox under a mutex and wake it. Stats are a snapshot published after every step.
 // An exception escaping a step (e.g. std::bad_alloc in a kernel) fails the requests in flight with
 // Internal and the engine keeps serving: this is the one place exceptions are caught.
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -25,11 +26,16 @@ struct AbortItem {
 
 class ThreadedEngine final : public Engine {
  public:
-  explicit ThreadedEngine(std::unique_ptr<EngineCore> core) : core_(std::move(core)) {
+  ThreadedEngine(std::unique_ptr<EngineCore> core, const EngineOptions& options)
+      : core_(std::move(core)),
+        threads_(NumThreads()),
+        contention_(threads_, options.cpu_busy_threads,
+                    options.cpu_reader ? options.cpu_reader : CpuReader(ReadCpu)) {
     stats_ = core_->Stats();
+    stats_.cpu_team_threads = threads_;
     // OpenMP's thread count is per thread: carry the creator's (SetNumThreads, OMP_NUM_THREADS)
     // over to the engine thread, which runs every kernel.
-    const int threads = NumThreads();
+    const int threads = threads_;
     thread_ = std::thread([this, threads] {
       SetNumThreads(threads);
       Loop();
@@ -114,17 +120,27 @@ class ThreadedEngine final : public Engine {
         return;
       }
       StepGuarded();
+      if (contention_.enabled()) {
+        const double now =
+            std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+                .count();
+        SetTeamLimit(contention_.AfterStep(now));
+      }
       Publish();
     }
   }
 
   void Publish() {
     EngineStats s = core_->Stats();
+    s.cpu_team_threads = contention_.team();
+    s.cpu_team_lowerings = contention_.lowerings();
     std::lock_guard<std::mutex> lock(mu_);
     stats_ = s;
   }
 
   std::unique_ptr<EngineCore> core_;
+  const int threads_;
+  ContentionRule contention_;  // the engine thread's only
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::variant<AddItem, AbortItem>> inbox_;
@@ -141,9 +157,12 @@ class ThreadedEngine final : public Engine {
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::unique_ptr<Model> model,
                                                std::shared_ptr<const tok::Tokenizer> tokenizer,
                                                const EngineOptions& options) {
+  if (options.cpu_busy_threads < 0)
+    return InvalidArgument("cpu_busy_threads must be >= 0 (0: the contention rule is off), got " +
+                           std::to_string(options.cpu_busy_threads));
   LUCID_ASSIGN_OR_RETURN(auto core,
                          EngineCore::Create(std::move(model), std::move(tokenizer), options));
-  return std::unique_ptr<Engine>(new ThreadedEngine(std::move(core)));
+  return std::unique_ptr<Engine>(new ThreadedEngine(std::move(core), options));
 }
 
 std::unique_ptr<Engine> MakeEngine(std::unique_ptr<Model> model,

@@ -18,6 +18,7 @@
 
 #include "core/status.h"
 #include "models/model.h"
+#include "runtime/cpu_contention.h"
 #include "runtime/token_constraint.h"
 
 namespace lucid {
@@ -110,6 +111,12 @@ struct EngineOptions {
   bool enable_prefix_cache = true;
   // Added by the runtime (issue 6): the KV pool's storage dtype (--kv-cache-dtype).
   KvDtype kv_dtype = KvDtype::kF32;
+  // The CPU-contention rule of the threaded engine (runtime/cpu_contention.h): the team of the
+  // kernels' parallel regions while other processes want the CPUs. 0: the rule is off (the
+  // default for tools and tests); `lucid serve` sets NumThreads() - 1 (option cpu-contention).
+  // The outputs do not depend on it. Where the rule reads its counters: null is ReadCpu.
+  int cpu_busy_threads = 0;
+  CpuReader cpu_reader;
 };
 
 struct EngineStats {
@@ -124,6 +131,9 @@ struct EngineStats {
   // Cumulative, a part of requests_error: those failed by the numerics guard (non-finite values;
   // their error message starts with "numerics:"). The server's health reads it (issue 26).
   int64_t requests_numeric_error = 0;
+  // The threaded engine's kernel team (the CPU-contention rule): threads its parallel regions run
+  // on now, and how many times the rule has lowered it (cumulative). 0 and 0 for an EngineCore.
+  int64_t cpu_team_threads = 0, cpu_team_lowerings = 0;
 };
 
 class Engine {
@@ -151,8 +161,8 @@ class Engine {
 
 // The engine over a loaded model; `tokenizer` (may be null) is used for stop strings and text.
 // Starts the engine thread. Errors: InvalidArgument for options that cannot work (see
-// EngineCore::Create), Unimplemented for kLayers on a model without the per-op check.
-// (Added by the runtime, issue 6; MakeEngine aborts on those errors instead.)
+// EngineCore::Create; a negative cpu_busy_threads), Unimplemented for kLayers on a model without
+// the per-op check. (Added by the runtime, issue 6; MakeEngine aborts on those errors instead.)
 StatusOr<std::unique_ptr<Engine>> CreateEngine(std::unique_ptr<Model> model,
                                                std::shared_ptr<const tok::Tokenizer> tokenizer,
                                                const EngineOptions& options);

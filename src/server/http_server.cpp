@@ -403,7 +403,9 @@ void HttpServer::HandleServerInfo(httplib::Response& res) const {
                            {"queued", st.queued},
                            {"pages_total", st.pages_total},
                            {"pages_used", st.pages_used},
-                           {"pages_cached", st.pages_cached}};
+                           {"pages_cached", st.pages_cached},
+                           {"cpu_team_threads", st.cpu_team_threads},
+                           {"cpu_team_lowerings", st.cpu_team_lowerings}};
     }
   }
   ReplyJson(res, j);

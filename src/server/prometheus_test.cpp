@@ -82,6 +82,8 @@ TEST(ServerMetrics, RendersEveryFamilyInTextFormat) {
   st.prefix_hit_tokens = 64;
   st.running = 1;
   st.queued = 2;
+  st.cpu_team_threads = 3;
+  st.cpu_team_lowerings = 4;
   const std::string text = m.Render(&st, 3, true);
   for (const char* want :
        {"lucid_http_requests_total{route=\"/v1/completions\",status=\"200\"} 2\n",
@@ -92,7 +94,8 @@ TEST(ServerMetrics, RendersEveryFamilyInTextFormat) {
         "lucid_inter_token_latency_seconds_count 1\n",
         "lucid_e2e_request_latency_seconds_count 1\n", "lucid_prompt_tokens_total 0\n",
         "lucid_generation_tokens_total 0\n", "lucid_server_ready 1\n",
-        "lucid_http_requests_in_flight 3\n"})
+        "lucid_http_requests_in_flight 3\n", "lucid_cpu_team_threads 3\n",
+        "lucid_cpu_team_lowerings_total 4\n"})
     EXPECT_NE(text.find(want), std::string::npos) << want;
   size_t pos = 0;
   while (pos < text.size()) {

@@ -407,16 +407,19 @@ Err ParseMessages(const ordered_json& body, ParsedRequest* out) {
                             "'. Supported values are: 'system', 'developer', 'user', 'assistant', "
                             "and 'tool'.",
                         param + ".role", "invalid_value");
+    // By value: msg["content"] below may grow msg, which moves its members (`role` would dangle;
+    // found by scripts/sanitize.sh, an assistant message without content).
+    const std::string role_name = role->get<std::string>();
     auto content = msg.find("content");
     if (content == msg.end()) {
-      if (*role != "assistant")
+      if (role_name != "assistant")
         return BadRequest("Missing required parameter: '" + param + ".content'.",
                           param + ".content", "missing_required_parameter");
       msg["content"] = nullptr;
     } else {
       LUCID_API_RETURN_IF_ERROR(NormalizeContent(&*content, param + ".content"));
     }
-    if (*role == "assistant") ToolCallArgumentsAsObjects(&msg);
+    if (role_name == "assistant") ToolCallArgumentsAsObjects(&msg);
     out->messages.push_back(std::move(msg));
   }
   return std::nullopt;

@@ -57,6 +57,13 @@ std::string ServerMetrics::Render(const EngineStats* stats, int64_t in_flight, b
   w.Gauge("lucid_kv_pages_cached", "KV cache pages held only by the prefix cache (reclaimable).",
           double(s.pages_cached));
   w.Gauge("lucid_server_ready", "1 once the warm-up generation succeeded, else 0.", ready ? 1 : 0);
+  w.Gauge("lucid_cpu_team_threads",
+          "Threads the CPU kernels' parallel regions run on now (fewer while the CPU is "
+          "contended: --cpu-contention).",
+          double(s.cpu_team_threads));
+  w.Counter("lucid_cpu_team_lowerings_total",
+            "Times the CPU-contention rule lowered the kernels' team.",
+            double(s.cpu_team_lowerings));
   return w.text();
 }
 
