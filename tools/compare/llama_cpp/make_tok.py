@@ -7,7 +7,14 @@ from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers, pr
 src = sys.argv[2] if len(sys.argv) > 2 else sysconfig.get_paths()['stdlib']
 files = sorted(glob.glob(os.path.join(src, '**', '*.py'), recursive=True))
 sel, total = [], 0
+def utf8(path):  # the trainer refuses a file that is not UTF-8 (some stdlib test data is not)
+    try:
+        open(path, encoding='utf-8').read()
+        return True
+    except (UnicodeDecodeError, OSError):
+        return False
 for f in files:
+    if not utf8(f): continue
     s = os.path.getsize(f)
     if total + s > 25_000_000: break
     sel.append(f); total += s
