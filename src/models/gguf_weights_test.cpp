@@ -63,7 +63,7 @@ TEST_P(GgufWeight, RowsAndLinearEqualTheGgufPackage) {
   for (const Ops* ops : {static_cast<const Ops*>(&reference), static_cast<const Ops*>(&fast)}) {
     Tensor y = Tensor::Zeros(DType::kF32, {T, R});
     ops->Linear(x, *w, y);
-    if (w->format == WeightFormat::kGgml || ops == &reference) {
+    if (ops == &reference) {  // the fast set's GGUF kernels sum in another order
       EXPECT_EQ(std::memcmp(y.data<float>(), expect.data(), T * R * 4), 0) << ops->name();
     } else {
       for (int64_t i = 0; i < T * R; ++i)

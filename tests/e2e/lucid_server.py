@@ -60,8 +60,11 @@ def make_model_dir(root):
     os.makedirs(d, exist_ok=True)
     for f in ("config.json", "model.safetensors", "generation_config.json"):
         src = os.path.join(TINY_MODEL, f)
-        if os.path.exists(src) and not os.path.exists(os.path.join(d, f)):
-            os.symlink(os.path.abspath(src), os.path.join(d, f))
+        link = os.path.join(d, f)
+        if os.path.lexists(link):  # a link left by an earlier run may point at another checkout
+            os.remove(link)
+        if os.path.exists(src):
+            os.symlink(os.path.abspath(src), link)
     with open(os.path.join(d, "tokenizer.json"), "w") as f:
         json.dump(byte_level_tokenizer(), f)
     with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
