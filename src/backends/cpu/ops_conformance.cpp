@@ -375,6 +375,33 @@ std::vector<ConformanceCase> RunOpsConformance(const Ops& candidate, Conformance
   return s.Take();
 }
 
+const std::vector<std::string>& OpNames() {
+  static const std::vector<std::string> names = {"Linear",
+                                                 "LinearMany",
+                                                 "LinearTransposed",
+                                                 "Embedding",
+                                                 "RmsNorm",
+                                                 "LayerNorm",
+                                                 "Rope",
+                                                 "SwiGlu",
+                                                 "MlaAttention",
+                                                 "IndexerScores",
+                                                 "GqaAttention",
+                                                 "TopK",
+                                                 "MoeRoute",
+                                                 "MoeExperts",
+                                                 "MlaAbsorbQuery",
+                                                 "MlaProjectOutput",
+                                                 "Accumulate",
+                                                 "Scale",
+                                                 "CopyColumns",
+                                                 "GatherRows",
+                                                 "WriteKvRows",
+                                                 "TopKRows",
+                                                 "NonFiniteRows"};
+  return names;
+}
+
 bool AllPassed(const std::vector<ConformanceCase>& cases) {
   return std::all_of(cases.begin(), cases.end(), [](const auto& c) { return c.pass; });
 }

@@ -27,6 +27,10 @@
 
 namespace lucid {
 
+// Every op of Ops (ops/ops.h) by its method name ("Linear", ...), in declaration order: the
+// names `only` below and a backend that reports which ops it implements use.
+const std::vector<std::string>& OpNames();
+
 // The arithmetic a candidate promises:
 //   kF32           the reference's results on the same inputs.
 //   kBf16Act       the matmuls (Linear, LinearMany, MoeExperts, MlaProjectOutput) multiply

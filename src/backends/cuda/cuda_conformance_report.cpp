@@ -11,35 +11,6 @@
 #include "backends/cuda/cuda_ops.h"
 
 namespace lucid::cuda {
-namespace {
-
-// Every op of ops/ops.h by its method name, in declaration order.
-constexpr const char* kAllOps[] = {"Linear",
-                                   "LinearMany",
-                                   "LinearTransposed",
-                                   "Embedding",
-                                   "RmsNorm",
-                                   "LayerNorm",
-                                   "Rope",
-                                   "SwiGlu",
-                                   "MlaAttention",
-                                   "IndexerScores",
-                                   "GqaAttention",
-                                   "TopK",
-                                   "MoeRoute",
-                                   "MoeExperts",
-                                   "MlaAbsorbQuery",
-                                   "MlaProjectOutput",
-                                   "Accumulate",
-                                   "Scale",
-                                   "CopyColumns",
-                                   "GatherRows",
-                                   "WriteKvRows",
-                                   "TopKRows",
-                                   "NonFiniteRows"};
-
-}  // namespace
-
 std::string CudaStatusLine() {
   std::string s = "cuda: built for " + CompiledCudaArchitecturesText() + "; ";
   StatusOr<std::vector<CudaDeviceInfo>> d = ProbeCudaDevices();
@@ -54,7 +25,7 @@ std::string CudaStatusLine() {
 CudaSelfTest RunCudaSelfTest() {
   CudaSelfTest r;
   std::vector<std::string> implemented;
-  for (const char* op : kAllOps) {
+  for (const std::string& op : OpNames()) {
     if (CudaImplements(op))
       implemented.push_back(op);
     else
