@@ -204,7 +204,7 @@ TEST_F(GuardedServerTest, ConnectionsBeyondTheTotalGet503ButProbesAnswer) {
   for (int fd : open_) close(fd);
   open_.clear();
   int status = 0;
-  for (int i = 0; i < 100 && (status = Completion()) != 200; ++i) std::this_thread::sleep_for(20ms);
+  for (int i = 0; i < 500 && (status = Completion()) != 200; ++i) std::this_thread::sleep_for(20ms);
   EXPECT_EQ(status, 200);
 }
 

@@ -333,11 +333,11 @@ TEST_F(HttpServerTest, DisconnectMidStreamAbortsAndFreesPages) {
   ASSERT_GE(fd, 0);
   EXPECT_EQ(engine_->Stats().pages_used, 1);
   close(fd);
-  for (int i = 0; i < 200 && engine_->Stats().requests_aborted == 0; ++i)
+  for (int i = 0; i < 1000 && engine_->Stats().requests_aborted == 0; ++i)
     std::this_thread::sleep_for(10ms);
   EXPECT_EQ(engine_->Stats().requests_aborted, 1);
   EXPECT_EQ(engine_->Stats().pages_used, 0);
-  for (int i = 0; i < 200 && server_->in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 1000 && server_->in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
   EXPECT_EQ(server_->in_flight(), 0);
 }
 
@@ -365,7 +365,7 @@ TEST_F(HttpServerTest, DisconnectWithoutStreamingAbortsAndFreesPages) {
     std::this_thread::sleep_for(10ms);
   EXPECT_EQ(engine_->Stats().requests_aborted, 1);
   EXPECT_EQ(engine_->Stats().pages_used, 0);
-  for (int i = 0; i < 200 && server_->in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 1000 && server_->in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
   EXPECT_EQ(server_->in_flight(), 0);
 }
 
@@ -579,7 +579,7 @@ TEST_F(HttpServerTest, TooManyConcurrentRequestsIs429) {
   ASSERT_GE(fd, 0);
   ExpectError(Post("/v1/completions", R"({"prompt": [5]})"), 429, "", "rate_limit_exceeded");
   close(fd);
-  for (int i = 0; i < 300 && server_->in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 1000 && server_->in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
   auto r = Post("/v1/completions", R"({"prompt": [5], "max_tokens": 1})");
   EXPECT_EQ(r->status, 200);
 }
