@@ -5,6 +5,8 @@
 #include <regex>
 #include <utility>
 
+#include "formats/gguf_config_common.h"
+
 namespace lucid {
 namespace {
 
@@ -93,17 +95,7 @@ StatusOr<nlohmann::json> HfConfigFromGguf(const GgufFile& f) {
     if (heads == 0) return InvalidArgument(f.path() + ": " + arch + ".attention.head_count is 0");
     c["head_dim"] = c["hidden_size"].get<uint64_t>() / heads;
   }
-  if (!c.contains("vocab_size")) {
-    LUCID_ASSIGN_OR_RETURN(auto tokens, f.GetStringArray("tokenizer.ggml.tokens"));
-    c["vocab_size"] = tokens.size();
-  }
-  c["tie_word_embeddings"] = f.tensors().count("output.weight") == 0;
-  for (auto [key, hf] : {std::pair{"tokenizer.ggml.bos_token_id", "bos_token_id"},
-                         std::pair{"tokenizer.ggml.eos_token_id", "eos_token_id"}}) {
-    if (!f.Find(key)) continue;
-    LUCID_ASSIGN_OR_RETURN(uint64_t v, f.GetUint(key));
-    c[hf] = v;
-  }
+  LUCID_RETURN_IF_ERROR(gguf_config::AddTokenizerKeys(f, c));
   return c;
 }
 
@@ -118,17 +110,7 @@ std::optional<std::string> HfTensorName(const std::string& name) {
       {"ffn_down", "mlp.down_proj"},           {"attn_norm", "input_layernorm"},
       {"ffn_norm", "post_attention_layernorm"}};
   static const std::regex kPattern(R"(^(?:blk\.(\d+)\.)?([a-z_]+)\.(weight|bias)$)");
-  std::smatch m;
-  if (!std::regex_match(name, m, kPattern)) return std::nullopt;
-  const std::string suffix = "." + m[3].str();
-  if (!m[1].matched) {
-    auto it = kTop.find(m[2].str());
-    if (it == kTop.end()) return std::nullopt;
-    return it->second + suffix;
-  }
-  auto it = kLayer.find(m[2].str());
-  if (it == kLayer.end()) return std::nullopt;
-  return "model.layers." + m[1].str() + "." + it->second + suffix;
+  return gguf_config::HfNameFromTables(name, kPattern, kTop, kLayer);
 }
 
 RopeLayout QkRopeLayout(const std::string& arch) {

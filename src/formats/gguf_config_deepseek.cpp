@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "formats/gguf_config.h"
+#include "formats/gguf_config_common.h"
 
 namespace lucid {
 namespace {
@@ -236,17 +237,7 @@ StatusOr<nlohmann::json> DeepseekHfConfigFromGguf(const GgufFile& f) {
           IndexerTypes(f, a, blocks - nextn, c["max_position_embeddings"].get<uint64_t>()));
     }
   }
-  if (!c.contains("vocab_size")) {
-    LUCID_ASSIGN_OR_RETURN(auto tokens, f.GetStringArray("tokenizer.ggml.tokens"));
-    c["vocab_size"] = tokens.size();
-  }
-  c["tie_word_embeddings"] = f.tensors().count("output.weight") == 0;
-  for (auto [key, hf] : {std::pair{"tokenizer.ggml.bos_token_id", "bos_token_id"},
-                         std::pair{"tokenizer.ggml.eos_token_id", "eos_token_id"}}) {
-    if (!f.Find(key)) continue;
-    LUCID_ASSIGN_OR_RETURN(uint64_t v, f.GetUint(key));
-    c[hf] = v;
-  }
+  LUCID_RETURN_IF_ERROR(gguf_config::AddTokenizerKeys(f, c));
   return c;
 }
 
@@ -276,20 +267,12 @@ std::optional<std::string> DeepseekHfTensorName(const std::string& name) {
       {"ffn_up_shexp", "mlp.shared_experts.up_proj"},
       {"ffn_down_shexp", "mlp.shared_experts.down_proj"}};
   static const std::regex kPattern(R"(^(?:blk\.(\d+)\.)?([a-z_.]+?)\.(weight|bias)$)");
+  // The one name whose suffix is part of the HF name: exp_probs_b.bias is the router's bias.
+  static const std::regex kRouterBias(R"(^blk\.(\d+)\.exp_probs_b\.bias$)");
   std::smatch m;
-  if (!std::regex_match(name, m, kPattern)) return std::nullopt;
-  const std::string suffix = "." + m[3].str();
-  if (!m[1].matched) {
-    auto it = kTop.find(m[2].str());
-    if (it == kTop.end()) return std::nullopt;
-    return it->second + suffix;
-  }
-  const std::string p = "model.layers." + m[1].str() + ".";
-  if (m[2].str() == "exp_probs_b" && m[3].str() == "bias")
-    return p + "mlp.gate.e_score_correction_bias";
-  auto it = kLayer.find(m[2].str());
-  if (it == kLayer.end()) return std::nullopt;
-  return p + it->second + suffix;
+  if (std::regex_match(name, m, kRouterBias))
+    return "model.layers." + m[1].str() + ".mlp.gate.e_score_correction_bias";
+  return gguf_config::HfNameFromTables(name, kPattern, kTop, kLayer);
 }
 
 }  // namespace lucid
