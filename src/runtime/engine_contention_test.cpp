@@ -42,6 +42,9 @@ EngineOptions Options() {
   o.page_size = 16;
   o.num_pages = 128;
   o.max_running_requests = 4;
+  // The runs below must be the same steps: a prefix-cache hit on a prompt the warm-up loop ran
+  // would prefill fewer tokens, and a many-token GEMM over fewer rows is other (valid) bits.
+  o.enable_prefix_cache = false;
   return o;
 }
 
