@@ -51,8 +51,8 @@ std::string MpiError(int rc) {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm comm, std::chrono::milliseconds timeout)
-      : comm_(comm), timeout_(timeout) {
+  MpiCommunicator(MPI_Comm comm, std::chrono::milliseconds timeout) : comm_(comm) {
+    SetTimeout(timeout);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     char name[MPI_MAX_PROCESSOR_NAME] = {};
@@ -181,9 +181,9 @@ class MpiCommunicator final : public Communicator {
       if (rc != MPI_SUCCESS) return Break(Unavailable(who + ": " + MpiError(rc)));
       if (done) return OkStatus();
       const auto now = std::chrono::steady_clock::now();
-      if (now - start > timeout_)
+      if (now - start > timeout())
         return Break(Unavailable(who + " did not complete within " +
-                                 std::to_string(timeout_.count()) +
+                                 std::to_string(timeout().count()) +
                                  " ms: a peer rank died or stalled"));
       if (polls < 2000) {
         std::this_thread::yield();
@@ -199,7 +199,6 @@ class MpiCommunicator final : public Communicator {
   }
 
   MPI_Comm comm_;
-  std::chrono::milliseconds timeout_;
   int rank_ = 0, size_ = 1;
   std::string host_;
   Status broken_;
