@@ -5,15 +5,14 @@ byte-level tokenizer of lucid_server.make_model_dir), both ranks on the referenc
 
 - test_serve_api's client tests run against the two-rank server (TpOpenAIClientTest,
   TpConcurrencyTest): every test of OpenAIClientTest and ConcurrencyTest but three, skipped below
-  with the reason (two are about the fast kernels, which this file's servers do not run, one about the GLM-5
-  fixture's output bytes);
-  test_completion_matches_lucid_generate compares with the single-process `lucid generate` on the
+  with the reason (two are about the fast kernels, which this file's servers do not run; one
+  trips on this fixture's output bytes, on one process too); test_completion_matches_lucid_generate compares with the single-process `lucid generate` on the
   reference kernels, as do the concurrent-streams test (8 of its 32 requests here) and the
   prefix-cache test.
 - The greedy output (ids, text, logprobs) equals a single-process server's on the same fixture
   with the reference kernels, for TP 2 and for TP 2 + EP 2.
-- Start-up says the world (a line per rank), and SIGTERM to rank 0 stops both ranks: mpirun
-  exits 0 (every rank exited 0).
+- Start-up says the world (a line per rank), and SIGTERM to rank 0 stops both ranks, each
+  exiting 0. --tp-size 2 without mpirun, and two ranks with --tp-size 1, are refused (exit 2).
 Run: .venv-e2e/bin/python tests/e2e/test_serve_tp.py (ctest: mpi/e2e_serve_tp).
 """
 
@@ -21,6 +20,7 @@ import concurrent.futures
 import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -158,6 +158,20 @@ class TpMatchesOneProcessTest(unittest.TestCase):
         self.assertEqual(status, 200)
         settings = json.loads(body)["config"]["settings"]
         self.assertEqual(settings["tp-size"]["value"], 2)
+
+
+class RefusalTest(unittest.TestCase):
+    def test_tp_size_without_mpirun_and_one_rank_of_several_are_refused(self):
+        args = [ls.BINARY, "serve", "--model-path", api.MODEL_DIR, "--port", str(ls.free_port())]
+        alone = subprocess.run(args + ["--tp-size", "2"], capture_output=True, text=True,
+                               timeout=60, env=ls.ENV)
+        self.assertEqual(alone.returncode, 2, alone.stderr)
+        self.assertIn("launch it as `mpirun -np 2 lucid serve ...`", alone.stderr)
+        both = subprocess.run(ls.TpLucidServer(api.MODEL_DIR).launcher + args, capture_output=True,
+                              text=True, timeout=60, env=dict(ls.ENV, **ls.MPI_ENV))
+        self.assertIn("lucid rank 0 exited with status 2", both.stderr)
+        self.assertIn("lucid rank 1 exited with status 2", both.stderr)
+        self.assertIn("but --tp-size is 1: give --tp-size 2", both.stderr)
 
 
 if __name__ == "__main__":
