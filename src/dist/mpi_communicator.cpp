@@ -169,7 +169,8 @@ class MpiCommunicator final : public Communicator {
   }
 
   // Polls `req` until it completes, fails or the deadline passes. Spins briefly, then sleeps
-  // between polls so that ranks sharing cores leave them to each other.
+  // between polls so that ranks sharing cores leave them to each other (50 us, then 1 ms once the
+  // wait has lasted 100 ms).
   Status Wait(int start_rc, MPI_Request* req, const char* what) {
     const std::string who =
         std::string(what) + " on rank " + std::to_string(rank_) + " of " + std::to_string(size_);
@@ -187,8 +188,12 @@ class MpiCommunicator final : public Communicator {
                                  " ms: a peer rank died or stalled"));
       if (polls < 2000) {
         std::this_thread::yield();
-      } else {
+      } else if (now - start < std::chrono::milliseconds(100)) {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
+      } else {
+        // A long wait (an idle server's worker waiting for the next step): few wake-ups, at the
+        // cost of up to a millisecond on the step that ends it.
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     }
   }
