@@ -92,7 +92,6 @@ class LucidServer:
         self.port = None
         self.log_path = None
         self.returncode = None
-        self.launcher = []  # a command the server runs under (mpirun: TpLucidServer)
 
     @property
     def url(self):
@@ -102,7 +101,8 @@ class LucidServer:
         for _ in range(3):  # a port taken between free_port() and bind: try another
             self.port = free_port()
             fd, self.log_path = tempfile.mkstemp(prefix="lucid-serve-", suffix=".log")
-            args = self.launcher + [BINARY, "serve", "--model-path", self.model_dir, "--host", "127.0.0.1",
+            args = self.launcher() + [
+                    BINARY, "serve", "--model-path", self.model_dir, "--host", "127.0.0.1",
                     "--port", str(self.port), "--served-model-name", self.name,
                     "--max-total-tokens", "16384", "--log-level", "info"] + self.extra_args
             self.proc = subprocess.Popen(args, stdout=fd, stderr=fd, env=self.env)
@@ -149,6 +149,10 @@ class LucidServer:
             self.returncode = self.proc.wait(timeout=10)
         return self.returncode
 
+    def launcher(self):
+        """The command the server runs under (none; mpirun for TpLucidServer)."""
+        return []
+
     def _signal(self, sig):
         self.proc.send_signal(sig)
 
@@ -180,10 +184,11 @@ def _children():
     return kids
 
 
-# Runs one rank's lucid and reports its exit status on stderr: mpirun --enable-recovery exits 0
-# whatever its ranks' statuses (OpenMPI 4.1), so the tests read each rank's from this line.
-RANK_WRAPPER = ('"$@"; rc=$?; echo "lucid rank $OMPI_COMM_WORLD_RANK exited with status $rc" >&2; '
-                'exit $rc')
+# Runs one rank's lucid with its stdout in the file "$0.<rank>.stdout" and reports its exit status
+# on stderr: mpirun --enable-recovery exits 0 whatever its ranks' statuses (OpenMPI 4.1), so the
+# tests read each rank's from this line.
+RANK_WRAPPER = ('"$@" >"$0.$OMPI_COMM_WORLD_RANK.stdout"; rc=$?; '
+                'echo "lucid rank $OMPI_COMM_WORLD_RANK exited with status $rc" >&2; exit $rc')
 
 
 class TpLucidServer(LucidServer):
@@ -191,13 +196,26 @@ class TpLucidServer(LucidServer):
     RANK_WRAPPER. By default mpirun runs with --enable-recovery, so that a worker's death is the
     server's to report (without it mpirun ends every rank at once); recovery=False leaves it out.
     stop() signals rank 0, as an operator does; rank_pid(r) finds a rank, rank_exit_codes() reads
-    the ranks' statuses."""
+    the ranks' statuses, rank_stdout(r) what a rank wrote on stdout."""
 
     def __init__(self, model_dir, extra_args=(), name="tiny", env=None, ranks=2, recovery=True):
         super().__init__(model_dir, list(extra_args) + ["--tp-size", str(ranks)], name,
                          dict(ENV if env is None else env, **MPI_ENV))
-        self.launcher = ([MPIRUN, "--oversubscribe"] + (["--enable-recovery"] if recovery else [])
-                         + ["-np", str(ranks), "sh", "-c", RANK_WRAPPER, "sh"])
+        self.mpirun = ([MPIRUN, "--oversubscribe"] + (["--enable-recovery"] if recovery else [])
+                       + ["-np", str(ranks)])
+
+    def launcher(self):
+        return self.mpirun + ["sh", "-c", RANK_WRAPPER, self.log_path]
+
+    def rank_stdout(self, rank):
+        with open(f"{self.log_path}.{rank}.stdout", errors="replace") as f:
+            return f.read()
+
+    def remove_stdout_files(self):
+        for name in os.listdir(os.path.dirname(self.log_path)):
+            path = os.path.join(os.path.dirname(self.log_path), name)
+            if path.startswith(self.log_path + ".") and path.endswith(".stdout"):
+                os.remove(path)
 
     def rank_pid(self, rank):
         """The pid of rank `rank`'s lucid (a descendant of mpirun, OMPI_COMM_WORLD_RANK=rank)."""

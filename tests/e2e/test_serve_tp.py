@@ -6,13 +6,14 @@ byte-level tokenizer of lucid_server.make_model_dir), both ranks on the referenc
 - test_serve_api's client tests run against the two-rank server (TpOpenAIClientTest,
   TpConcurrencyTest): every test of OpenAIClientTest and ConcurrencyTest but three, skipped below
   with the reason (two are about the fast kernels, which this file's servers do not run; one
-  trips on this fixture's output bytes, on one process too); test_completion_matches_lucid_generate compares with the single-process `lucid generate` on the
-  reference kernels, as do the concurrent-streams test (8 of its 32 requests here) and the
-  prefix-cache test.
+  trips on this fixture's output bytes, on one process too). test_completion_matches_lucid_generate
+  compares with the single-process `lucid generate` on the reference kernels, as do the
+  concurrent-streams test (8 of its 32 requests here) and the prefix-cache test.
 - The greedy output (ids, text, logprobs) equals a single-process server's on the same fixture
   with the reference kernels, for TP 2 and for TP 2 + EP 2.
-- Start-up says the world (a line per rank), and SIGTERM to rank 0 stops both ranks, each
-  exiting 0. --tp-size 2 without mpirun, and two ranks with --tp-size 1, are refused (exit 2).
+- Start-up says the world (a line per rank), neither rank writes on stdout, and SIGTERM to
+  rank 0 stops both ranks, each exiting 0.
+- --tp-size 2 without mpirun, and two ranks with --tp-size 1, are refused (exit 2).
 Run: .venv-e2e/bin/python tests/e2e/test_serve_tp.py (ctest: mpi/e2e_serve_tp).
 """
 
@@ -57,8 +58,12 @@ def tearDownModule():
     # SIGTERM to rank 0: it stops the worker, and every rank exits 0.
     if TP is not None and TP.rank_exit_codes() != {0: 0, 1: 0}:
         failures.append(f"ranks exited with {TP.rank_exit_codes()}:\n{TP.log()[-3000:]}")
+    if TP is not None and (TP.rank_stdout(0) or TP.rank_stdout(1)):  # logs go to stderr
+        failures.append(f"stdout: {TP.rank_stdout(0)[:500]!r}, {TP.rank_stdout(1)[:500]!r}")
     if TP is not None and "the worker ranks stopped" not in TP.log():
         failures.append("rank 0 did not say the workers stopped:\n" + TP.log()[-3000:])
+    if TP is not None:
+        TP.remove_stdout_files()
     TMP.cleanup()
     if failures:
         raise AssertionError("\n".join(failures))
@@ -147,6 +152,7 @@ class TpMatchesOneProcessTest(unittest.TestCase):
             self.assertIn("tp 2, ep 2", ep.log())
         self.assertEqual(ep.returncode, 0, ep.log()[-3000:])
         self.assertEqual(ep.rank_exit_codes(), {0: 0, 1: 0}, ep.log()[-3000:])
+        ep.remove_stdout_files()
 
     def test_start_up_says_the_world(self):
         log = TP.log()
@@ -167,8 +173,10 @@ class RefusalTest(unittest.TestCase):
                                timeout=60, env=ls.ENV)
         self.assertEqual(alone.returncode, 2, alone.stderr)
         self.assertIn("launch it as `mpirun -np 2 lucid serve ...`", alone.stderr)
-        both = subprocess.run(ls.TpLucidServer(api.MODEL_DIR).launcher + args, capture_output=True,
-                              text=True, timeout=60, env=dict(ls.ENV, **ls.MPI_ENV))
+        ranks = ls.TpLucidServer(api.MODEL_DIR)
+        ranks.log_path = os.path.join(TMP.name, "refused")
+        both = subprocess.run(ranks.launcher() + args, capture_output=True, text=True, timeout=60,
+                              env=dict(ls.ENV, **ls.MPI_ENV))
         self.assertIn("lucid rank 0 exited with status 2", both.stderr)
         self.assertIn("lucid rank 1 exited with status 2", both.stderr)
         self.assertIn("but --tp-size is 1: give --tp-size 2", both.stderr)

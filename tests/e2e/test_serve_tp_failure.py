@@ -69,6 +69,7 @@ class TpServerCase(unittest.TestCase):
         if self.server.proc.poll() is None:
             self.server.proc.kill()
         self.server.proc.wait(timeout=30)
+        self.server.remove_stdout_files()
 
     def wait_failed_and_exit(self, killed_at):
         """Asserts /health turns 503 "failed" and mpirun exits non-zero, both within the bound."""
