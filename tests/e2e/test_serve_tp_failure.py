@@ -6,6 +6,7 @@ DeepSeek-V3 fixture) whose worker rank is killed (SIGKILL).
   503 with status "failed"; mpirun (rank 0) exits non-zero within the stated bound.
 - While idle: the heartbeat notices the dead worker; /health turns 503 and the server exits
   non-zero within the bound as well.
+- Rank 0 killed: the worker, without heartbeats, exits 1 within the collective timeout.
 Rank 0's exit status is read from lucid_server.RANK_WRAPPER's line (mpirun --enable-recovery
 exits 0 whatever its ranks' statuses). Under a plain mpirun (no --enable-recovery), a worker that
 stalls (SIGSTOP) is noticed by the heartbeat the same way, and mpirun itself exits non-zero.
@@ -140,6 +141,21 @@ class KilledWorkerTest(TpServerCase):
         self.assertEqual(ls.get(self.server.url + "/health")[0], 200)
         os.kill(self.server.rank_pid(1), signal.SIGKILL)
         self.wait_failed_and_exit(time.time())
+
+
+class KilledLeaderTest(TpServerCase):
+    def test_a_worker_whose_rank_0_died_exits_1_within_the_timeout(self):
+        self.assertEqual(ls.get(self.server.url + "/health")[0], 200)
+        os.kill(self.server.rank_pid(0), signal.SIGKILL)
+        killed_at = time.time()
+        # No more heartbeats: the worker's wait for the next message fails after the timeout.
+        self.server.proc.wait(timeout=TIMEOUT_S + SLACK_S)
+        took = time.time() - killed_at
+        log = self.server.log()
+        self.assertEqual(self.server.rank_exit_codes(), {0: 137, 1: 1}, log[-3000:])
+        self.assertIn("lucid serve (rank 1): the tensor-parallel group failed", log)
+        self.assertLess(took, TIMEOUT_S + SLACK_S)
+        print(f"  (the worker exited {took:.1f} s after rank 0's death)", file=sys.stderr)
 
 
 class StalledWorkerTest(TpServerCase):
