@@ -259,12 +259,20 @@ int ServeLeader(const config::ResolvedConfig& rc, Communicator* comm, SignalWatc
       rc, *backend, comm, /*leader=*/true, signals.requested(),
       [&](const std::string& stage) { http.SetPhase(server::Phase::kLoading, stage); });
   if (!loaded.ok()) LogError("lucid serve: " + loaded.status().ToString());
+  nlohmann::json server_info = {{"config", rc.ToJson()}};
   if (comm) {
+    std::vector<RankReport> world;
     if (const int code = MeetAfterLoad(*comm, rc, loaded.ok() ? loaded->model.get() : nullptr,
-                                       loaded.ok() ? 0 : ExitCodeFor(loaded.status()));
+                                       loaded.ok() ? 0 : ExitCodeFor(loaded.status()), &world);
         code != 0)
       return code;
     comm->SetTimeout(step_timeout);
+    for (const RankReport& r : world)  // /server_info says the world too
+      server_info["world"].push_back({{"rank", r.rank},
+                                      {"host", r.host},
+                                      {"tp", r.tp},
+                                      {"ep", r.ep},
+                                      {"weight_bytes", r.weight_bytes}});
   } else if (!loaded.ok()) {
     return ExitCodeFor(loaded.status());
   }
@@ -304,7 +312,7 @@ int ServeLeader(const config::ResolvedConfig& rc, Communicator* comm, SignalWatc
   engine = std::move(*made);
 
   server::ServingModel sm = ServingModelFrom(rc, *assets, mc);
-  http.AttachEngine(engine.get(), sm, {{"config", rc.ToJson()}});
+  http.AttachEngine(engine.get(), sm, server_info);
   http.SetPhase(server::Phase::kWarmingUp, "running a warm-up generation");
   const int32_t bos = mc.bos_token_id ? static_cast<int32_t>(*mc.bos_token_id) : 0;
   if (Status s = server::RunTestGeneration(*engine, bos, 2, std::chrono::seconds(300)); !s.ok()) {

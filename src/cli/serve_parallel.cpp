@@ -78,7 +78,7 @@ StatusOr<ServedModel> LoadServedModel(const config::ResolvedConfig& rc, Backend&
 }
 
 int MeetAfterLoad(Communicator& comm, const config::ResolvedConfig& rc, const Model* model,
-                  int exit_code) {
+                  int exit_code, std::vector<RankReport>* world) {
   RankReport mine;
   mine.host = comm.host();
   mine.tp = comm.size();
@@ -91,6 +91,7 @@ int MeetAfterLoad(Communicator& comm, const config::ResolvedConfig& rc, const Mo
              ": the ranks did not meet after loading: " + all.status().ToString());
     return 1;
   }
+  if (world != nullptr) *world = *all;
   int code = 0;
   for (const RankReport& r : *all) {
     if (comm.rank() == 0 && r.exit_code == 0) LogInfo("world: " + DescribeRank(r, comm.size()));

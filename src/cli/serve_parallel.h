@@ -17,12 +17,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "config/resolver.h"
 #include "core/communicator.h"
 #include "formats/safetensors.h"
 #include "models/model.h"
+#include "runtime/tp_step.h"
 
 namespace lucid::cli {
 
@@ -52,9 +54,10 @@ StatusOr<ServedModel> LoadServedModel(const config::ResolvedConfig& rc, Backend&
 // rank's (null when it failed, with its exit status in `exit_code`). Returns 0 when every rank
 // loaded, else the exit status the group ends with (the first failed rank's; 1 when the meeting
 // itself failed). Rank 0 logs "world: rank r of N on HOST: tp, ep, MiB of weights" for each rank
-// and, for a worker that failed, that its error is in its own log.
+// and, for a worker that failed, that its error is in its own log. `world` (may be null) receives
+// every rank's report.
 int MeetAfterLoad(Communicator& comm, const config::ResolvedConfig& rc, const Model* model,
-                  int exit_code);
+                  int exit_code, std::vector<RankReport>* world = nullptr);
 
 // A worker rank (rank > 0): loads its shard, meets, then runs rank 0's steps until rank 0 stops
 // it. Writes nothing on stdout; logs warnings and errors only. SIGINT and SIGTERM are ignored

@@ -162,8 +162,13 @@ class TpMatchesOneProcessTest(unittest.TestCase):
         self.assertIn("tp 2, ep 1", log)
         status, body = ls.get(TP.url + "/server_info")
         self.assertEqual(status, 200)
-        settings = json.loads(body)["config"]["settings"]
-        self.assertEqual(settings["tp-size"]["value"], 2)
+        info = json.loads(body)
+        self.assertEqual(info["config"]["settings"]["tp-size"]["value"], 2)
+        world = info["world"]
+        self.assertEqual([(r["rank"], r["tp"], r["ep"]) for r in world], [(0, 2, 1), (1, 2, 1)])
+        for r in world:
+            self.assertIn(f"world: rank {r['rank']} of 2 on {r['host']}: tp 2, ep 1, "
+                          f"{r['weight_bytes'] / (1 << 20):.2f} MiB of weights (its shard)", log)
 
 
 class RefusalTest(unittest.TestCase):
