@@ -12,11 +12,11 @@
 
 #include "cli/commands.h"
 #include "cli/process_env.h"
+#include "cli/serve_parallel.h"
 #include "config/cli_options.h"
 #include "config/cpu_kernels.h"
 #include "config/resolver.h"
 #include "config/wait_policy.h"
-#include "dist/mpi_communicator.h"
 #include "formats/model_config.h"
 #include "formats/npy.h"
 #include "models/registry.h"
@@ -88,19 +88,6 @@ StatusOr<std::vector<int32_t>> EncodeTextPrompt(const GenerateFlags& f,
   return assets.tokenizer->Encode(text, /*add_special_tokens=*/false);
 }
 
-// The tensor-parallel group of `tp` ranks this process is one of (null for tp 1): the MPI world,
-// which must have exactly tp ranks.
-StatusOr<std::unique_ptr<Communicator>> JoinWorld(int64_t tp) {
-  if (tp <= 1) return std::unique_ptr<Communicator>();
-  const int world = LaunchedWorldSize();
-  if (world != tp)
-    return InvalidArgument("--tp-size " + std::to_string(tp) + " needs " + std::to_string(tp) +
-                           " ranks: launch it as `mpirun -np " + std::to_string(tp) +
-                           " lucid generate ...` (this process is one of " + std::to_string(world) +
-                           ")");
-  return MakeMpiCommunicator();
-}
-
 Status RunGenerate(const GenerateFlags& f, const config::ResolvedConfig& rc) {
   if (f.model_path.empty()) return InvalidArgument("--model-path is required");
   if (f.prompt_ids.empty() == f.prompt.empty())
@@ -117,7 +104,8 @@ Status RunGenerate(const GenerateFlags& f, const config::ResolvedConfig& rc) {
   // The resolved plan's kernel set (--cpu-kernels after its rule: by default fast-bf16act for a
   // bf16 checkpoint, else fast) and KV dtype, as `explain` prints them.
   LUCID_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(f.model_path));
-  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, JoinWorld(rc.Int("tp-size")));
+  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+                         JoinWorld(rc.Int("tp-size"), "generate"));
   ModelLoadOptions load;
   load.tp = comm.get();
   load.ep_size = static_cast<int>(rc.Int("ep-size"));

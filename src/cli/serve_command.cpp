@@ -8,6 +8,11 @@
 // Shutdown: new generation requests get 503, in-flight ones have --shutdown-grace seconds to
 // finish, then the engine fails the rest (each stream gets its final chunk and [DONE]); a second
 // signal exits at once.
+// Several ranks (`mpirun -np N lucid serve --tp-size N`, cli/serve_parallel.h): rank 0 does all
+// of the above over a TpLeaderModel and, after the shutdown, stops the workers; the others run
+// ServeWorker. When the group fails (a rank died or stalled: TpLeaderModel::failure()), the
+// requests in flight have failed with the collective's error, /health answers 503 "failed" for
+// kFailedLinger, and rank 0 exits 1.
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -25,7 +30,7 @@
 
 #include "cli/commands.h"
 #include "cli/process_env.h"
-#include "cli/weight_prefetch.h"
+#include "cli/serve_parallel.h"
 #include "config/cli_options.h"
 #include "config/cpu_kernels.h"
 #include "config/option_table.h"
@@ -35,6 +40,7 @@
 #include "formats/align_checkpoint.h"
 #include "models/registry.h"
 #include "runtime/engine.h"
+#include "runtime/tp_step.h"
 #include "server/http_server.h"
 #include "server/model_assets.h"
 #include "server/server_log.h"
@@ -65,11 +71,12 @@ class SignalWatcher {
     thread_.join();
   }
   const std::atomic<bool>* requested() const { return &requested_; }
-  // Waits until a signal arrives; returns its name.
-  std::string Wait() {
+  // Waits up to `d` for a signal: true (and its name in *name) once one arrived.
+  bool WaitFor(std::chrono::milliseconds d, std::string* name) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return requested_.load(); });
-    return name_;
+    if (!cv_.wait_for(lock, d, [&] { return requested_.load(); })) return false;
+    *name = name_;
+    return true;
   }
 
  private:
@@ -117,16 +124,7 @@ EngineOptions EngineOptionsFrom(const config::ResolvedConfig& rc, int64_t contex
   return eo;
 }
 
-// Start-up after the configuration resolved; returns the exit status.
-int Serve(const config::ResolvedConfig& rc) {
-  if (rc.Int("tp-size") > 1 || rc.Int("ep-size") > 1) {
-    std::fprintf(stderr,
-                 "lucid serve: --tp-size / --ep-size above 1: the server runs one process so far "
-                 "(`mpirun -np N lucid generate --tp-size N` runs tensor-parallel; "
-                 "docs/SERVING.md)\n");
-    return 2;
-  }
-  SignalWatcher signals;
+server::ServerOptions ServerOptionsFrom(const config::ResolvedConfig& rc) {
   server::ServerOptions so;
   so.host = rc.String("host");
   so.port = static_cast<int>(rc.Int("port"));
@@ -142,17 +140,107 @@ int Serve(const config::ResolvedConfig& rc) {
     if (!origin.empty()) so.allowed_origins.push_back(origin);
   }
   so.max_body_bytes = static_cast<size_t>(rc.Int("max-request-bytes"));
-  const std::string model_path = rc.String("model-path");
+  return so;
+}
 
+// What the routes know about the model, with structured output's grammar compiler.
+server::ServingModel ServingModelFrom(const config::ResolvedConfig& rc,
+                                      const server::ModelAssets& assets, const ModelConfig& mc) {
+  server::ServingModel sm;
+  sm.name = rc.String("served-model-name");
+  sm.context_length = rc.Int("context-length");
+  sm.vocab_size = mc.vocab_size;
+  sm.tokenizer = assets.tokenizer;
+  sm.chat_template = assets.chat_template;
+  sm.chat_error = assets.chat_error;
+  sm.bos_token = assets.bos_token;
+  sm.eos_token = assets.eos_token;
+  sm.model_path = rc.String("model-path");
+  sm.tool_call_format = server::ToolCallFormatFromName(rc.String("tool-call-parser"));
+  sm.reasoning_parser = rc.String("reasoning-parser") != "none";
+  if (assets.tokenizer) {
+    std::vector<int32_t> eos(mc.eos_token_ids.begin(), mc.eos_token_ids.end());
+    // A directory's tokenizer.json, or the one a GGUF file's metadata describes.
+    auto grammars = grammar::CompilerForTokenizerJson(assets.tokenizer_json, sm.model_path,
+                                                      *assets.tokenizer, mc.vocab_size, eos);
+    if (grammars.ok()) {
+      sm.grammars = std::move(*grammars);
+    } else {
+      sm.grammar_error = grammars.status().message();
+      LogWarning("structured output unavailable: " + sm.grammar_error);
+    }
+  }
+  return sm;
+}
+
+// After the tensor-parallel group lost a rank: /health answers 503 ("failed", with the reason)
+// for kFailedLinger, so that health checks see it, then the server stops; returns 1.
+constexpr std::chrono::seconds kFailedLinger{2};
+
+int FailServing(server::HttpServer& http, Engine& engine, const Status& failure) {
+  LogError("lucid serve: the tensor-parallel group failed: " + failure.ToString() +
+           "; requests fail, /health answers 503, exiting with status 1 in " +
+           std::to_string(kFailedLinger.count()) + " s");
+  http.SetPhase(server::Phase::kFailed,
+                "a rank of the tensor-parallel group failed: " + failure.message());
+  std::this_thread::sleep_for(kFailedLinger);
+  engine.Stop();
+  http.WaitIdle(std::chrono::seconds(5));
+  http.Stop();
+  LogInfo("stopped after the failure");
+  return 1;
+}
+
+// Serves until a signal (then shuts down: returns 0) or, under tensor parallelism, until the
+// group fails (returns 1). `leader` is null for one process.
+int ServeUntilStopped(const config::ResolvedConfig& rc, SignalWatcher& signals,
+                      server::HttpServer& http, Engine& engine, TpLeaderModel* leader) {
+  std::string sig;
+  while (!signals.WaitFor(std::chrono::milliseconds(100), &sig))
+    if (leader != nullptr && !leader->failure().ok())
+      return FailServing(http, engine, leader->failure());
+  LogInfo(sig + ": shutting down; " + std::to_string(http.in_flight()) + " requests in flight (" +
+          std::to_string(rc.Int("shutdown-grace")) + " s to finish)");
+  http.BeginShutdown();
+  if (int64_t left = http.WaitIdle(std::chrono::seconds(rc.Int("shutdown-grace"))); left > 0)
+    LogWarning(std::to_string(left) + " requests did not finish in time; aborting them");
+  engine.Stop();
+  http.WaitIdle(std::chrono::seconds(10));
+  http.Stop();
+  if (leader != nullptr) {
+    // The engine thread has stopped: the communicator is main's now.
+    if (const Status s = leader->Stop(); !s.ok()) {
+      LogError("lucid serve: stopping the worker ranks failed: " + s.ToString());
+      return 1;
+    }
+    LogInfo("the worker ranks stopped");
+  }
+  LogInfo("stopped");
+  return 0;
+}
+
+// Start-up after the configuration resolved, on rank 0 (or the only process); returns the exit
+// status. `comm` is the tensor-parallel group (null for one process).
+int ServeLeader(const config::ResolvedConfig& rc, Communicator* comm, SignalWatcher& signals) {
+  if (server::LogEnabled(server::LogLevel::kInfo)) std::cerr << rc.ToText() << std::flush;
+  const std::string model_path = rc.String("model-path");
+  const std::chrono::milliseconds step_timeout = comm ? comm->timeout() : kDefaultCollectiveTimeout;
+  if (comm) comm->SetTimeout(std::max(step_timeout, kStartupMeetingTimeout));
   // --cpu-kernels: CpuFastOps by default, CpuOps with `reference` (the resolver validated the
   // value), on the host backend. Declared before the engine, so it outlives the model and the
   // engine thread.
   const std::unique_ptr<Backend> backend = config::MakeCpuBackend(rc.cpu_kernel_set());
-  std::unique_ptr<Engine> engine;  // declared before the server: destroyed after it
-  server::HttpServer http(so);
+  std::unique_ptr<Model> tp_shard;  // under tensor parallelism: what the engine's leader borrows
+  std::unique_ptr<Engine> engine;   // declared before the server: destroyed after it
+  server::HttpServer http(ServerOptionsFrom(rc));
+  // A group must meet even when this rank fails before loading, so that the workers end too.
+  auto fail = [&](int code) {
+    if (comm) MeetAfterLoad(*comm, rc, nullptr, code);
+    return code;
+  };
   if (Status s = http.Start(); !s.ok()) {
     LogError("lucid serve: " + s.message());
-    return 1;
+    return fail(1);
   }
   LogInfo("listening on " + http.url() + " (GET /health answers 503 until the model is ready)");
   http.SetPhase(server::Phase::kLoading, "reading " + model_path);
@@ -160,55 +248,37 @@ int Serve(const config::ResolvedConfig& rc) {
   StatusOr<server::ModelAssets> assets = server::LoadModelAssets(model_path);
   if (!assets.ok()) {
     LogError("lucid serve: " + assets.status().message());
-    return ExitCodeFor(assets.status());
+    return fail(ExitCodeFor(assets.status()));
   }
   if (!assets->tokenizer)
     LogWarning("no tokenizer.json in " + model_path + ": requests must send token ids");
   if (!assets->chat_error.empty())
     LogWarning("chat completions unavailable: " + assets->chat_error);
 
-  // A GGUF file (a path to a regular file) is mapped by the model itself; a safetensors directory
-  // is opened and prefetched here.
-  const bool gguf = std::filesystem::is_regular_file(model_path);
-  std::optional<Checkpoint> ckpt;
-  if (!gguf) {
-    StatusOr<Checkpoint> opened = Checkpoint::Open(model_path);
-    if (!opened.ok()) {
-      LogError("lucid serve: " + opened.status().ToString());
-      return ExitCodeFor(opened.status());
-    }
-    ckpt = std::move(*opened);
-    if (Status s = PrefetchWeights(*ckpt, signals.requested()); !s.ok()) {
-      LogError("lucid serve: " + s.ToString());
-      return ExitCodeFor(s);
-    }
-    if (const uint64_t off = MisalignedWeightBytes(*ckpt); off > 0)
-      LogWarning(MisalignedWeightsMessage(off));
+  StatusOr<ServedModel> loaded = LoadServedModel(
+      rc, *backend, comm, /*leader=*/true, signals.requested(),
+      [&](const std::string& stage) { http.SetPhase(server::Phase::kLoading, stage); });
+  if (!loaded.ok()) LogError("lucid serve: " + loaded.status().ToString());
+  nlohmann::json server_info = {{"config", rc.ToJson()}};
+  if (comm) {
+    std::vector<RankReport> world;
+    if (const int code = MeetAfterLoad(*comm, rc, loaded.ok() ? loaded->model.get() : nullptr,
+                                       loaded.ok() ? 0 : ExitCodeFor(loaded.status()), &world);
+        code != 0)
+      return code;
+    comm->SetTimeout(step_timeout);
+    for (const RankReport& r : world)  // /server_info says the world too
+      server_info["world"].push_back({{"rank", r.rank},
+                                      {"host", r.host},
+                                      {"tp", r.tp},
+                                      {"ep", r.ep},
+                                      {"weight_bytes", r.weight_bytes}});
+  } else if (!loaded.ok()) {
+    return ExitCodeFor(loaded.status());
   }
-  http.SetPhase(server::Phase::kLoading, "preparing the model");
-  LogInfo(std::string("kernels: ") + backend->ops().name() + " (--cpu-kernels " +
-          rc.String("cpu-kernels") + ")");
-  StatusOr<std::unique_ptr<Model>> model =
-      gguf ? LoadModel(model_path, *backend) : LoadModel(*ckpt, *backend);
-  if (!model.ok()) {
-    LogError("lucid serve: " + model.status().ToString());
-    return ExitCodeFor(model.status());
-  }
-  // The warm-up generation routes to a few experts only: every feed-forward block runs once here.
-  http.SetPhase(server::Phase::kLoading, "checking every expert's weights");
-  const auto check_start = std::chrono::steady_clock::now();
-  if (Status s = (*model)->CheckFeedForwardWeights(); !s.ok()) {
-    LogError("lucid serve: " + s.message());
-    return ExitCodeFor(s);
-  }
-  LogInfo("weights: every MLP and expert gives finite outputs (" +
-          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::steady_clock::now() - check_start)
-                             .count()) +
-          " ms)");
-  const ModelConfig mc = (*model)->config();
+  const ModelConfig mc = loaded->model->config();
   const int64_t context = rc.Int("context-length");
-  const EngineOptions eo = EngineOptionsFrom(rc, context);
+  EngineOptions eo = EngineOptionsFrom(rc, context);
   LogInfo("engine: page size " + std::to_string(eo.page_size) + ", " +
           std::to_string(eo.num_pages) + " KV pages, up to " +
           std::to_string(eo.max_running_requests) + " running requests, context " +
@@ -220,59 +290,54 @@ int Serve(const config::ResolvedConfig& rc) {
     LogWarning("the tokenizer has " + std::to_string(assets->tokenizer->vocab_size()) +
                " ids but the model only " + std::to_string(mc.vocab_size) +
                ": text whose tokens fall outside the model's vocabulary is refused (400)");
-  StatusOr<std::unique_ptr<Engine>> made = CreateEngine(std::move(*model), assets->tokenizer, eo);
+  // Under tensor parallelism the engine runs a TpLeaderModel over this rank's shard, and its
+  // thread sends the group a heartbeat every second while idle (runtime/tp_step.h).
+  TpLeaderModel* leader = nullptr;
+  std::unique_ptr<Model> engine_model = std::move(loaded->model);
+  if (comm) {
+    tp_shard = std::move(engine_model);
+    auto l = std::make_unique<TpLeaderModel>(*tp_shard, *comm);
+    leader = l.get();
+    engine_model = std::move(l);
+    eo.idle_tick = [leader] { (void)leader->Heartbeat(); };  // a failure is kept in failure()
+  }
+  StatusOr<std::unique_ptr<Engine>> made =
+      CreateEngine(std::move(engine_model), assets->tokenizer, eo);
   if (!made.ok()) {
     LogError("lucid serve: " + made.status().ToString());
+    // The workers wait for rank 0's first message: stop them (the engine never ran a step).
+    if (leader) (void)TpLeaderModel(*tp_shard, *comm).Stop();
     return ExitCodeFor(made.status());
   }
   engine = std::move(*made);
 
-  server::ServingModel sm;
-  sm.name = rc.String("served-model-name");
-  sm.context_length = context;
-  sm.vocab_size = mc.vocab_size;
-  sm.tokenizer = assets->tokenizer;
-  sm.chat_template = assets->chat_template;
-  sm.chat_error = assets->chat_error;
-  sm.bos_token = assets->bos_token;
-  sm.eos_token = assets->eos_token;
-  sm.model_path = model_path;
-  sm.tool_call_format = server::ToolCallFormatFromName(rc.String("tool-call-parser"));
-  sm.reasoning_parser = rc.String("reasoning-parser") != "none";
-  if (assets->tokenizer) {
-    std::vector<int32_t> eos(mc.eos_token_ids.begin(), mc.eos_token_ids.end());
-    // A directory's tokenizer.json, or the one a GGUF file's metadata describes.
-    auto grammars = grammar::CompilerForTokenizerJson(assets->tokenizer_json, model_path,
-                                                      *assets->tokenizer, mc.vocab_size, eos);
-    if (grammars.ok()) {
-      sm.grammars = std::move(*grammars);
-    } else {
-      sm.grammar_error = grammars.status().message();
-      LogWarning("structured output unavailable: " + sm.grammar_error);
-    }
-  }
-  http.AttachEngine(engine.get(), sm, {{"config", rc.ToJson()}});
+  server::ServingModel sm = ServingModelFrom(rc, *assets, mc);
+  http.AttachEngine(engine.get(), sm, server_info);
   http.SetPhase(server::Phase::kWarmingUp, "running a warm-up generation");
   const int32_t bos = mc.bos_token_id ? static_cast<int32_t>(*mc.bos_token_id) : 0;
   if (Status s = server::RunTestGeneration(*engine, bos, 2, std::chrono::seconds(300)); !s.ok()) {
     LogError("lucid serve: the warm-up generation failed: " + s.ToString());
+    engine->Stop();
+    if (leader && leader->failure().ok()) (void)leader->Stop();
     return 1;
   }
   http.SetPhase(server::Phase::kReady);
   LogInfo("ready: serving '" + sm.name + "' at " + http.url() + " (OpenAI API under " + http.url() +
           "/v1)");
+  return ServeUntilStopped(rc, signals, http, *engine, leader);
+}
 
-  const std::string sig = signals.Wait();
-  LogInfo(sig + ": shutting down; " + std::to_string(http.in_flight()) + " requests in flight (" +
-          std::to_string(rc.Int("shutdown-grace")) + " s to finish)");
-  http.BeginShutdown();
-  if (int64_t left = http.WaitIdle(std::chrono::seconds(rc.Int("shutdown-grace"))); left > 0)
-    LogWarning(std::to_string(left) + " requests did not finish in time; aborting them");
-  engine->Stop();
-  http.WaitIdle(std::chrono::seconds(10));
-  http.Stop();
-  LogInfo("stopped");
-  return 0;
+// Joins the world (null communicator for --tp-size 1) and runs rank 0's part or a worker's.
+int Serve(const config::ResolvedConfig& rc) {
+  // Before MPI starts its threads, so that they too have the signals blocked.
+  SignalWatcher signals;
+  StatusOr<std::unique_ptr<Communicator>> comm = JoinWorld(rc.Int("tp-size"), "serve");
+  if (!comm.ok()) {
+    std::fprintf(stderr, "lucid serve: %s\n", comm.status().message().c_str());
+    return ExitCodeFor(comm.status());
+  }
+  if (*comm && (*comm)->rank() != 0) return ServeWorker(rc, **comm);
+  return ServeLeader(rc, comm->get(), signals);
 }
 
 }  // namespace
@@ -305,7 +370,6 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
         wait.ok())
       ApplyWaitPolicy(*wait, "serve");
     server::SetLogLevel(rc->String("log-level"));
-    if (server::LogEnabled(server::LogLevel::kInfo)) std::cerr << rc->ToText() << std::flush;
     *exit_code = Serve(*rc);
   });
 }

@@ -30,6 +30,10 @@
 
 namespace lucid {
 
+// The default bound of a collective before a peer is declared dead (overridden by
+// LUCID_COLLECTIVE_TIMEOUT_MS for the MPI communicator).
+inline constexpr std::chrono::milliseconds kDefaultCollectiveTimeout{30000};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -62,13 +66,18 @@ class Communicator {
   virtual Status Broadcast(void* data, int64_t bytes, int root) = 0;
   // Returns once every rank has entered it.
   virtual Status Barrier() = 0;
+
+  // The bound of each later call before a peer is declared dead (kDefaultCollectiveTimeout unless
+  // set). `lucid serve` raises it while the ranks load (they reach their first meeting minutes
+  // apart on a large checkpoint), then sets it back. The single-process communicator never waits.
+  void SetTimeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ private:
+  std::chrono::milliseconds timeout_ = kDefaultCollectiveTimeout;
 };
 
 // The one-rank communicator: every collective is a local copy (or nothing). Never fails.
 std::unique_ptr<Communicator> MakeSingleProcessCommunicator();
-
-// The default bound of a collective before a peer is declared dead (overridden by
-// LUCID_COLLECTIVE_TIMEOUT_MS for the MPI communicator).
-inline constexpr std::chrono::milliseconds kDefaultCollectiveTimeout{30000};
 
 }  // namespace lucid

@@ -51,8 +51,8 @@ std::string MpiError(int rc) {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm comm, std::chrono::milliseconds timeout)
-      : comm_(comm), timeout_(timeout) {
+  MpiCommunicator(MPI_Comm comm, std::chrono::milliseconds timeout) : comm_(comm) {
+    SetTimeout(timeout);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     char name[MPI_MAX_PROCESSOR_NAME] = {};
@@ -169,7 +169,8 @@ class MpiCommunicator final : public Communicator {
   }
 
   // Polls `req` until it completes, fails or the deadline passes. Spins briefly, then sleeps
-  // between polls so that ranks sharing cores leave them to each other.
+  // between polls so that ranks sharing cores leave them to each other (50 us, then 1 ms once the
+  // wait has lasted 100 ms).
   Status Wait(int start_rc, MPI_Request* req, const char* what) {
     const std::string who =
         std::string(what) + " on rank " + std::to_string(rank_) + " of " + std::to_string(size_);
@@ -181,14 +182,18 @@ class MpiCommunicator final : public Communicator {
       if (rc != MPI_SUCCESS) return Break(Unavailable(who + ": " + MpiError(rc)));
       if (done) return OkStatus();
       const auto now = std::chrono::steady_clock::now();
-      if (now - start > timeout_)
+      if (now - start > timeout())
         return Break(Unavailable(who + " did not complete within " +
-                                 std::to_string(timeout_.count()) +
+                                 std::to_string(timeout().count()) +
                                  " ms: a peer rank died or stalled"));
       if (polls < 2000) {
         std::this_thread::yield();
-      } else {
+      } else if (now - start < std::chrono::milliseconds(100)) {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
+      } else {
+        // A long wait (an idle server's worker waiting for the next step): few wake-ups, at the
+        // cost of up to a millisecond on the step that ends it.
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     }
   }
@@ -199,7 +204,6 @@ class MpiCommunicator final : public Communicator {
   }
 
   MPI_Comm comm_;
-  std::chrono::milliseconds timeout_;
   int rank_ = 0, size_ = 1;
   std::string host_;
   Status broken_;

@@ -29,6 +29,8 @@ class ThreadedEngine final : public Engine {
   ThreadedEngine(std::unique_ptr<EngineCore> core, const EngineOptions& options)
       : core_(std::move(core)),
         threads_(NumThreads()),
+        idle_tick_(options.idle_tick),
+        idle_tick_every_(options.idle_tick_every),
         contention_(threads_, options.cpu_busy_threads,
                     options.cpu_reader ? options.cpu_reader : CpuReader(ReadCpu)) {
     stats_ = core_->Stats();
@@ -108,7 +110,14 @@ class ThreadedEngine final : public Engine {
       bool stop = false;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !inbox_.empty() || core_->HasWork(); });
+        auto ready = [&] { return stopping_ || !inbox_.empty() || core_->HasWork(); };
+        if (!idle_tick_) {
+          cv_.wait(lock, ready);
+        } else if (!cv_.wait_for(lock, idle_tick_every_, ready)) {
+          lock.unlock();
+          idle_tick_();  // nothing to do for idle_tick_every
+          continue;
+        }
         items.swap(inbox_);
         inbox_adds_ = 0;
         stop = stopping_;
@@ -140,6 +149,8 @@ class ThreadedEngine final : public Engine {
 
   std::unique_ptr<EngineCore> core_;
   const int threads_;
+  const std::function<void()> idle_tick_;
+  const std::chrono::milliseconds idle_tick_every_;
   ContentionRule contention_;  // the engine thread's only
   mutable std::mutex mu_;
   std::condition_variable cv_;

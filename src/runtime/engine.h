@@ -9,6 +9,7 @@
 // thread; the destructor calls Stop().
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -117,6 +118,11 @@ struct EngineOptions {
   // The outputs do not depend on it. Where the rule reads its counters: null is ReadCpu.
   int cpu_busy_threads = 0;
   CpuReader cpu_reader;
+  // Called on the threaded engine's thread each time it has had nothing to do for
+  // idle_tick_every (and again every idle_tick_every while that lasts): the heartbeat of a
+  // tensor-parallel group (runtime/tp_step.h). Null: the thread sleeps until work arrives.
+  std::function<void()> idle_tick;
+  std::chrono::milliseconds idle_tick_every{1000};
 };
 
 struct EngineStats {

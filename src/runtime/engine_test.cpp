@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "runtime/engine_test_util.h"
@@ -87,6 +89,49 @@ TEST(EngineTest, ThreadedEngineServesConcurrentSubmitters) {
   engine->Stop();
   EXPECT_EQ(engine->Submit(Greedy({5}, 1), [](const RequestOutput&) {}).status().code(),
             StatusCode::kUnavailable);
+}
+
+// The idle tick (tensor parallelism's heartbeat) runs on the engine thread while it has nothing to
+// do, and requests are served as without it.
+TEST(EngineTest, IdleTickRunsOnTheEngineThreadWhileIdle) {
+  auto ref = LoadTiny("tiny_deepseek_v3");
+  EngineOptions o = SmallOptions();
+  std::mutex mu;
+  std::condition_variable cv;
+  int ticks = 0;
+  std::thread::id tick_thread;
+  o.idle_tick = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    ++ticks;
+    tick_thread = std::this_thread::get_id();
+    cv.notify_all();
+  };
+  o.idle_tick_every = std::chrono::milliseconds(5);
+  auto engine = MakeEngine(LoadTiny("tiny_deepseek_v3"), nullptr, o);
+  auto wait_ticks = [&](int n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(30), [&] { return ticks >= n; });
+  };
+  ASSERT_TRUE(wait_ticks(2));
+  std::thread::id sink_thread;
+  ResultCollector c;
+  auto sink = c.sink();
+  ASSERT_TRUE(engine
+                  ->Submit(Greedy({3, 4, 5}, 6),
+                           [&, sink](const RequestOutput& out) {
+                             sink_thread = std::this_thread::get_id();
+                             sink(out);
+                           })
+                  .ok());
+  EXPECT_EQ(c.Wait().tokens, Alone(*ref, {3, 4, 5}, 6));
+  int before = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    before = ticks;
+    EXPECT_EQ(tick_thread, sink_thread);
+  }
+  EXPECT_TRUE(wait_ticks(before + 2));  // idle again: ticking again
+  engine->Stop();
 }
 
 TEST(EngineTest, SharedPrefixHitsTheCacheAndGivesIdenticalOutputs) {

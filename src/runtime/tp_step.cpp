@@ -1,13 +1,15 @@
 #include "runtime/tp_step.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
 namespace lucid {
 namespace {
 
-enum : int64_t { kStep = 0x5354, kStop = 0x5350 };
+enum : int64_t { kStep = 0x5354, kStop = 0x5350, kPing = 0x5047 };
 
 std::vector<int64_t> Encode(const StepInput& in, const KvStorage& kv) {
   std::vector<int64_t> m = {kv.num_pages(),
@@ -81,14 +83,35 @@ Status Decode(const std::vector<int64_t>& m, ReceivedStep* r) {
 Status TpLeaderModel::Forward(const StepInput& in, KvStorage& kv, StepOutput* out) {
   std::vector<int64_t> m = Encode(in, kv);
   int64_t head[2] = {kStep, static_cast<int64_t>(m.size())};
-  LUCID_RETURN_IF_ERROR(comm_.Broadcast(head, sizeof(head), 0));
-  LUCID_RETURN_IF_ERROR(comm_.Broadcast(m.data(), m.size() * sizeof(int64_t), 0));
-  return local_.Forward(in, kv, out);
+  LUCID_RETURN_IF_ERROR(Note(comm_.Broadcast(head, sizeof(head), 0)));
+  LUCID_RETURN_IF_ERROR(Note(comm_.Broadcast(m.data(), m.size() * sizeof(int64_t), 0)));
+  return Note(local_.Forward(in, kv, out));
+}
+
+Status TpLeaderModel::Heartbeat() {
+  // A broadcast from the root can complete before a dead peer is noticed (an eager send); the
+  // barrier cannot.
+  int64_t head[2] = {kPing, 0};
+  LUCID_RETURN_IF_ERROR(Note(comm_.Broadcast(head, sizeof(head), 0)));
+  return Note(comm_.Barrier());
 }
 
 Status TpLeaderModel::Stop() {
   int64_t head[2] = {kStop, 0};
-  return comm_.Broadcast(head, sizeof(head), 0);
+  return Note(comm_.Broadcast(head, sizeof(head), 0));
+}
+
+Status TpLeaderModel::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+Status TpLeaderModel::Note(Status s) {
+  if (s.code() == StatusCode::kUnavailable) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failure_.ok()) failure_ = s;
+  }
+  return s;
 }
 
 Status RunTpWorker(Model& local, Communicator& comm) {
@@ -97,6 +120,10 @@ Status RunTpWorker(Model& local, Communicator& comm) {
     int64_t head[2] = {0, 0};
     LUCID_RETURN_IF_ERROR(comm.Broadcast(head, sizeof(head), 0));
     if (head[0] == kStop) return OkStatus();
+    if (head[0] == kPing) {
+      LUCID_RETURN_IF_ERROR(comm.Barrier());
+      continue;
+    }
     if (head[0] != kStep || head[1] < 0)
       return Internal("tensor parallelism: rank " + std::to_string(comm.rank()) +
                       " received an unknown message from rank 0");
@@ -112,6 +139,48 @@ Status RunTpWorker(Model& local, Communicator& comm) {
     const Status s = local.Forward(r.in, *kv, &out);
     if (s.code() == StatusCode::kUnavailable) return s;
   }
+}
+
+namespace {
+
+// The wire form of a RankReport (fixed size, so one all-gather carries every rank's).
+struct RankRecord {
+  int32_t tp, ep, exit_code, host_len;
+  uint64_t weight_bytes;
+  char host[64];
+};
+
+}  // namespace
+
+StatusOr<std::vector<RankReport>> ExchangeRankReports(Communicator& comm, RankReport mine) {
+  RankRecord rec = {};
+  rec.tp = mine.tp;
+  rec.ep = mine.ep;
+  rec.exit_code = mine.exit_code;
+  rec.weight_bytes = mine.weight_bytes;
+  rec.host_len = static_cast<int32_t>(std::min<size_t>(mine.host.size(), sizeof(rec.host) - 1));
+  std::memcpy(rec.host, mine.host.data(), rec.host_len);
+  std::vector<RankRecord> all(comm.size());
+  LUCID_RETURN_IF_ERROR(comm.AllGather(&rec, all.data(), sizeof(RankRecord)));
+  std::vector<RankReport> out(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    const RankRecord& a = all[r];
+    out[r].rank = static_cast<int>(r);
+    out[r].host.assign(a.host, std::clamp<int32_t>(a.host_len, 0, sizeof(a.host) - 1));
+    out[r].tp = a.tp;
+    out[r].ep = a.ep;
+    out[r].weight_bytes = a.weight_bytes;
+    out[r].exit_code = a.exit_code;
+  }
+  return out;
+}
+
+std::string DescribeRank(const RankReport& r, int world) {
+  char mib[32];
+  std::snprintf(mib, sizeof(mib), "%.2f", static_cast<double>(r.weight_bytes) / (1 << 20));
+  return "rank " + std::to_string(r.rank) + " of " + std::to_string(world) + " on " + r.host +
+         ": tp " + std::to_string(r.tp) + ", ep " + std::to_string(r.ep) + ", " + mib +
+         " MiB of weights (its shard)";
 }
 
 }  // namespace lucid

@@ -52,5 +52,45 @@ TEST(HealthRoute, DegradedWhileRequestsFailTheNumericsGuard) {
   engine.Stop();
 }
 
+// A server whose tensor-parallel group lost a rank (Phase::kFailed, set by `lucid serve`): /health
+// and generation answer 503 with the reason, /metrics still answers, and the phase is final.
+TEST(HealthRoute, FailedIsUnhealthyAndFinal) {
+  FakeEngine engine(256, 1);
+  ServerOptions o;
+  o.host = "127.0.0.1";
+  o.port = 0;
+  HttpServer server(o);
+  ASSERT_TRUE(server.Start().ok());
+  ServingModel m;
+  m.name = "tiny";
+  m.context_length = 64;
+  m.vocab_size = 256;
+  server.AttachEngine(&engine, m, nlohmann::json::object());
+  server.SetPhase(Phase::kReady);
+  httplib::Client c("127.0.0.1", server.port());
+  c.set_connection_timeout(10, 0);
+  c.set_read_timeout(10, 0);
+  ASSERT_EQ(c.Get("/health")->status, 200);
+  server.SetPhase(Phase::kFailed, "rank 1 of the tensor-parallel group stopped answering");
+  server.SetPhase(Phase::kReady);  // ignored: kFailed is final
+  server.BeginShutdown();          // ignored too: the reason stays
+  EXPECT_EQ(server.phase(), Phase::kFailed);
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 503) << h->body;
+  const auto j = nlohmann::json::parse(h->body, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << h->body;
+  EXPECT_EQ(j["status"], "failed");
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("rank 1 of the tensor-parallel group"),
+            std::string::npos)
+      << h->body;
+  auto r = c.Post("/v1/completions", R"({"prompt": [5], "max_tokens": 2})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503) << r->body;
+  EXPECT_EQ(c.Get("/metrics")->status, 200);
+  server.Stop();
+  engine.Stop();
+}
+
 }  // namespace
 }  // namespace lucid::server

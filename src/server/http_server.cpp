@@ -54,6 +54,8 @@ const char* PhaseName(Phase p) {
       return "ready";
     case Phase::kShuttingDown:
       return "shutting_down";
+    case Phase::kFailed:
+      return "failed";
   }
   return "unknown";
 }
@@ -108,8 +110,8 @@ std::string HttpServer::url() const {
 
 void HttpServer::SetPhase(Phase phase, std::string detail) {
   std::lock_guard<std::mutex> lock(mu_);
-  // Shutting down is final.
-  if (phase_.load() == Phase::kShuttingDown) return;
+  // Shutting down and failed are final.
+  if (phase_.load() == Phase::kShuttingDown || phase_.load() == Phase::kFailed) return;
   phase_ = phase;
   phase_detail_ = std::move(detail);
 }

@@ -2,7 +2,8 @@
 // enqueue into the engine and wait on per-request channels; they never touch the model.
 //
 // Routes (docs/SERVING.md has the full reference):
-//   GET  /health            503 while loading / warming up / shutting down, 200 once ready;
+//   GET  /health            503 while loading / warming up / shutting down / failed, 200 once
+//   ready;
 //                           503 "degraded" while most recent requests fail the numerics guard
 //                           (server/health_monitor.h)
 //   GET  /health_generate   runs a one-token generation through the engine
@@ -32,6 +33,8 @@
 // the handler waits) and its requests are aborted the same way.
 // Lifecycle: Start() (listening, phase kLoading) -> AttachEngine() -> SetPhase(kWarmingUp /
 // kReady) -> BeginShutdown() (new generation requests get 503) -> WaitIdle() -> Stop().
+// kFailed (the server can no longer serve: a rank of its tensor-parallel group died; the detail
+// says why) answers like kShuttingDown, 503 everywhere but /metrics; both are final.
 // Thread-safety: every public method may be called from any thread. The engine passed to
 // AttachEngine must outlive Stop().
 #pragma once
@@ -108,7 +111,7 @@ struct ServingModel {
   std::string grammar_error;
 };
 
-enum class Phase { kLoading, kWarmingUp, kReady, kShuttingDown };
+enum class Phase { kLoading, kWarmingUp, kReady, kShuttingDown, kFailed };
 const char* PhaseName(Phase p);
 
 class HttpServer {

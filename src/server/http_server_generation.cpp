@@ -608,8 +608,12 @@ void HttpServer::HandleGeneration(int kind_int, const httplib::Request& http_req
   }
   if (const ChoiceState* e = job->FirstError()) return ReplyError(res, FromStatus(e->error));
   for (const ChoiceState& c : job->choices())
-    if (c.finish_reason == "abort" && phase_.load() == Phase::kShuttingDown)
-      return ReplyError(res, Unavailable("The server is shutting down; the request was aborted."));
+    if (c.finish_reason == "abort" &&
+        (phase_.load() == Phase::kShuttingDown || phase_.load() == Phase::kFailed))
+      return ReplyError(
+          res, Unavailable(std::string("The server ") +
+                           (phase_.load() == Phase::kFailed ? "failed" : "is shutting down") +
+                           "; the request was aborted."));
   const tok::Tokenizer* tk = a->model.tokenizer.get();
   if (kind != ApiKind::kGenerate) {
     json out = kind == ApiKind::kCompletions

@@ -6,11 +6,13 @@ byte-level BPE tokenizer.json written here: 256 ids, id = byte value (GPT-2's by
 alphabet), no merges, no added tokens, so every id of the model's vocabulary decodes to one byte
 and any text encodes to ids < 256. A tiny chat template is written to tokenizer_config.json.
 Everything is bounded: start-up, requests and shutdown have timeouts, and the process is killed
-if it does not stop.
+if it does not stop. `make_model_dir(root, fixture)` pairs another tiny fixture the same way, and
+TpLucidServer starts a tensor-parallel server under mpirun (docs/SERVING.md "Several processes").
 """
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -55,11 +57,11 @@ def byte_level_tokenizer():
     }
 
 
-def make_model_dir(root):
-    d = os.path.join(root, "tiny")
+def make_model_dir(root, fixture="tiny_glm_moe_dsa"):
+    d = os.path.join(root, "tiny" if fixture == "tiny_glm_moe_dsa" else fixture)
     os.makedirs(d, exist_ok=True)
     for f in ("config.json", "model.safetensors", "generation_config.json"):
-        src = os.path.join(TINY_MODEL, f)
+        src = os.path.join(SOURCE_DIR, "tests", "fixtures", "models", fixture, f)
         link = os.path.join(d, f)
         if os.path.lexists(link):  # a link left by an earlier run may point at another checkout
             os.remove(link)
@@ -99,7 +101,8 @@ class LucidServer:
         for _ in range(3):  # a port taken between free_port() and bind: try another
             self.port = free_port()
             fd, self.log_path = tempfile.mkstemp(prefix="lucid-serve-", suffix=".log")
-            args = [BINARY, "serve", "--model-path", self.model_dir, "--host", "127.0.0.1",
+            args = self.launcher() + [
+                    BINARY, "serve", "--model-path", self.model_dir, "--host", "127.0.0.1",
                     "--port", str(self.port), "--served-model-name", self.name,
                     "--max-total-tokens", "16384", "--log-level", "info"] + self.extra_args
             self.proc = subprocess.Popen(args, stdout=fd, stderr=fd, env=self.env)
@@ -138,7 +141,7 @@ class LucidServer:
         if self.proc is None or self.proc.poll() is not None:
             self.returncode = self.proc.returncode if self.proc else None
             return self.returncode
-        self.proc.send_signal(sig)
+        self._signal(sig)
         try:
             self.returncode = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -146,11 +149,102 @@ class LucidServer:
             self.returncode = self.proc.wait(timeout=10)
         return self.returncode
 
+    def launcher(self):
+        """The command the server runs under (none; mpirun for TpLucidServer)."""
+        return []
+
+    def _signal(self, sig):
+        self.proc.send_signal(sig)
+
     def __enter__(self):
         return self.start()
 
     def __exit__(self, *exc):
         self.stop()
+
+
+MPIRUN = os.environ.get("LUCID_MPIRUN", "mpirun")
+# mpirun refuses root (CI containers) without these; one kernel thread per rank on 2 cores.
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "OMP_NUM_THREADS": "1"}
+
+
+def _children():
+    """{pid: [child pids]} of every process in /proc."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        kids.setdefault(ppid, []).append(int(d))
+    return kids
+
+
+# Runs one rank's lucid with its stdout in the file "$0.<rank>.stdout" and reports its exit status
+# on stderr: mpirun --enable-recovery exits 0 whatever its ranks' statuses (OpenMPI 4.1), so the
+# tests read each rank's from this line.
+RANK_WRAPPER = ('"$@" >"$0.$OMPI_COMM_WORLD_RANK.stdout"; rc=$?; '
+                'echo "lucid rank $OMPI_COMM_WORLD_RANK exited with status $rc" >&2; exit $rc')
+
+
+class TpLucidServer(LucidServer):
+    """`mpirun -np RANKS lucid serve --tp-size RANKS` on 127.0.0.1:<free port>, each rank under
+    RANK_WRAPPER. By default mpirun runs with --enable-recovery, so that a worker's death is the
+    server's to report (without it mpirun ends every rank at once); recovery=False leaves it out.
+    stop() signals rank 0, as an operator does; rank_pid(r) finds a rank, rank_exit_codes() reads
+    the ranks' statuses, rank_stdout(r) what a rank wrote on stdout."""
+
+    def __init__(self, model_dir, extra_args=(), name="tiny", env=None, ranks=2, recovery=True):
+        super().__init__(model_dir, list(extra_args) + ["--tp-size", str(ranks)], name,
+                         dict(ENV if env is None else env, **MPI_ENV))
+        self.mpirun = ([MPIRUN, "--oversubscribe"] + (["--enable-recovery"] if recovery else [])
+                       + ["-np", str(ranks)])
+
+    def launcher(self):
+        return self.mpirun + ["sh", "-c", RANK_WRAPPER, self.log_path]
+
+    def rank_stdout(self, rank):
+        with open(f"{self.log_path}.{rank}.stdout", errors="replace") as f:
+            return f.read()
+
+    def remove_stdout_files(self):
+        for name in os.listdir(os.path.dirname(self.log_path)):
+            path = os.path.join(os.path.dirname(self.log_path), name)
+            if path.startswith(self.log_path + ".") and path.endswith(".stdout"):
+                os.remove(path)
+
+    def rank_pid(self, rank):
+        """The pid of rank `rank`'s lucid (a descendant of mpirun, OMPI_COMM_WORLD_RANK=rank)."""
+        kids, todo = _children(), [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    env = f.read().split(b"\0")
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv0 = f.read().split(b"\0")[0]
+            except OSError:
+                env, argv0 = [], b""
+            if (f"OMPI_COMM_WORLD_RANK={rank}".encode() in env
+                    and os.path.basename(argv0) == os.path.basename(BINARY).encode()):
+                return pid
+            todo += kids.get(pid, [])
+        raise RuntimeError(f"no rank {rank} under mpirun {self.proc.pid}")
+
+    def rank_exit_codes(self):
+        """{rank: exit status} of the ranks that have exited (RANK_WRAPPER's lines)."""
+        return {int(m.group(1)): int(m.group(2))
+                for m in re.finditer(r"lucid rank (\d+) exited with status (\d+)", self.log())}
+
+    def _signal(self, sig):
+        try:
+            os.kill(self.rank_pid(0), sig)
+        except (RuntimeError, ProcessLookupError):
+            self.proc.send_signal(sig)
 
 
 def get(url, timeout=30):
