@@ -124,6 +124,7 @@ nlohmann::json ResolvedConfig::ToJson() const {
           {"settings", settings},
           {"kernels", kernels},
           {"cpu_kernels", cpu_kernels},
+          {"fp8_scales", d_.fp8_scales},
           {"memory", d_.memory.ToJson()},
           {"notes", d_.notes},
           {"runnable_here", d_.not_runnable_here.empty()},
@@ -160,6 +161,7 @@ std::string ResolvedConfig::ToText() const {
       << d_.cpu_kernels->set << " (" << (f != nullptr ? f->Provenance() : "default") << ")\n"
       << "      " << d_.cpu_kernels->reason << "\n";
   }
+  for (const std::string& l : d_.fp8_scales) o << "  fp8 block scales: " << l << "\n";
   const MemoryPlan& m = d_.memory;
   o << "\nMemory plan (per device)\n";
   o << "  device memory          " << Bytes(m.device_memory) << "\n";
