@@ -9,8 +9,9 @@
 // - ue8m0 -> f32: exact (2^(e-127); 255 is NaN).
 // - f32 -> ue8m0: exact when every scale is a power of two (scale_fmt ue8m0); otherwise it would
 //   round scales up and re-round the block's weights (lossy): refused. The catalog already
-//   refuses the ue8m0 readers for such a checkpoint, so the plan never chooses that path; the load
-//   (backends/cuda/cuda_fp8_scales.h) refuses it again with counts if the values disagree.
+//   refuses the ue8m0 readers for such a checkpoint, so the plan never chooses that path.
+//   backends/cuda/cuda_fp8_scales.h does the conversions on the host (Fp8ScalesForKernel, which
+//   also refuses the lossy case with its counts) for the upload of kernels that read one format.
 // Thread-safety: pure functions.
 #pragma once
 

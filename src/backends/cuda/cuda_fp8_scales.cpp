@@ -24,8 +24,9 @@ int64_t RequantizeBlock(const uint8_t* q, int64_t cols, int64_t r0, int64_t r1, 
     for (int64_t c = c0; c < c1; ++c) {
       const double v = static_cast<double>(F8E4M3ToF32(q[r * cols + c])) * s;  // exact
       const uint8_t code = NearestE4m3(v / s_new);
-      out_q[r * cols + c] = code;
-      if (static_cast<double>(F8E4M3ToF32(code)) * s_new != v) ++changed;
+      out_q[r * cols + c] = code;  // a NaN code stays NaN
+      const double w = static_cast<double>(F8E4M3ToF32(code)) * s_new;
+      if (w != v && !(std::isnan(w) && std::isnan(v))) ++changed;
     }
   }
   return changed;
@@ -81,10 +82,11 @@ Ue8m0Packing PackScalesUe8m0(const float* scales, const uint8_t* q, int64_t rows
       ++p.nan;
       continue;
     }
-    if (s == 0.0f) {  // an all-zero block: any scale with zero codes keeps it
+    if (s == 0.0f) {  // an all-zero block (but for NaN codes): zero codes keep it
       out_codes[i] = 0;
       for (int64_t r = r0; r < r1; ++r)
-        for (int64_t c = c0; c < c1; ++c) out_q[r * cols + c] &= 0x80;  // +-0
+        for (int64_t c = c0; c < c1; ++c)
+          if ((out_q[r * cols + c] & 0x7F) != 0x7F) out_q[r * cols + c] &= 0x80;  // +-0
       ++p.zero;
       continue;
     }

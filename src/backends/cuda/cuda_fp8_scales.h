@@ -9,11 +9,13 @@
 // - ue8m0 from f32: exact when every scale is a power of two. Otherwise a scale s is rounded UP to
 //   the next power of two s' and the block's e4m3 codes are re-rounded to e4m3(q * s / s'): since
 //   s' >= s, |q * s / s'| <= |q| <= 448, so no dequantized value overflows, but values change
-//   (PackScalesUe8m0 counts the scales and the weights that change). lucid refuses that lossy case
-//   at load (Fp8ScalesForKernel); the counts go into the refusal.
+//   (PackScalesUe8m0 counts the scales and the weights that change). Fp8ScalesForKernel refuses
+//   that lossy case with the counts. No load path calls it yet: the one CUDA op set
+//   (cuda-reference) dequantizes either format as stored, so UploadWeight copies the scales.
 // - NaN scales stay NaN (f32 NaN <-> ue8m0 255): the block dequantizes to NaN either way and the
-//   numerics guard names it on first use. A zero scale (an all-zero block) becomes 2^-127 with the
-//   block's codes set to zero: every value stays 0, so it is exact. Inf, negative scales and scales
+//   numerics guard names it on first use. A zero scale (an all-zero block) becomes 2^-127 with
+//   the block's codes set to zero (NaN codes kept: NaN * 0 is NaN): every value stays, so it is
+//   exact. Inf, negative scales and scales
 //   above 2^127 have no ue8m0 form: refused, naming the block.
 //
 // cuBLASLt layouts (CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F for the weight, VEC128_32F for the

@@ -98,6 +98,16 @@ TEST(Fp8ScalesTest, PackCountsExactRoundedZeroAndNaNScales) {
   EXPECT_TRUE(p.lossy());
   EXPECT_EQ(q[6], 0x00);
   EXPECT_EQ(q[7], 0x80);  // -0 stays -0
+  // A NaN code in a zero-scale block is NaN (NaN * 0) and stays NaN; in a rounded-up block too,
+  // and neither counts as a changed weight.
+  OddWeight n;
+  n.q[7] = 0x7F;
+  n.q[2] = 0xFF;
+  Ue8m0Packing pn =
+      PackScalesUe8m0(n.scales.data(), n.q.data(), 3, 3, 2, 2, codes.data(), q.data());
+  EXPECT_EQ(q[7], 0x7F);
+  EXPECT_EQ(q[2], 0xFF);
+  EXPECT_EQ(pn.changed_weights, 1);  // still only 1.875 -> 1.375
   for (int i : {0, 1, 3, 4, 8}) EXPECT_EQ(q[i], w.q[i]) << i;
 }
 
