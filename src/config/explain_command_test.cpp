@@ -77,6 +77,30 @@ TEST(ExplainCommandTest, ValidPlanExitsZeroAndPrintsJson) {
   EXPECT_FALSE(j["kernels"].empty());
 }
 
+// `explain --target cuda:sm_90` states the FP8 scale decision and the CUDA graph reserve, and
+// --disable-cuda-graph removes the reserve (config/memory_plan_test.cpp checks the figures).
+TEST(ExplainCommandTest, Sm90PlanShowsTheScaleDecisionAndTheGraphReserve) {
+  const std::string v3 = Src("tests/fixtures/configs/DeepSeek-V3-FP8");
+  const std::vector<std::string> base = {"explain",    "--model-path", v3,       "--target",
+                                         "cuda:sm_90", "--gpu-memory", "141GiB", "--gpu-count",
+                                         "8",          "--tp-size",    "8"};
+  CliResult r = RunCli(base);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("fp8 block scales: matmul "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("reads f32 scales; checkpoint f32 (weight_scale_inv)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("CUDA graph reserve"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("batch sizes 1, 2, 4, 8, 16, 24, ..., 248, 256"), std::string::npos)
+      << r.out;
+  std::vector<std::string> off = base;
+  off.push_back("--disable-cuda-graph");
+  r = RunCli(off);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("CUDA graph reserve     none (no graphs captured"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("batch sizes 1,"), std::string::npos) << r.out;
+}
+
 // The CPU-contention rule of the serving engine (runtime/cpu_contention.h) is in the plan with its
 // reason, and the option overrides it.
 TEST(ExplainCommandTest, ShowsTheCpuContentionRuleAndItsOverride) {

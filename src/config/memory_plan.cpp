@@ -80,6 +80,25 @@ std::vector<int64_t> GraphBuckets(int64_t max_bs) {
   return out;
 }
 
+int64_t GraphBucketFor(const std::vector<int64_t>& buckets, int64_t n) {
+  if (n <= 0) return 0;
+  auto it = std::lower_bound(buckets.begin(), buckets.end(), n);
+  return it == buckets.end() ? 0 : *it;
+}
+
+std::string GraphBucketsText(const std::vector<int64_t>& b) {
+  std::string s;
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (b.size() > 8 && i == 6) {
+      s += ", ...";
+      i = b.size() - 3;
+      continue;
+    }
+    s += (s.empty() ? "" : ", ") + std::to_string(b[i]);
+  }
+  return s;
+}
+
 MemoryPlan PlanFixedParts(const ModelFacts& model, const MemoryInputs& in) {
   MemoryPlan p;
   const ModelConfig& c = model.config;
@@ -100,9 +119,10 @@ MemoryPlan PlanFixedParts(const ModelFacts& model, const MemoryInputs& in) {
   p.activations = Sum(p.activation_items);
   if (in.cuda && in.cuda_graph_max_bs > 0) {
     p.graph_buckets = GraphBuckets(in.cuda_graph_max_bs);
-    p.graph_reserve =
-        Sum(StepWorkspace(c, in.cuda_graph_max_bs, in.context_length, in.tp, a, false)) +
-        p.graph_buckets.size() * U(c.num_hidden_layers) * kGraphBytesPerLayer;
+    p.graph_workspace =
+        Sum(StepWorkspace(c, in.cuda_graph_max_bs, in.context_length, in.tp, a, false));
+    p.graph_exec = p.graph_buckets.size() * U(c.num_hidden_layers) * kGraphBytesPerLayer;
+    p.graph_reserve = p.graph_workspace + p.graph_exec;
   }
   p.runtime_overhead = in.cuda ? kCudaOverhead + (in.tp > 1 ? kNcclOverhead : 0) : kCpuOverhead;
   p.dynamic_need = p.activations + p.graph_reserve + p.runtime_overhead;
@@ -140,6 +160,8 @@ nlohmann::json MemoryPlan::ToJson() const {
           {"activation_items", items},
           {"graph_batch_sizes", graph_buckets},
           {"graph_reserve_bytes", graph_reserve},
+          {"graph_workspace_bytes", graph_workspace},
+          {"graph_exec_bytes", graph_exec},
           {"runtime_overhead_bytes", runtime_overhead},
           {"dynamic_need_bytes", dynamic_need},
           {"max_mem_fraction_static", max_fraction},

@@ -53,7 +53,9 @@ struct MemoryPlan {
   std::vector<MemoryItem> activation_items;
   uint64_t activations = 0;
   std::vector<int64_t> graph_buckets;  // captured decode batch sizes
-  uint64_t graph_reserve = 0;
+  uint64_t graph_reserve = 0;          // graph_workspace + graph_exec
+  uint64_t graph_workspace = 0;        // decode buffers at the largest bucket (shared pool)
+  uint64_t graph_exec = 0;             // per graph per layer estimate x graphs x layers
   uint64_t runtime_overhead = 0;
   uint64_t dynamic_need = 0;  // activations + graph_reserve + runtime_overhead
   double max_fraction = 0;    // largest mem_fraction_static that leaves dynamic_need
@@ -68,8 +70,16 @@ struct MemoryPlan {
 
 // Bytes of everything except the KV pool for `in` (fills all but the fraction-dependent fields).
 MemoryPlan PlanFixedParts(const ModelFacts& model, const MemoryInputs& in);
-// The captured batch sizes up to max_bs (1, 2, 4, 8, then every 8 to 256, then every 16).
+// The captured batch sizes up to max_bs, as SGLang captures them: 1, 2, 4, 8, then every 8 to 256,
+// then every 16 (272, 288, ...), the sizes below max_bs and then max_bs itself (so that a full
+// batch has its graph). Empty for max_bs <= 0.
 std::vector<int64_t> GraphBuckets(int64_t max_bs);
+// The graph a decode batch of n requests runs in: the smallest bucket >= n (the batch is padded
+// to it with n - bucket idle rows); 0 when n exceeds the largest bucket (or there are none): the
+// step runs without a graph.
+int64_t GraphBucketFor(const std::vector<int64_t>& buckets, int64_t n);
+// "1, 2, 4, 8, 16, 24, ..., 248, 256" (the first six, "...", the last two when there are more).
+std::string GraphBucketsText(const std::vector<int64_t>& buckets);
 // Completes `plan` for fraction `f` and an optional explicit max_total_tokens (0 = all that fits).
 void PlanKvPool(MemoryPlan* plan, double f, int64_t page_size, int64_t max_total_tokens);
 

@@ -206,6 +206,15 @@ StatusOr<ModelFacts> BuildModelFacts(const json& config_json, const json& hf_qua
     LUCID_ASSIGN_OR_RETURN(f.tensors, FromCheckpoint(*ckpt, f.config));
     f.sizes_from_checkpoint = true;
     f.misaligned_weight_bytes = MisalignedWeightBytes(*ckpt);
+    for (const TensorEntry& t : f.tensors) {
+      const std::string suffix = ".weight_scale_inv";
+      if (t.name.size() <= suffix.size() ||
+          t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) != 0)
+        continue;
+      LUCID_ASSIGN_OR_RETURN(TensorInfo info, ckpt->Info(t.name));
+      f.fp8_scales_stored_ue8m0 = info.dtype == DType::kUE8M0;
+      break;
+    }
   } else {
     f.tensors = Inventory(f.config, q, f32 ? 4 : 2, plain);
   }

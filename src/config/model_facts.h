@@ -40,6 +40,9 @@ struct ModelFacts {
   std::string quant_method = "none";  // "none", "fp8", "modelopt"
   std::string quant_algo;     // as formats/quant_config.h: "FP8_BLOCK", "NVFP4", "MIXED_PRECISION"
   bool ue8m0_scales = false;  // fp8 block scales are powers of two (scale_fmt ue8m0)
+  // fp8 block scales are stored as ue8m0 bytes (F8_E8M0 tensors) rather than f32; from the first
+  // weight_scale_inv header, false without a checkpoint (the published checkpoints store f32).
+  bool fp8_scales_stored_ue8m0 = false;
   std::string kv_cache_quant_algo;            // ModelOpt kv_cache_quant_algo ("FP8") or ""
   std::vector<WeightFormat> linear_formats;   // formats of non-expert linear layers, distinct
   std::optional<WeightFormat> expert_format;  // routed experts (nullopt without MoE layers)

@@ -5,12 +5,15 @@
 #include "config/model_facts.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "formats/quant_config.h"
+#include "formats/safetensors.h"
 
 namespace lucid::config {
 namespace {
@@ -141,6 +144,30 @@ TEST(ModelFactsGgufTest, StackedExpertsAreExpertLinears) {
   EXPECT_EQ(experts, 2 * 3);  // layers 1 and 2: gate, up, down
   for (const char* type : {"Q4_0", "Q4_1", "Q8_0", "F16", "F32"})
     EXPECT_NE(f->quant_algo.find(type), std::string::npos) << f->quant_algo;
+}
+
+// The FP8 scale storage comes from the safetensors header of the scale tensors (F32 or F8_E8M0),
+// independently of scale_fmt.
+TEST(ModelFactsQuantTest, Fp8ScaleStorageIsReadFromTheHeaders) {
+  const json config = ReadJson("tests/fixtures/configs/DeepSeek-V3-FP8/config.json");
+  for (DType scale_dtype : {DType::kUE8M0, DType::kF32}) {
+    const std::filesystem::path dir =
+        std::filesystem::path(testing::TempDir()) /
+        ("lucid_fp8_scales_" + std::to_string(getpid()) + "_" + DTypeName(scale_dtype));
+    std::filesystem::create_directories(dir);
+    const std::string m = "model.layers.0.self_attn.q_a_proj";
+    ASSERT_TRUE(WriteSafetensors((dir / "model.safetensors").string(),
+                                 {{m + ".weight", Tensor::Zeros(DType::kF8E4M3, {256, 256})},
+                                  {m + ".weight_scale_inv", Tensor::Zeros(scale_dtype, {2, 2})}})
+                    .ok());
+    auto ck = Checkpoint::Open(dir.string());
+    ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+    auto f = BuildModelFacts(config, json(), &*ck, dir.string());
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_EQ(f->fp8_scales_stored_ue8m0, scale_dtype == DType::kUE8M0) << DTypeName(scale_dtype);
+    EXPECT_FALSE(f->ue8m0_scales);  // no scale_fmt in DeepSeek-V3's config
+    std::filesystem::remove_all(dir);
+  }
 }
 
 }  // namespace

@@ -124,6 +124,7 @@ nlohmann::json ResolvedConfig::ToJson() const {
           {"settings", settings},
           {"kernels", kernels},
           {"cpu_kernels", cpu_kernels},
+          {"fp8_scales", d_.fp8_scales},
           {"memory", d_.memory.ToJson()},
           {"notes", d_.notes},
           {"runnable_here", d_.not_runnable_here.empty()},
@@ -160,6 +161,7 @@ std::string ResolvedConfig::ToText() const {
       << d_.cpu_kernels->set << " (" << (f != nullptr ? f->Provenance() : "default") << ")\n"
       << "      " << d_.cpu_kernels->reason << "\n";
   }
+  for (const std::string& l : d_.fp8_scales) o << "  fp8 block scales: " << l << "\n";
   const MemoryPlan& m = d_.memory;
   o << "\nMemory plan (per device)\n";
   o << "  device memory          " << Bytes(m.device_memory) << "\n";
@@ -173,9 +175,20 @@ std::string ResolvedConfig::ToText() const {
   o << "  activations            " << Bytes(m.activations) << "\n";
   for (const MemoryItem& i : m.activation_items)
     o << "      " << Pad(i.name, 44) << Pad(Bytes(i.bytes), 12) << i.detail << "\n";
-  if (!m.graph_buckets.empty())
+  if (!m.graph_buckets.empty()) {
     o << "  CUDA graph reserve     " << Bytes(m.graph_reserve) << " (estimate; "
       << m.graph_buckets.size() << " batch sizes up to " << m.graph_buckets.back() << ")\n";
+    o << "      " << Pad("decode buffers at batch " + std::to_string(m.graph_buckets.back()), 44)
+      << Bytes(m.graph_workspace) << " (one pool, shared by every graph)\n";
+    o << "      " << Pad("captured graphs", 44) << Pad(Bytes(m.graph_exec), 12)
+      << m.graph_buckets.size() << " graphs x 32 KiB per layer\n";
+    o << "      batch sizes " << GraphBucketsText(m.graph_buckets)
+      << "; a batch of n runs padded to the smallest size >= n, a larger one without a graph\n";
+  } else if (d_.target.has_gpu) {
+    const ResolvedField* f = Field("disable-cuda-graph");
+    o << "  CUDA graph reserve     none (no graphs captured: disable-cuda-graph "
+      << (f != nullptr ? f->ValueText() + ", " + f->Provenance() : std::string("?")) << ")\n";
+  }
   o << "  runtime overhead       " << Bytes(m.runtime_overhead) << " (estimate)\n";
   for (const std::string& n : m.notes) o << "  note: " << n << "\n";
   if (!d_.notes.empty()) o << "\nNotes\n";

@@ -50,6 +50,9 @@ struct ResolvedData {
   Target target;
   std::string model_summary;  // architecture, layers, quantization, where sizes came from
   std::vector<KernelChoice> kernels;
+  // FP8 block models: what each FP8 kernel reads as scales and what the load converts, one line
+  // each (config/fp8_scale_plan.h); empty otherwise.
+  std::vector<std::string> fp8_scales;
   // Device cpu: the kernel set --cpu-kernels chose and the ops name it runs as; nullopt on cuda.
   std::optional<CpuKernelReport> cpu_kernels;
   MemoryPlan memory;

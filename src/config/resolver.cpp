@@ -1,5 +1,8 @@
 #include "config/resolver.h"
 
+#include <algorithm>
+
+#include "config/fp8_scale_plan.h"
 #include "config/option_table.h"
 #include "config/resolver_internal.h"
 #include "config/wait_policy.h"
@@ -202,6 +205,7 @@ StatusOr<ResolvedConfig> Resolver::Run() {
                     (model_.sizes_from_checkpoint ? " (safetensors headers)"
                                                   : " (computed from config.json: no weights)");
   d.kernels = kernels_;
+  d.fp8_scales = Fp8ScaleLines(kernels_, target_.sm, model_);
   d.cpu_kernels = cpu_kernels_;
   d.memory = memory_;
   d.notes = notes_;
@@ -217,6 +221,25 @@ StatusOr<ResolvedConfig> Resolver::Run() {
                                   ": the model registry implements tp <= " +
                                   std::to_string(model_.max_tensor_parallel) + " so far");
   return ResolvedConfig(std::move(d));
+}
+
+std::vector<std::string> Fp8ScaleLines(const std::vector<KernelChoice>& kernels, int sm,
+                                       const ModelFacts& model) {
+  std::vector<std::string> lines;
+  for (const KernelChoice& k : kernels) {
+    for (const Situation& s : k.situations) {
+      if (s.weight_format != WeightFormat::kFp8Block) continue;
+      for (const KernelDecl* decl : FindKernels(k.family, k.kernel)) {
+        if (Refusal(*decl, s)) continue;
+        const std::string line =
+            DecideFp8Scales(*decl, sm, model.ue8m0_scales, model.fp8_scales_stored_ue8m0).Line();
+        if (std::find(lines.begin(), lines.end(), line) == lines.end()) lines.push_back(line);
+        break;
+      }
+      break;
+    }
+  }
+  return lines;
 }
 
 }  // namespace internal

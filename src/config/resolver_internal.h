@@ -52,6 +52,10 @@ KernelAttempt TryKernels(const ModelFacts& model, const std::vector<Need>& needs
                          const KernelEnv& env);
 
 DType ComputeDTypeFromName(const std::string& s);
+// One line per FP8 block kernel of `kernels`: the scale format it reads on `sm` and the load's
+// conversion (config/fp8_scale_plan.h).
+std::vector<std::string> Fp8ScaleLines(const std::vector<KernelChoice>& kernels, int sm,
+                                       const ModelFacts& model);
 
 class Resolver {
  public:

@@ -1,0 +1,138 @@
+// The FP8 block scale decision: what each kernel reads per target, the conversion the load does,
+// and the line `explain` / serve's start-up print for it.
+#include "config/fp8_scale_plan.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/resolver.h"
+
+namespace lucid::config {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+KernelDecl Decl(std::string name, Device device, bool ue8m0_on_sm100) {
+  KernelDecl d;
+  d.name = std::move(name);
+  d.family = KernelFamily::kMatmul;
+  d.device = device;
+  d.requires_ue8m0_on_sm100 = ue8m0_on_sm100;
+  return d;
+}
+
+TEST(Fp8ScalePlanTest, WhatEachKernelReads) {
+  EXPECT_EQ(KernelScaleRead(Decl("cpu", Device::kCpu, false), 0), ScaleRead::kAsStored);
+  EXPECT_EQ(KernelScaleRead(Decl("cutlass", Device::kCuda, false), 90), ScaleRead::kF32);
+  EXPECT_EQ(KernelScaleRead(Decl("cutlass", Device::kCuda, false), 100), ScaleRead::kF32);
+  EXPECT_EQ(KernelScaleRead(Decl("deep_gemm", Device::kCuda, true), 90), ScaleRead::kF32);
+  EXPECT_EQ(KernelScaleRead(Decl("deep_gemm", Device::kCuda, true), 100), ScaleRead::kUe8m0);
+}
+
+TEST(Fp8ScalePlanTest, ConversionsPerReaderAndCheckpoint) {
+  const KernelDecl cpu = Decl("cpu", Device::kCpu, false);
+  const KernelDecl lt = Decl("cublaslt", Device::kCuda, false);
+  const KernelDecl dg = Decl("deep_gemm", Device::kCuda, true);
+  struct Case {
+    const KernelDecl* d;
+    int sm;
+    bool declared, stored;
+    const char* conversion;
+    bool refused;
+  } cases[] = {
+      {&cpu, 0, false, false, "none, read as stored (exact)", false},
+      {&cpu, 0, true, true, "none, read as stored (exact)", false},
+      {&lt, 90, false, false, "none, read as stored (exact)", false},
+      {&lt, 90, true, true, "ue8m0 -> f32 once at load (exact: 2^(e-127), 255 -> NaN)", false},
+      {&dg, 90, true, false, "none, read as stored (exact)", false},
+      {&dg, 100, true, true, "none, read as stored (exact)", false},
+      {&dg, 100, true, false, "f32 -> ue8m0 once at load (exact: every scale is a power of two)",
+       false},
+      {&dg, 100, false, false, "refused: f32 -> ue8m0 would round", true},
+  };
+  for (const Case& c : cases) {
+    Fp8ScaleDecision d = DecideFp8Scales(*c.d, c.sm, c.declared, c.stored);
+    EXPECT_THAT(d.conversion, HasSubstr(c.conversion)) << c.d->name << " sm " << c.sm;
+    EXPECT_EQ(d.refused, c.refused) << c.d->name;
+    EXPECT_EQ(d.exact, !c.refused) << c.d->name;
+  }
+  EXPECT_EQ(DecideFp8Scales(dg, 100, true, false).Line(),
+            "matmul deep_gemm reads ue8m0 scales; checkpoint f32, scale_fmt ue8m0 (powers of two, "
+            "checked at load): f32 -> ue8m0 once at load (exact: every scale is a power of two)");
+  EXPECT_EQ(DecideFp8Scales(cpu, 0, false, false).Line(),
+            "matmul cpu reads either scale format (dequantized as stored); checkpoint f32 "
+            "(weight_scale_inv): none, read as stored (exact)");
+}
+
+using Flags = std::vector<std::pair<std::string, std::string>>;
+
+StatusOr<ResolvedConfig> ResolveFixture(const std::string& model, const Flags& flags) {
+  ExplicitSettings s;
+  Flags all = {{"model-path", std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/configs/" + model}};
+  all.insert(all.end(), flags.begin(), flags.end());
+  if (flags[0].second != "cpu") all.insert(all.end(), {{"gpu-count", "8"}, {"tp-size", "8"}});
+  for (const auto& [k, v] : all) {
+    Status st = s.Set(k, v, Source::kCli, "--" + k);
+    if (!st.ok()) return st;
+  }
+  return Resolve(s);
+}
+
+TEST(Fp8ScalePlanTest, ExplainStatesTheDecisionForSm90) {
+  auto r = ResolveFixture("DeepSeek-V3-FP8", {{"target", "cuda:sm_90"}, {"gpu-memory", "141GiB"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::vector<std::string>& lines = r->data().fp8_scales;
+  ASSERT_FALSE(lines.empty());
+  for (const std::string& l : lines) {
+    EXPECT_THAT(l, HasSubstr("reads f32 scales; checkpoint f32 (weight_scale_inv): none, read as "
+                             "stored (exact)"));
+  }
+  EXPECT_THAT(r->ToText(), HasSubstr("  fp8 block scales: " + lines[0] + "\n"));
+  EXPECT_EQ(r->ToJson()["fp8_scales"].size(), lines.size());
+}
+
+TEST(Fp8ScalePlanTest, DeepGemmOnSm100ReadsUe8m0FromAScaleFmtCheckpoint) {
+  auto r = ResolveFixture(
+      "DeepSeek-V3.2-FP8",
+      {{"target", "cuda:sm_100"}, {"gpu-memory", "180GiB"}, {"fp8-gemm-backend", "deep_gemm"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_THAT(r->ToText(), HasSubstr("fp8 block scales: matmul deep_gemm reads ue8m0 scales; "
+                                     "checkpoint f32, scale_fmt ue8m0"));
+  EXPECT_THAT(r->ToText(), HasSubstr("f32 -> ue8m0 once at load (exact"));
+}
+
+TEST(Fp8ScalePlanTest, TheLossyPathIsNeverPlanned) {
+  // DeepSeek-V3's f32 scales are not declared powers of two: DeepGEMM on sm_100 is refused by the
+  // catalog, before anything loads.
+  auto r = ResolveFixture(
+      "DeepSeek-V3-FP8",
+      {{"target", "cuda:sm_100"}, {"gpu-memory", "180GiB"}, {"fp8-gemm-backend", "deep_gemm"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("needs ue8m0 (power-of-two) block scales"));
+  // Left on auto, a kernel that reads f32 is chosen and the line says so.
+  auto a = ResolveFixture("DeepSeek-V3-FP8", {{"target", "cuda:sm_100"}, {"gpu-memory", "180GiB"}});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  for (const std::string& l : a->data().fp8_scales) {
+    EXPECT_THAT(l, Not(HasSubstr("refused"))) << l;
+    EXPECT_THAT(l, HasSubstr("reads f32 scales")) << l;
+  }
+}
+
+TEST(Fp8ScalePlanTest, CpuTargetsReadScalesAsStored) {
+  auto r = ResolveFixture("DeepSeek-V3.2-FP8", {{"target", "cpu"}, {"cpu-memory", "1TiB"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_FALSE(r->data().fp8_scales.empty());
+  EXPECT_THAT(r->data().fp8_scales[0], HasSubstr("reads either scale format"));
+  // A model without FP8 block weights has no line.
+  auto g = ResolveFixture("GLM-5-NVFP4", {{"target", "cpu"}, {"cpu-memory", "1TiB"}});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  for (const std::string& l : g->data().fp8_scales) ADD_FAILURE() << l;
+}
+
+}  // namespace
+}  // namespace lucid::config
