@@ -72,12 +72,12 @@ LUCID_AVX2 inline float Hsum(__m256 v) {
 // M tokens (x[i], f32, readable and zero from K up to K rounded up to 64) against NR FP8 rows
 // w[j] of K codes (none read at k >= K) with block scales sc[j][b]: out[i * NR + j]. The rows are
 // walked block by block (the M x 128 activations of a block stay in L1 over the NR rows); each
-// row's block runs V = max(1, 4 / M) sums per token, added into the row's total times the block's
-// scale at its end.
+// row's block runs V sums per token (4 for 1-2 tokens, 2 for 3-4, 1 from 5: 4 to 8 independent
+// FMA chains), added into the row's total times the block's scale at its end.
 template <int M, int NR>
 LUCID_AVX2 void TileFp8F32(const float* const* x, const uint8_t* const* w, const float* const* sc,
                            int64_t K, float* out) {
-  constexpr int V = M >= 4 ? 1 : 4 / M;
+  constexpr int V = M <= 2 ? 4 : M <= 4 ? 2 : 1;
   __m256 tot[M][NR];
 #pragma GCC unroll 8
   for (int i = 0; i < M; ++i)
@@ -199,11 +199,11 @@ void AddFp8TilesAvx2(KernelTable& t) {
   t.fp8_f32_tiles[0] = {&TileFp8F32Rows<8>, 8};
   t.fp8_f32_tiles[1] = {&TileFp8F32<2, 4>, 4};
   t.fp8_f32_tiles[2] = {&TileFp8F32<3, 4>, 4};
-  t.fp8_f32_tiles[3] = {&TileFp8F32<4, 2>, 2};
-  t.fp8_f32_tiles[4] = {&TileFp8F32<5, 2>, 2};
-  t.fp8_f32_tiles[5] = {&TileFp8F32<6, 2>, 2};
-  t.fp8_f32_tiles[6] = {&TileFp8F32<7, 1>, 1};
-  t.fp8_f32_tiles[7] = {&TileFp8F32<8, 1>, 1};
+  t.fp8_f32_tiles[3] = {&TileFp8F32<4, 4>, 4};
+  t.fp8_f32_tiles[4] = {&TileFp8F32<5, 4>, 4};
+  t.fp8_f32_tiles[5] = {&TileFp8F32<6, 4>, 4};
+  t.fp8_f32_tiles[6] = {&TileFp8F32<7, 4>, 4};
+  t.fp8_f32_tiles[7] = {&TileFp8F32<8, 4>, 4};
   t.fp8_f32_tokens = 8;
 }
 
