@@ -565,8 +565,9 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
   }
   // Many rows of bf16 weights: widen each weight sliver to f32 once per activation block and run
   // the f32 tile over it (cheaper per FMA than converting in the tile or the dp-bf16 hi/lo pair).
-  // Packed formats (FP8 block, NVFP4) always go this way: each k block of NR rows is decoded into
-  // the L1 sliver, block by block, and never more of the matrix than that.
+  // Packed formats (FP8 block, NVFP4) go this way where no fused tile took them above: each k
+  // block of NR rows is decoded into the L1 sliver, block by block, and never more of the matrix
+  // than that.
   const bool packed = Packed(w.format);
   const bool widen = packed || (w.format == WeightFormat::kBF16 && t1 - t0 >= 128);
   const TileKernel& tk =
