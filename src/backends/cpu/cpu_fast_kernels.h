@@ -38,6 +38,10 @@ constexpr int64_t kFp8TileBlocks = 128;
 using Fp8TileFn = void (*)(const void* const* xh, const void* const* xl, const void* const* w,
                            const float* const* sc, int64_t k0, int64_t k1, float* out);
 
+// FP8-block rows against f32 activations (see KernelTable::fp8_f32_tiles).
+using Fp8F32TileFn = void (*)(const float* const* x, const uint8_t* const* w,
+                              const float* const* sc, int64_t K, float* out);
+
 using Nvfp4TileFn = void (*)(const void* const* xh, const void* const* xl, const void* const* w,
                              const float* const* gs, float s2, int64_t k0, int64_t k1,
                              int64_t groups_end, float* out);
@@ -94,6 +98,18 @@ struct KernelTable {
     int nr = 0;
   };
   Nvfp4Tile nvfp4_tiles[5];
+  // FP8 block (128-column blocks) against f32 activations, codes decoded in registers (AVX2,
+  // cpu_fast_fp8_avx2.cpp; empty elsewhere): fp8_f32_tiles[m - 1] takes m tokens (m = 1..
+  // fp8_f32_tokens) against nr rows: out[i * nr + j] = sum over blocks b of sc[j][b] * sum over
+  // k < K in block b of x_i[k] * e4m3(w_j[k]) (NaN where a row holds a NaN code). x rows readable
+  // and zero from K up to K rounded up to 64; codes at k >= K are never read; K <= 128 *
+  // kFp8TileBlocks.
+  struct Fp8F32Tile {
+    Fp8F32TileFn fn = nullptr;
+    int nr = 0;
+  };
+  Fp8F32Tile fp8_f32_tiles[8];
+  int fp8_f32_tokens = 0;
   // The column order in which the fused tiles of a format read the hi/lo split: within each block
   // of `block` columns (64 for FP8, 128 for NVFP4, dividing kFusedPadK), position p holds column
   // order[p] of the block (the order their in-register decode leaves the weights in).
@@ -203,6 +219,12 @@ const KernelTable& Avx512Bf16Kernels();
 // takes it too).
 bool DequantGgmlAvx2(GgmlType t, const uint8_t* blocks, int64_t n, float* out);
 bool GemvGgmlAvx2(GgmlType t, const float* x, const uint8_t* const* w, int64_t n, float* out);
+// The fp8_f32_tiles of cpu_fast_fp8_avx2.cpp into t (AVX2 + FMA + F16C).
+void AddFp8TilesAvx2(KernelTable& t);
+// The decode of those tiles on 32 codes (AVX2 + FMA + F16C only), for tests: out[i] = e4m3(q[i])
+// for every code but the NaN ones (0x7F, 0xFF: finite here; the tiles' per-block NaN check stands
+// in for them); returns that check: whether q holds a NaN code.
+bool DecodeE4m3x32Avx2(const uint8_t* q, float* out);
 
 // Activations of one Linear call, packed for the tiles.
 // Returns a GEMM panel buffer to its pool (cpu_fast_gemm.cpp).

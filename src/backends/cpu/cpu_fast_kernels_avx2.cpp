@@ -293,6 +293,7 @@ KernelTable MakeTable() {
   t.dequant_nvfp4 = &DequantNvfp4;
   t.dequant_ggml = &DequantGgmlAvx2;
   t.gemv_ggml = &GemvGgmlAvx2;
+  AddFp8TilesAvx2(t);
   return t;
 }
 

@@ -389,6 +389,60 @@ inline void StoreTile(const float* out, int64_t mm, int nr, int64_t nn, bool fir
   }
 }
 
+// The weight and block-scale row pointers of FP8-block row groups, from column k0 (a multiple of
+// 128). f32 scale rows are used in place; UE8M0 ones are widened into slot j, once per scale row
+// (the rows of a group, and the next groups, mostly share one: 128-row blocks), where gathering NR
+// rows of scales per group cost 14% of a one-token FP8 matmul.
+class Fp8GroupRows {
+ public:
+  explicit Fp8GroupRows(const Weight& w)
+      : w_(w),
+        base_(w.data.data<const uint8_t>() + w.row_begin * w.cols),
+        ue8m0_(w.scale.dtype() == DType::kUE8M0),
+        ld_scale_(w.scale.size(1)),
+        widened_(Widened()) {
+    if (ue8m0_) widened_.resize(16 * ld_scale_);
+    std::fill(slot_row_, slot_row_ + 16, int64_t{-1});
+  }
+  // Rows n.. (rows past n + nn repeat the last) into wp[0..nr), their scales into sc[0..nr).
+  void Group(int64_t n, int64_t nn, int nr, int64_t k0, const void** wp, const float** sc) {
+    int64_t srow = (w_.row_begin + n) / w_.block_rows, prev = -1;
+    int64_t next = (srow + 1) * w_.block_rows - w_.row_begin;  // first r of the next scale row
+    for (int j = 0; j < nr; ++j) {
+      const int64_t r = n + std::min<int64_t>(j, nn - 1);
+      wp[j] = base_ + r * w_.cols + k0;
+      for (; r >= next; next += w_.block_rows) ++srow;
+      if (srow == prev) {
+        sc[j] = sc[j - 1];
+      } else if (!ue8m0_) {
+        sc[j] = w_.scale.data<const float>() + srow * ld_scale_ + k0 / 128;
+      } else {
+        float* slot = &widened_[j * ld_scale_];
+        if (slot_row_[j] != srow) {
+          const uint8_t* e = w_.scale.data<const uint8_t>() + srow * ld_scale_;
+          for (int64_t b = 0; b < ld_scale_; ++b) slot[b] = Ue8m0ToF32(e[b]);
+          slot_row_[j] = srow;
+        }
+        sc[j] = slot + k0 / 128;
+      }
+      prev = srow;
+    }
+  }
+
+ private:
+  const Weight& w_;
+  const uint8_t* base_;
+  bool ue8m0_;
+  int64_t ld_scale_;
+  // Per thread, reused across calls (one Fp8GroupRows lives at a time on a thread).
+  static std::vector<float>& Widened() {
+    thread_local std::vector<float> v;
+    return v;
+  }
+  std::vector<float>& widened_;
+  int64_t slot_row_[16];
+};
+
 // Packed weights through the fused tiles (x must carry the hi/lo split): row groups of the tile's
 // nr rows, the tokens in tiles of up to 4 against each group (its codes are decoded once per
 // token tile, from L1 after the first). One token uses the widest row group.
@@ -399,44 +453,15 @@ void MatmulFp8Fused(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t
   const KernelTable::Fp8Tile* tiles = x.hi_only ? kt.hi_only.fp8 : kt.fp8_tiles;
   const int tokens = x.hi_only ? kt.hi_only.fp8_tokens : kt.fp8_tile_tokens;
   const int NR = one ? tiles[0].nr : tiles[tokens].nr;
-  const uint8_t* base = w.data.data<const uint8_t>() + w.row_begin * K;
   float out[64];
   const void *wp[16], *xh[4], *xl[4];
-  // Row j's block scales: f32 scale rows are used in place; UE8M0 ones are widened into slot j,
-  // once per scale row (the rows of a group, and the next groups, mostly share one: 128-row
-  // blocks), where gathering NR rows of scales per group cost 14% of a one-token FP8 matmul.
   const float* sc[16];
-  const bool ue8m0 = w.scale.dtype() == DType::kUE8M0;
-  const int64_t ld_scale = w.scale.size(1);
-  thread_local std::vector<float> widened;
-  if (ue8m0) widened.resize(16 * ld_scale);
-  int64_t slot_row[16];
-  std::fill(slot_row, slot_row + 16, int64_t{-1});
+  Fp8GroupRows rows(w);
   for (int64_t k0 = 0; k0 < K; k0 += Kc) {
     const int64_t k1 = std::min(K, k0 + Kc);
     for (int64_t n = n0; n < n1; n += NR) {
       const int64_t nn = std::min<int64_t>(NR, n1 - n);
-      int64_t srow = (w.row_begin + n) / w.block_rows, prev = -1;
-      int64_t next = (srow + 1) * w.block_rows - w.row_begin;  // first r of the next scale row
-      for (int j = 0; j < NR; ++j) {
-        const int64_t r = n + std::min<int64_t>(j, nn - 1);
-        wp[j] = base + r * K + k0;
-        for (; r >= next; next += w.block_rows) ++srow;
-        if (srow == prev) {
-          sc[j] = sc[j - 1];
-        } else if (!ue8m0) {
-          sc[j] = w.scale.data<const float>() + srow * ld_scale + k0 / 128;
-        } else {
-          float* slot = &widened[j * ld_scale];
-          if (slot_row[j] != srow) {
-            const uint8_t* e = w.scale.data<const uint8_t>() + srow * ld_scale;
-            for (int64_t b = 0; b < ld_scale; ++b) slot[b] = Ue8m0ToF32(e[b]);
-            slot_row[j] = srow;
-          }
-          sc[j] = slot + k0 / 128;
-        }
-        prev = srow;
-      }
+      rows.Group(n, nn, NR, k0, wp, sc);
       for (int64_t t = t0; t < t1; t += tokens) {
         const int64_t mm = std::min<int64_t>(tokens, t1 - t);
         for (int64_t i = 0; i < mm; ++i) {
@@ -446,6 +471,30 @@ void MatmulFp8Fused(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t
         tiles[one ? 0 : mm].fn(xh, xl, wp, sc, 0, k1 - k0, out);
         StoreTile(out, mm, NR, nn, k0 == 0, y + t * ldy + n, ldy);
       }
+    }
+  }
+}
+
+// Up to fp8_f32_tokens tokens against FP8-block rows through the f32-activation tiles: one tile
+// call per row group over all the tokens, whole rows (up to 128 * kFp8TileBlocks columns) a call.
+void MatmulFp8F32(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
+                  int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  const int64_t K = w.cols, Kc = 128 * kFp8TileBlocks, mm = t1 - t0;
+  const KernelTable::Fp8F32Tile& tile = kt.fp8_f32_tiles[mm - 1];
+  const int NR = tile.nr;
+  float out[64];
+  const void* wp[16];
+  const float* sc[16];
+  const float* xp[8];
+  Fp8GroupRows rows(w);
+  for (int64_t k0 = 0; k0 < K; k0 += Kc) {
+    const int64_t k1 = std::min(K, k0 + Kc);
+    for (int64_t i = 0; i < mm; ++i) xp[i] = &x.f32[(t0 + i) * x.Kpad + k0];
+    for (int64_t n = n0; n < n1; n += NR) {
+      const int64_t nn = std::min<int64_t>(NR, n1 - n);
+      rows.Group(n, nn, NR, k0, wp, sc);
+      tile.fn(xp, reinterpret_cast<const uint8_t* const*>(wp), sc, k1 - k0, out);
+      StoreTile(out, mm, NR, nn, k0 == 0, y + t0 * ldy + n, ldy);
     }
   }
 }
@@ -505,6 +554,9 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
   if (w.format == WeightFormat::kGgml && t1 - t0 < 4 &&
       GgmlGemvRows(kt, x, t0, t1, w, n0, n1, y, ldy))
     return;
+  if (w.format == WeightFormat::kFp8Block && w.block_cols == 128 && kt.fp8_f32_tiles[0].fn &&
+      t1 - t0 <= kt.fp8_f32_tokens && !x.f32.empty())
+    return MatmulFp8F32(kt, x, t0, t1, w, n0, n1, y, ldy);
   if (kt.Fused(w.format) && !x.hi.empty()) {
     if (w.format == WeightFormat::kFp8Block && w.block_cols == 128)
       return MatmulFp8Fused(kt, x, t0, t1, w, n0, n1, y, ldy);
@@ -513,8 +565,9 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
   }
   // Many rows of bf16 weights: widen each weight sliver to f32 once per activation block and run
   // the f32 tile over it (cheaper per FMA than converting in the tile or the dp-bf16 hi/lo pair).
-  // Packed formats (FP8 block, NVFP4) always go this way: each k block of NR rows is decoded into
-  // the L1 sliver, block by block, and never more of the matrix than that.
+  // Packed formats (FP8 block, NVFP4) go this way where no fused tile took them above: each k
+  // block of NR rows is decoded into the L1 sliver, block by block, and never more of the matrix
+  // than that.
   const bool packed = Packed(w.format);
   const bool widen = packed || (w.format == WeightFormat::kBF16 && t1 - t0 >= 128);
   const TileKernel& tk =

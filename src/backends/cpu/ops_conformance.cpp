@@ -163,6 +163,32 @@ void Suite::AddExact(const std::string& op, const std::string& format, const std
 
 namespace {
 
+// FP8-block weights against 1 to 9 tokens (at avx2 the f32-activation tiles, one per token count,
+// take 1 to 8) over columns that are neither a multiple of 128 nor of 32, NaN / Inf activations,
+// and weights with NaN codes in two rows ("nan-code").
+void LinearFp8TokensCases(Suite& s) {
+  const int64_t N = 19, K = 1283;
+  for (int kind : {2, 3})
+    for (int64_t T = 1; T <= 9; ++T)
+      for (int plant = 0; plant < 4; ++plant) {
+        const Plant p = plant == 3 ? Plant::kNone : kPlants[plant];
+        Weight w = RandomWeight(kind, N + 1, K, 80 + kind).RowRange(1, N);
+        if (plant == 3) {  // e4m3 NaN codes, one in row 4, one at the last column of row 13
+          w.data = w.data.Clone();
+          w.data.data<uint8_t>()[5 * K + 700] = 0x7F;
+          w.data.data<uint8_t>()[14 * K + K - 1] = 0xFF;
+        }
+        Tensor x = RandomTensor({T, K}, 21 + static_cast<uint32_t>(T));
+        PlantAt(x, p, T - 1, K - 2);
+        Tensor y = F32({T, N}), r = F32({T, N});
+        s.cand().Linear(x, w, y);
+        s.ref().Linear(s.MatmulInput(x), w, r);
+        s.AddNamed("Linear", WeightKindName(kind), Shape3("T", T, "N", N, "K", K),
+                   plant == 3 ? "nan-code" : PlantName(p), y.data<float>(), r.data<float>(),
+                   y.numel(), 2e-5);
+      }
+}
+
 void LinearCases(Suite& s) {
   if (!s.Wants("Linear")) return;
   struct Case {
@@ -181,6 +207,7 @@ void LinearCases(Suite& s) {
         s.Add("Linear", WeightKindName(kind), Shape3("T", c.T, "N", c.N, "K", c.K), p,
               y.data<float>(), r.data<float>(), y.numel(), 2e-5);
       }
+  LinearFp8TokensCases(s);
 }
 
 void LinearManyCases(Suite& s) {

@@ -1,0 +1,210 @@
+// AVX2 + FMA + F16C tiles for FP8-block weights (e4m3 codes, 128-column block scales) against f32
+// activations, the codes decoded in registers (KernelTable::fp8_f32_tiles).
+//
+// Decode: a code's bits s eeee mmm placed as the f16 s 0eeee mmm0000000 are exactly e4m3 / 256,
+// normals and subnormals alike (both formats' subnormals line up under that shift), so vcvtph2ps
+// gives the code's value / 256 and the tile multiplies its sums by 256 at the end. Per 32 codes:
+// vpunpck{l,h}bw with zero (each code in a 16-bit lane's high byte), vpsraw by 1 and an AND with
+// 0xBF80 (sign to bit 15, bit 14 clear, magnitude to bits 13..7), four vcvtph2ps. The two NaN
+// codes (0x7F, 0xFF) would decode to +-480 / 256: the tiles keep the byte max of (code & 0x7F)
+// over each block of their rows and, where it reaches 0x7F, set the rows holding one to NaN (as
+// any sum with a NaN product is).
+//
+// One token reads each row of its group from start to end (TileFp8F32Rows: the group is one
+// ascending stream, as the AVX-512 TileFp8Rows); 2 to 8 tokens walk their rows block by block
+// (TileFp8F32: each decoded vector serves every token, the tokens' 128-column block of x stays in
+// L1 over the rows).
+#include <immintrin.h>
+
+#include "backends/cpu/cpu_fast_kernels.h"
+
+#define LUCID_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace lucid::fast {
+namespace {
+
+// 32 codes as f32 values / 256: v[0] columns 0-7, v[1] 16-23, v[2] 8-15, v[3] 24-31 (the lane
+// order vpunpck{l,h}bw leaves them in; kCol gives each vector's first column).
+constexpr int kCol[4] = {0, 16, 8, 24};
+
+LUCID_AVX2 __attribute__((always_inline)) inline void E4m3x32(__m256i c, __m256 (&v)[4]) {
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i mask = _mm256_set1_epi16(static_cast<short>(0xBF80));
+  const __m256i lo = _mm256_and_si256(_mm256_srai_epi16(_mm256_unpacklo_epi8(zero, c), 1), mask);
+  const __m256i hi = _mm256_and_si256(_mm256_srai_epi16(_mm256_unpackhi_epi8(zero, c), 1), mask);
+  v[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(lo));
+  v[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(lo, 1));
+  v[2] = _mm256_cvtph_ps(_mm256_castsi256_si128(hi));
+  v[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(hi, 1));
+}
+
+// 32 codes from p, of which the first n (< 32) are read; the rest are zero.
+LUCID_AVX2 inline __m256i LoadTail(const uint8_t* p, int64_t n) {
+  alignas(32) uint8_t b[32] = {};
+  for (int64_t i = 0; i < n; ++i) b[i] = p[i];
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(b));
+}
+
+// Whether any byte of m is 0x7F (m holds maxima of code & 0x7F).
+LUCID_AVX2 inline bool HasNan(__m256i m) {
+  return _mm256_movemask_epi8(_mm256_cmpeq_epi8(m, _mm256_set1_epi8(0x7F))) != 0;
+}
+
+// Whether codes [b0, b1) of row w hold a NaN code.
+LUCID_AVX2 bool RowBlockNan(const uint8_t* w, int64_t b0, int64_t b1) {
+  __m256i m = _mm256_setzero_si256();
+  const __m256i low7 = _mm256_set1_epi8(0x7F);
+  for (int64_t k = b0; k < b1; k += 32) {
+    const __m256i c = b1 - k >= 32 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k))
+                                   : LoadTail(w + k, b1 - k);
+    m = _mm256_max_epu8(m, _mm256_and_si256(c, low7));
+  }
+  return HasNan(m);
+}
+
+LUCID_AVX2 inline float Hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// M tokens (x[i], f32, readable and zero from K up to K rounded up to 64) against NR FP8 rows
+// w[j] of K codes (none read at k >= K) with block scales sc[j][b]: out[i * NR + j]. The rows are
+// walked block by block (the M x 128 activations of a block stay in L1 over the NR rows); each
+// row's block runs V sums per token (4 for 1-2 tokens, 2 for 3-4, 1 from 5: 4 to 8 independent
+// FMA chains), added into the row's total times the block's scale at its end.
+template <int M, int NR>
+LUCID_AVX2 void TileFp8F32(const float* const* x, const uint8_t* const* w, const float* const* sc,
+                           int64_t K, float* out) {
+  constexpr int V = M <= 2 ? 4 : M <= 4 ? 2 : 1;
+  __m256 tot[M][NR];
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) tot[i][j] = _mm256_setzero_ps();
+  const __m256i low7 = _mm256_set1_epi8(0x7F);
+  for (int64_t b0 = 0, blk = 0; b0 < K; b0 += 128, ++blk) {
+    const int64_t b1 = b0 + 128 < K ? b0 + 128 : K;
+    __m256i nan = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) {
+      const uint8_t* wj = w[j];
+      __m256 acc[M][V];
+#pragma GCC unroll 8
+      for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+        for (int u = 0; u < V; ++u) acc[i][u] = _mm256_setzero_ps();
+      for (int64_t k = b0; k < b1; k += 32) {
+        const __m256i c = b1 - k >= 32
+                              ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wj + k))
+                              : LoadTail(wj + k, b1 - k);
+        nan = _mm256_max_epu8(nan, _mm256_and_si256(c, low7));
+        __m256 v[4];
+        E4m3x32(c, v);
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; ++p)
+#pragma GCC unroll 8
+          for (int i = 0; i < M; ++i)
+            acc[i][p % V] =
+                _mm256_fmadd_ps(_mm256_loadu_ps(x[i] + k + kCol[p]), v[p], acc[i][p % V]);
+      }
+      const __m256 s = _mm256_set1_ps(sc[j][blk]);
+#pragma GCC unroll 8
+      for (int i = 0; i < M; ++i) {
+        __m256 a = acc[i][0];
+#pragma GCC unroll 4
+        for (int u = 1; u < V; ++u) a = _mm256_add_ps(a, acc[i][u]);
+        tot[i][j] = _mm256_fmadd_ps(a, s, tot[i][j]);
+      }
+    }
+    if (__builtin_expect(HasNan(nan), 0)) {
+      for (int j = 0; j < NR; ++j)
+        if (RowBlockNan(w[j], b0, b1))
+          for (int i = 0; i < M; ++i) tot[i][j] = _mm256_set1_ps(__builtin_nanf(""));
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) out[i * NR + j] = Hsum(tot[i][j]) * 256.0f;
+}
+
+// One token against NR rows read one after another, each from start to end (the row group is one
+// ascending stream; the line kAheadBytes ahead is asked for in L2 as each block starts): per
+// block four sums (one per vector of a 32-code step), added into the row's total times the
+// block's scale. The NaN check runs over the whole row: a NaN code makes the row's sum NaN.
+constexpr int64_t kAheadBytes = 4096;
+template <int NR>
+LUCID_AVX2 void TileFp8F32Rows(const float* const* xv, const uint8_t* const* w,
+                               const float* const* sc, int64_t K, float* out) {
+  const float* x = xv[0];
+  const __m256i low7 = _mm256_set1_epi8(0x7F);
+  for (int j = 0; j < NR; ++j) {
+    const uint8_t* wj = w[j];
+    const float* s = sc[j];
+    __m256 tot = _mm256_setzero_ps();
+    __m256i nan = _mm256_setzero_si256();
+    int64_t b0 = 0, blk = 0;
+    for (; b0 + 128 <= K; b0 += 128, ++blk) {
+      _mm_prefetch(reinterpret_cast<const char*>(wj + b0) + kAheadBytes, _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(wj + b0) + kAheadBytes + 64, _MM_HINT_T1);
+      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                       _mm256_setzero_ps()};
+#pragma GCC unroll 4
+      for (int64_t k = b0; k < b0 + 128; k += 32) {
+        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wj + k));
+        nan = _mm256_max_epu8(nan, _mm256_and_si256(c, low7));
+        __m256 v[4];
+        E4m3x32(c, v);
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; ++p)
+          acc[p] = _mm256_fmadd_ps(_mm256_loadu_ps(x + k + kCol[p]), v[p], acc[p]);
+      }
+      const __m256 a = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+      tot = _mm256_fmadd_ps(a, _mm256_set1_ps(s[blk]), tot);
+    }
+    if (b0 < K) {  // the last, partial block
+      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                       _mm256_setzero_ps()};
+      for (int64_t k = b0; k < K; k += 32) {
+        const __m256i c = K - k >= 32 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wj + k))
+                                      : LoadTail(wj + k, K - k);
+        nan = _mm256_max_epu8(nan, _mm256_and_si256(c, low7));
+        __m256 v[4];
+        E4m3x32(c, v);
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; ++p)
+          acc[p] = _mm256_fmadd_ps(_mm256_loadu_ps(x + k + kCol[p]), v[p], acc[p]);
+      }
+      const __m256 a = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+      tot = _mm256_fmadd_ps(a, _mm256_set1_ps(s[blk]), tot);
+    }
+    out[j] = HasNan(nan) ? __builtin_nanf("") : Hsum(tot) * 256.0f;
+  }
+}
+
+}  // namespace
+
+LUCID_AVX2 bool DecodeE4m3x32Avx2(const uint8_t* q, float* out) {
+  const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+  __m256 v[4];
+  E4m3x32(c, v);
+  const __m256 k256 = _mm256_set1_ps(256.0f);
+  for (int p = 0; p < 4; ++p) _mm256_storeu_ps(out + kCol[p], _mm256_mul_ps(v[p], k256));
+  return HasNan(_mm256_and_si256(c, _mm256_set1_epi8(0x7F)));
+}
+
+void AddFp8TilesAvx2(KernelTable& t) {
+  t.fp8_f32_tiles[0] = {&TileFp8F32Rows<8>, 8};
+  t.fp8_f32_tiles[1] = {&TileFp8F32<2, 4>, 4};
+  t.fp8_f32_tiles[2] = {&TileFp8F32<3, 4>, 4};
+  t.fp8_f32_tiles[3] = {&TileFp8F32<4, 4>, 4};
+  t.fp8_f32_tiles[4] = {&TileFp8F32<5, 4>, 4};
+  t.fp8_f32_tiles[5] = {&TileFp8F32<6, 4>, 4};
+  t.fp8_f32_tiles[6] = {&TileFp8F32<7, 4>, 4};
+  t.fp8_f32_tiles[7] = {&TileFp8F32<8, 4>, 4};
+  t.fp8_f32_tokens = 8;
+}
+
+}  // namespace lucid::fast
