@@ -4,6 +4,7 @@
 #include "backends/cpu/ops_conformance.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -161,6 +162,30 @@ void Suite::AddExact(const std::string& op, const std::string& format, const std
   cases_.push_back(std::move(c));
 }
 
+void LinearManyOnThree(Suite& s, std::array<const Weight*, 3> ws, const std::string& format,
+                       uint32_t seed) {
+  const int64_t K = ws[0]->cols;
+  for (int64_t T : {1, 5, 129})
+    for (Plant p : kPlants) {
+      Tensor x = RandomTensor({T, K}, seed);
+      PlantAt(x, p, T - 1, 17);
+      std::array<Tensor, 3> ys;
+      std::array<Tensor*, 3> yp;
+      for (int i = 0; i < 3; ++i) {
+        ys[i] = F32({T, ws[i]->rows});
+        yp[i] = &ys[i];
+      }
+      s.cand().LinearMany(x, ws, yp);
+      const Tensor xr = s.MatmulInput(x);
+      for (int i = 0; i < 3; ++i) {
+        Tensor r = F32({T, ws[i]->rows});
+        s.ref().Linear(xr, *ws[i], r);
+        s.Add("LinearMany", format, Shape3("T", T, "N", ws[i]->rows, "K", K), p,
+              ys[i].data<float>(), r.data<float>(), r.numel(), 2e-5);
+      }
+    }
+}
+
 namespace {
 
 // FP8-block weights against 1 to 9 tokens (at avx2 the f32-activation tiles, one per token count,
@@ -215,22 +240,7 @@ void LinearManyCases(Suite& s) {
   const int64_t K = 200;
   const Weight a = RandomWeight(1, 40, K, 1), b = RandomWeight(4, 24, K, 2),
                c = RandomWeight(2, 130, K, 3);
-  const Weight* ws[] = {&a, &b, &c};
-  for (int64_t T : {1, 5, 129})
-    for (Plant p : kPlants) {
-      Tensor x = RandomTensor({T, K}, 9);
-      PlantAt(x, p, T - 1, 17);
-      Tensor ya = F32({T, 40}), yb = F32({T, 24}), yc = F32({T, 130});
-      Tensor* ys[] = {&ya, &yb, &yc};
-      s.cand().LinearMany(x, ws, ys);
-      const Tensor xr = s.MatmulInput(x);
-      for (int i = 0; i < 3; ++i) {
-        Tensor r = F32({T, ws[i]->rows});
-        s.ref().Linear(xr, *ws[i], r);
-        s.Add("LinearMany", "bf16+nvfp4+fp8", Shape3("T", T, "N", ws[i]->rows, "K", K), p,
-              ys[i]->data<float>(), r.data<float>(), r.numel(), 2e-5);
-      }
-    }
+  LinearManyOnThree(s, {&a, &b, &c}, "bf16+nvfp4+fp8", 9);
 }
 
 void LinearTransposedCases(Suite& s) {

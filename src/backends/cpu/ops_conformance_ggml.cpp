@@ -105,22 +105,7 @@ void GgmlLinearMany(Suite& s) {
   const int64_t K = 1280;
   const Weight a = RandomGgml(GgmlType::kQ4_1, 40, K, 1), b = RandomGgml(GgmlType::kQ8_0, 24, K, 2),
                c = RandomGgml(GgmlType::kQ6_K, 130, K, 3);
-  const Weight* ws[] = {&a, &b, &c};
-  for (int64_t T : {1, 5, 129})
-    for (Plant p : kPlants) {
-      Tensor x = RandomTensor({T, K}, 19);
-      PlantAt(x, p, T - 1, 17);
-      Tensor ya = F32({T, 40}), yb = F32({T, 24}), yc = F32({T, 130});
-      Tensor* ys[] = {&ya, &yb, &yc};
-      s.cand().LinearMany(x, ws, ys);
-      const Tensor xr = s.MatmulInput(x);
-      for (int i = 0; i < 3; ++i) {
-        Tensor r = F32({T, ws[i]->rows});
-        s.ref().Linear(xr, *ws[i], r);
-        s.Add("LinearMany", "gguf:Q4_1+Q8_0+Q6_K", Shape3("T", T, "N", ws[i]->rows, "K", K), p,
-              ys[i]->data<float>(), r.data<float>(), r.numel(), 2e-5);
-      }
-    }
+  LinearManyOnThree(s, {&a, &b, &c}, "gguf:Q4_1+Q8_0+Q6_K", 19);
 }
 
 void GgmlLinearTransposed(Suite& s) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -76,6 +77,12 @@ class Suite {
   std::vector<std::string> only_;
   std::vector<ConformanceCase> cases_;
 };
+
+// LinearMany on one input against three weights of the same K (the candidate's one call against
+// the reference's Linear per weight), for 1, 5 and 129 tokens and every plant; cases recorded
+// under `format`.
+void LinearManyOnThree(Suite& s, std::array<const Weight*, 3> ws, const std::string& format,
+                       uint32_t seed);
 
 // The case groups (ops_conformance.cpp: the dense ops; ops_conformance_attention.cpp: attention,
 // the indexer, top-k and the MoE ops; ops_conformance_step.cpp: the KV writes, row-wise top-k
