@@ -189,6 +189,18 @@ TEST(ExplainCommandTest, SglangKernelNamesExitTwoNamingLucidsKernel) {
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
   }
+  // From the environment: the same line, naming the variable.
+  setenv("LUCID_NSA_DECODE_BACKEND", "flashmla_kv", 1);
+  std::vector<std::string> args = {"explain", "--model-path", kGlm};
+  args.insert(args.end(), gpu.begin(), gpu.end());
+  CliResult r = RunCli(args);
+  unsetenv("LUCID_NSA_DECODE_BACKEND");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("LUCID_NSA_DECODE_BACKEND flashmla_kv: not implemented by lucid (an SGLang "
+                       "kernel: FlashMLA sparse decode"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(ExplainCommandTest, BadInputIsOneLineAndExitTwo) {

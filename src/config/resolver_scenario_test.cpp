@@ -162,6 +162,21 @@ TEST(ScenarioTest, ACudaPlanIsNotRunnableHereWithItsReasons) {
   EXPECT_FALSE(no_graphs->not_runnable_here().empty());
 }
 
+// `--target local` is always a CPU target; its description says whether this build has the CUDA
+// kernels, and never that a build with them has none.
+TEST(ScenarioTest, TheLocalTargetSaysWhatThisBuildHasForCuda) {
+  auto r = ResolveFixture("DeepSeek-V3.2-FP8", {{"target", "local"}, {"cpu-memory", "4000GiB"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::string text = r->ToText();
+  const std::string with =
+      "(this machine; no model runs on the CUDA backend yet, so no GPU is used)";
+  const std::string without = "(this machine; this build has no CUDA backend, so no GPU is used)";
+  EXPECT_NE(text.find(BuildHasCuda() ? with : without), std::string::npos) << text;
+  EXPECT_EQ(text.find(BuildHasCuda() ? without : with), std::string::npos) << text;
+  EXPECT_EQ(r->ToJson()["target"], r->data().target.Describe());
+  EXPECT_EQ(r->Value("device"), "cpu");
+}
+
 TEST(ScenarioTest, Glm5Sm100ChoosesFp8KvByRule) {
   auto r = ResolveFixture(
       "GLM-5-NVFP4",
