@@ -20,7 +20,7 @@ struct BackendRow {
   std::string why_not;  // when !usable_here
 };
 
-// One row per catalog declaration, in catalog order. This machine: this build's devices (cpu).
+// One row per declaration: lucid's kernels (catalog order), then the foreign ones (never usable).
 std::vector<BackendRow> BackendRows();
 nlohmann::json BackendsJson(const std::vector<BackendRow>& rows);
 std::string BackendsText(const std::vector<BackendRow>& rows);

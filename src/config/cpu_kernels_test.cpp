@@ -269,16 +269,29 @@ TEST(BackendRegistryTest, ForcingEachRegisteredSetRunsIt) {
   EXPECT_FALSE(FindOpsSet("cuda", "fast"));
 }
 
+// The CPU rows are compiled in exactly when registered; lucid's CUDA kernels (cuda-reference) are
+// compiled in exactly in a -DLUCID_CUDA=ON build and are not in the backend registry (no model
+// runs on cuda yet).
 TEST(BackendRegistryTest, ExplainMarksExactlyTheRegisteredKernelsCompiledIn) {
-  int cpu_rows = 0, compiled = 0;
+  int cpu_rows = 0, cuda_rows = 0, compiled = 0;
   for (const KernelDecl& d : KernelCatalog()) {
     const bool reg = Registered(DeviceName(d.device), FamilyName(d.family), d.name);
-    EXPECT_EQ(d.compiled_in, reg) << d.name << " " << FamilyName(d.family);
+    if (d.device == Device::kCpu) {
+      EXPECT_EQ(d.compiled_in, reg) << d.name << " " << FamilyName(d.family);
+    } else {
+      EXPECT_EQ(d.device, Device::kCuda);
+      EXPECT_EQ(d.name, "cuda-reference");
+      EXPECT_FALSE(reg) << FamilyName(d.family);
+      EXPECT_EQ(d.compiled_in, BuildHasCuda()) << FamilyName(d.family);
+    }
     cpu_rows += d.device == Device::kCpu;
+    cuda_rows += d.device == Device::kCuda;
     compiled += d.compiled_in;
   }
-  EXPECT_EQ(compiled, cpu_rows);  // this build registers the CPU sets and nothing else
+  EXPECT_EQ(compiled, cpu_rows + (BuildHasCuda() ? cuda_rows : 0));
   EXPECT_GT(cpu_rows, 0);
+  EXPECT_EQ(cuda_rows, cpu_rows);  // one cuda-reference row per family
+  for (const KernelDecl& d : ForeignKernels()) EXPECT_FALSE(d.compiled_in) << d.name;
   // explain --json: every chosen kernel and every candidate, on the CPU and on a described GPU.
   const std::map<std::string, std::string> gpus = {
       {"target", "cuda:sm_120"}, {"gpu-memory", "96GiB"}, {"gpu-count", "8"}, {"tp-size", "8"}};
@@ -288,15 +301,18 @@ TEST(BackendRegistryTest, ExplainMarksExactlyTheRegisteredKernelsCompiledIn) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     const nlohmann::json j = r->ToJson();
     const std::string device = flags.empty() ? "cpu" : "cuda";
+    auto compiled_in = [&](const std::string& fam, const std::string& name) {
+      return device == "cpu" ? Registered(device, fam, name)
+                             : name == "cuda-reference" && BuildHasCuda();
+    };
     ASSERT_FALSE(j["kernels"].empty());
     for (const auto& k : j["kernels"]) {
       const std::string fam = k["family"];
-      EXPECT_EQ(k["compiled_in"].get<bool>(),
-                Registered(device, fam, k["kernel"].get<std::string>()))
+      EXPECT_EQ(k["kernel"], device == "cpu" ? "cpu" : "cuda-reference") << k.dump();
+      EXPECT_EQ(k["compiled_in"].get<bool>(), compiled_in(fam, k["kernel"].get<std::string>()))
           << k.dump();
       for (const auto& c : k["candidates"])
-        EXPECT_EQ(c["compiled_in"].get<bool>(),
-                  Registered(device, fam, c["name"].get<std::string>()))
+        EXPECT_EQ(c["compiled_in"].get<bool>(), compiled_in(fam, c["name"].get<std::string>()))
             << c.dump();
     }
   }

@@ -86,8 +86,24 @@ TEST(ExplainCommandTest, Sm90PlanShowsTheScaleDecisionAndTheGraphReserve) {
                                          "8",          "--tp-size",    "8"};
   CliResult r = RunCli(base);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("fp8 block scales: matmul "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("reads f32 scales; checkpoint f32 (weight_scale_inv)"), std::string::npos)
+  // lucid's CUDA kernel dequantizes the scales as stored: no conversion at load.
+  EXPECT_NE(r.out.find("fp8 block scales: matmul cuda-reference reads either scale format "
+                       "(dequantized as stored); checkpoint f32 (weight_scale_inv): none, read as "
+                       "stored (exact)"),
+            std::string::npos)
+      << r.out;
+  // Planned with lucid's kernels only, and marked not runnable here with the precise reasons.
+  for (const char* sglang : {"flashmla", "deep_gemm", "cutlass", "triton", "tilelang"})
+    EXPECT_EQ(r.out.find(std::string(" ") + sglang + " "), std::string::npos) << sglang << r.out;
+  EXPECT_NE(r.out.find(BuildHasCuda() ? "are compiled into this build, but no model runs on the "
+                                        "CUDA backend yet"
+                                      : "this build has no CUDA backend"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find(BuildHasCuda() ? "this build has no CUDA backend" : "are compiled into"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("cuda-reference cannot be captured in a CUDA graph"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("CUDA graph reserve"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("batch sizes 1, 2, 4, 8, 16, 24, ..., 248, 256"), std::string::npos)
@@ -124,25 +140,73 @@ TEST(ExplainCommandTest, ShowsTheCpuContentionRuleAndItsOverride) {
   EXPECT_NE(r.err.find("valid: auto, leave-a-core, ignore"), std::string::npos) << r.err;
 }
 
-TEST(ExplainCommandTest, ConflictExitsTwoNamingBothSettings) {
-  CliResult r = RunCli({"explain", "--model-path", kGlm, "--target", "cuda:sm_120", "--gpu-memory",
-                        "96GiB", "--gpu-count", "8", "--tp-size", "8", "--kv-cache-dtype",
-                        "fp8_e4m3", "--dsa-decode-backend", "tilelang"});
-  EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(Lines(r.err), 1) << r.err;
-  EXPECT_NE(r.err.find("--nsa-decode-backend tilelang"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("--kv-cache-dtype fp8_e4m3"), std::string::npos) << r.err;
-}
-
 struct BadInput {
   std::vector<std::string> args;
   std::string expect;  // a substring of the one-line error
 };
 
+TEST(ExplainCommandTest, ConflictExitsTwoNamingBothSettings) {
+  // The CPU kernels compute in float32 only.
+  CliResult r = RunCli({"explain", "--model-path", kGlm, "--device", "cpu", "--cpu-memory",
+                        "4000GiB", "--dtype", "bfloat16", "--dsa-decode-backend", "cpu"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("--nsa-decode-backend cpu (user:cli) cannot serve"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("cpu does not compute in bf16 (only f32)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--dtype bfloat16 (user:cli)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("would work (changing one setting): --dtype float32"), std::string::npos)
+      << r.err;
+}
+
+// A kernel name SGLang or vLLM uses and lucid does not implement: refused by name, exit 2, one
+// line naming lucid's kernels for that job; the plan is never made with another kernel instead.
+TEST(ExplainCommandTest, SglangKernelNamesExitTwoNamingLucidsKernel) {
+  const std::vector<std::string> gpu = {"--target",    "cuda:sm_90", "--gpu-memory", "141GiB",
+                                        "--gpu-count", "8",          "--tp-size",    "8"};
+  const std::vector<BadInput> cases = {
+      {{"--attention-backend", "flashmla_kv"},
+       "lucid explain: --attention-backend flashmla_kv: not implemented by lucid (an SGLang "
+       "kernel: FlashMLA sparse decode over the FP8 (656 B) cache); lucid's sparse_attention "
+       "kernels are cpu (on cpu) and cuda-reference (on cuda)"},
+      {{"--nsa-prefill-backend", "tilelang"},
+       "--nsa-prefill-backend tilelang: not implemented by lucid (an SGLang kernel: TileLang "
+       "sparse MLA (DeepSeek)); lucid's sparse_attention kernels are cpu (on cpu) and "
+       "cuda-reference (on cuda)"},
+      {{"--fp8-gemm-backend", "deep_gemm"},
+       "--fp8-gemm-backend deep_gemm: not implemented by lucid (an SGLang kernel: DeepGEMM fp8 "
+       "1x128/128x128); lucid's matmul kernels are cpu (on cpu) and cuda-reference (on cuda)"},
+      {{"--fp4-gemm-backend", "flashinfer_cutlass"},
+       "--fp4-gemm-backend flashinfer_cutlass: not implemented by lucid (an SGLang kernel"},
+  };
+  for (const BadInput& c : cases) {
+    std::vector<std::string> args = {"explain", "--model-path", kGlm};
+    args.insert(args.end(), gpu.begin(), gpu.end());
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    CliResult r = RunCli(args);
+    EXPECT_EQ(r.code, 2) << c.args[1];
+    EXPECT_EQ(Lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  // From the environment: the same line, naming the variable.
+  setenv("LUCID_NSA_DECODE_BACKEND", "flashmla_kv", 1);
+  std::vector<std::string> args = {"explain", "--model-path", kGlm};
+  args.insert(args.end(), gpu.begin(), gpu.end());
+  CliResult r = RunCli(args);
+  unsetenv("LUCID_NSA_DECODE_BACKEND");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("LUCID_NSA_DECODE_BACKEND flashmla_kv: not implemented by lucid (an SGLang "
+                       "kernel: FlashMLA sparse decode"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(ExplainCommandTest, BadInputIsOneLineAndExitTwo) {
   const std::vector<BadInput> cases = {
       {{"--no-such-flag", "1"}, "no-such-flag"},
-      {{"--attention-backend", "flashmlaa"}, "valid: auto, flashmla, trtllm_mla"},
+      {{"--attention-backend", "flashmlaa"}, "valid: auto, cpu, cuda-reference)"},
       {{"--mem-fraction-static", "1.5"}, "out of range"},
       {{"--tp-size", "0"}, "out of range"},
       {{"--gpu-memory", "lots"}, "is not a size"},
@@ -185,17 +249,30 @@ TEST(BackendsCommandTest, ListsEveryBackendAndSelfTestPasses) {
   CliResult r = RunCli({"backends", "--json", "--self-test"});
   ASSERT_EQ(r.code, 0) << r.out;
   nlohmann::json j = nlohmann::json::parse(r.out);
-  int cpu_usable = 0, cuda_rows = 0;
+  int cpu_usable = 0, cuda_reference = 0, foreign = 0;
   for (const auto& b : j["backends"]) {
     if (b["device"] == "cpu") cpu_usable += b["usable_here"].get<bool>();
-    if (b["device"] == "cuda") {
-      ++cuda_rows;
-      EXPECT_FALSE(b["usable_here"].get<bool>());
-      EXPECT_NE(b["why_not"].get<std::string>().find("not compiled in"), std::string::npos);
+    if (b["device"] != "cpu") {
+      EXPECT_FALSE(b["usable_here"].get<bool>()) << b.dump();
+    }
+    const std::string why = b.value("why_not", "");
+    if (b["project"] != "lucid") {
+      ++foreign;
+      EXPECT_EQ(why, "not implemented by lucid (" + b["project"].get<std::string>() + ")");
+      EXPECT_FALSE(b["compiled_in"].get<bool>());
+    } else if (b["device"] == "cuda") {
+      ++cuda_reference;
+      EXPECT_EQ(b["name"], "cuda-reference");
+      EXPECT_EQ(b["compiled_in"].get<bool>(), BuildHasCuda());
+      EXPECT_NE(why.find(BuildHasCuda() ? "no model runs on the CUDA backend yet"
+                                        : "not compiled in (this build has no CUDA backend"),
+                std::string::npos)
+          << why;
     }
   }
   EXPECT_EQ(cpu_usable, 6);
-  EXPECT_GT(cuda_rows, 20);
+  EXPECT_EQ(cuda_reference, 6);  // one per family
+  EXPECT_GT(foreign, 20);
   int passed = 0;
   for (const auto& t : j["self_test"]) passed += t["passed"].get<bool>();
   // matmul, dense + sparse attention, indexer: with the fast and the reference kernels; then the

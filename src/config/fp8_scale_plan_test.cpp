@@ -28,6 +28,10 @@ KernelDecl Decl(std::string name, Device device, bool ue8m0_on_sm100) {
 
 TEST(Fp8ScalePlanTest, WhatEachKernelReads) {
   EXPECT_EQ(KernelScaleRead(Decl("cpu", Device::kCpu, false), 0), ScaleRead::kAsStored);
+  EXPECT_EQ(KernelScaleRead(Decl("cuda-reference", Device::kCuda, false), 90),
+            ScaleRead::kAsStored);
+  EXPECT_EQ(KernelScaleRead(Decl("cuda-reference", Device::kCuda, false), 100),
+            ScaleRead::kAsStored);
   EXPECT_EQ(KernelScaleRead(Decl("cutlass", Device::kCuda, false), 90), ScaleRead::kF32);
   EXPECT_EQ(KernelScaleRead(Decl("cutlass", Device::kCuda, false), 100), ScaleRead::kF32);
   EXPECT_EQ(KernelScaleRead(Decl("deep_gemm", Device::kCuda, true), 90), ScaleRead::kF32);
@@ -88,38 +92,63 @@ TEST(Fp8ScalePlanTest, ExplainStatesTheDecisionForSm90) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const std::vector<std::string>& lines = r->data().fp8_scales;
   ASSERT_FALSE(lines.empty());
-  for (const std::string& l : lines) {
-    EXPECT_THAT(l, HasSubstr("reads f32 scales; checkpoint f32 (weight_scale_inv): none, read as "
-                             "stored (exact)"));
-  }
+  // lucid's CUDA kernel (cuda-reference) dequantizes the block scales as stored, in the linear
+  // layers and the experts.
+  const std::string as_stored =
+      " cuda-reference reads either scale format (dequantized as stored); checkpoint f32 "
+      "(weight_scale_inv): none, read as stored (exact)";
+  EXPECT_EQ(lines, (std::vector<std::string>{"matmul" + as_stored, "moe" + as_stored}));
   EXPECT_THAT(r->ToText(), HasSubstr("  fp8 block scales: " + lines[0] + "\n"));
   EXPECT_EQ(r->ToJson()["fp8_scales"].size(), lines.size());
 }
 
+// DeepGEMM is not lucid's (refused by name); its declaration in the foreign catalog still says
+// what it would read, for the day a kernel that reads ue8m0 is lucid's.
 TEST(Fp8ScalePlanTest, DeepGemmOnSm100ReadsUe8m0FromAScaleFmtCheckpoint) {
+  const std::vector<const KernelDecl*> dg = FindForeignKernels(KernelFamily::kMatmul, "deep_gemm");
+  ASSERT_EQ(dg.size(), 1u);
+  const Fp8ScaleDecision d = DecideFp8Scales(*dg[0], 100, true, false);
+  EXPECT_THAT(d.Line(), HasSubstr("matmul deep_gemm reads ue8m0 scales; checkpoint f32, "
+                                  "scale_fmt ue8m0"));
+  EXPECT_THAT(d.Line(), HasSubstr("f32 -> ue8m0 once at load (exact"));
   auto r = ResolveFixture(
       "DeepSeek-V3.2-FP8",
       {{"target", "cuda:sm_100"}, {"gpu-memory", "180GiB"}, {"fp8-gemm-backend", "deep_gemm"}});
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_THAT(r->ToText(), HasSubstr("fp8 block scales: matmul deep_gemm reads ue8m0 scales; "
-                                     "checkpoint f32, scale_fmt ue8m0"));
-  EXPECT_THAT(r->ToText(), HasSubstr("f32 -> ue8m0 once at load (exact"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("deep_gemm: not implemented by lucid"));
+  // Left on auto: lucid's kernel, which reads the ue8m0-declared f32 scales as stored.
+  auto a =
+      ResolveFixture("DeepSeek-V3.2-FP8", {{"target", "cuda:sm_100"}, {"gpu-memory", "180GiB"}});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_THAT(a->ToText(), HasSubstr("fp8 block scales: matmul cuda-reference reads either scale "
+                                     "format (dequantized as stored); checkpoint f32, scale_fmt "
+                                     "ue8m0 (powers of two, checked at load): none, read as "
+                                     "stored (exact)"));
 }
 
 TEST(Fp8ScalePlanTest, TheLossyPathIsNeverPlanned) {
-  // DeepSeek-V3's f32 scales are not declared powers of two: DeepGEMM on sm_100 is refused by the
-  // catalog, before anything loads.
-  auto r = ResolveFixture(
-      "DeepSeek-V3-FP8",
-      {{"target", "cuda:sm_100"}, {"gpu-memory", "180GiB"}, {"fp8-gemm-backend", "deep_gemm"}});
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("needs ue8m0 (power-of-two) block scales"));
-  // Left on auto, a kernel that reads f32 is chosen and the line says so.
+  // DeepSeek-V3's f32 scales are not declared powers of two: the foreign catalog refuses DeepGEMM
+  // on sm_100 for it (were it lucid's, it would never be planned).
+  const std::vector<const KernelDecl*> dg = FindForeignKernels(KernelFamily::kMatmul, "deep_gemm");
+  ASSERT_EQ(dg.size(), 1u);
+  Situation s;
+  s.device = Device::kCuda;
+  s.sm = 100;
+  s.family = KernelFamily::kMatmul;
+  s.weight_format = WeightFormat::kFp8Block;
+  s.ue8m0_scales = false;
+  const std::optional<std::string> why = Refusal(*dg[0], s);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_THAT(*why, HasSubstr("needs ue8m0 (power-of-two) block scales"));
+  s.ue8m0_scales = true;
+  EXPECT_FALSE(Refusal(*dg[0], s).has_value());
+  // Planned: lucid's kernel, no conversion, nothing refused.
   auto a = ResolveFixture("DeepSeek-V3-FP8", {{"target", "cuda:sm_100"}, {"gpu-memory", "180GiB"}});
   ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_FALSE(a->data().fp8_scales.empty());
   for (const std::string& l : a->data().fp8_scales) {
     EXPECT_THAT(l, Not(HasSubstr("refused"))) << l;
-    EXPECT_THAT(l, HasSubstr("reads f32 scales")) << l;
+    EXPECT_THAT(l, HasSubstr(" cuda-reference reads either scale format")) << l;
   }
 }
 

@@ -1,14 +1,15 @@
-// The declarations. CUDA rows state published capabilities of the kernels SGLang and vLLM use for
-// MLA/DSA models (FlashMLA, FlashAttention-3, FlashInfer, TRT-LLM gen, CUTLASS, DeepGEMM, TileLang,
-// Triton, Marlin); docs/CONFIG.md gives the source of each claim and marks the uncertain ones.
-// None of them is built in this repository yet. compiled_in comes from the backend registry
-// (backends/cpu/ops_registry.h): a row is compiled in exactly when a registered implementation
-// serves its (device, family, name), today the CPU sets' `cpu` rows.
-// The `cpu` rows state what backends/cpu implements today: float32 compute, f32/bf16/FP8-block/
-// NVFP4 weights (dequantized block by block), f32/bf16/fp8_e4m3 KV storage (models/kv_cache.h),
-// any page size, no graph capture. Every CPU kernel set (`--cpu-kernels
-// fast|fast-bf16act|reference`, config/cpu_kernels.h) implements exactly these rows: CpuFastOps
-// falls back to CpuOps for whatever it does not speed up.
+// The declarations. lucid's rows: the `cpu` rows state what backends/cpu implements today
+// (float32 compute, f32/bf16/FP8-block/NVFP4/GGUF weights dequantized block by block,
+// f32/bf16/fp8_e4m3 KV storage (models/kv_cache.h), any page size, no graph capture); every CPU
+// kernel set (`--cpu-kernels fast|fast-bf16act|reference`, config/cpu_kernels.h) implements
+// exactly these rows, and their compiled_in comes from the backend registry
+// (backends/cpu/ops_registry.h). The `cuda-reference` rows state what backends/cuda/cuda_ops.h
+// implements: float32 compute (cuBLAS SGEMM without TF32), f32/bf16/FP8-block/NVFP4 weights (no
+// GGUF), f32/bf16/fp8_e4m3 KV rows, any page size, no graph capture, sampling by the host sampler
+// over logits copied from the device; compiled in exactly in a -DLUCID_CUDA=ON build.
+// Foreign rows state published capabilities of the kernels SGLang and vLLM use for MLA/DSA models
+// (FlashMLA, FlashAttention-3, FlashInfer, TRT-LLM gen, CUTLASS, DeepGEMM, TileLang, Triton,
+// Marlin, aiter); docs/CONFIG.md gives the source of each claim. lucid implements none of them.
 #include "config/kernel_catalog.h"
 
 #include <algorithm>
@@ -27,8 +28,10 @@ constexpr int64_t kIdxDim = 128;  // index_head_dim the DSA indexer kernels are 
 const std::vector<Phase> kBoth = {Phase::kPrefill, Phase::kDecode};
 const std::vector<DType> kHalf = {DType::kBF16, DType::kF16};
 
-KernelDecl Cuda(std::string name, KernelFamily f, int lo, int hi, std::string origin) {
+KernelDecl Cuda(std::string name, KernelFamily f, int lo, int hi, std::string origin,
+                std::string project = "SGLang") {
   KernelDecl d;
+  d.project = std::move(project);
   d.name = std::move(name);
   d.family = f;
   d.device = Device::kCuda;
@@ -37,7 +40,7 @@ KernelDecl Cuda(std::string name, KernelFamily f, int lo, int hi, std::string or
   d.compute_dtypes = kHalf;
   d.phases = kBoth;
   d.graph_capture = true;
-  d.compiled_in = Registered(DeviceName(d.device), FamilyName(f), d.name);
+  d.compiled_in = false;
   d.origin = std::move(origin);
   if (f == KernelFamily::kDenseAttention || f == KernelFamily::kSparseAttention)
     d.head_dims = {kMla};
@@ -48,7 +51,6 @@ KernelDecl Cuda(std::string name, KernelFamily f, int lo, int hi, std::string or
 KernelDecl Rocm(std::string name, KernelFamily f, std::string origin) {
   KernelDecl d = Cuda(std::move(name), f, 0, 0, std::move(origin));
   d.device = Device::kRocm;
-  d.compiled_in = Registered(DeviceName(d.device), FamilyName(f), d.name);
   return d;
 }
 
@@ -71,13 +73,48 @@ KernelDecl Cpu(KernelFamily f) {
   return d;
 }
 
+// lucid's CUDA kernels: any compute capability the build carries machine code for (plain CUDA
+// C++ and cuBLAS; the catalog states the kernels', not the build's, range).
+KernelDecl CudaReference(KernelFamily f) {
+  KernelDecl d;
+  d.name = kCudaReference;
+  d.family = f;
+  d.device = Device::kCuda;
+  d.min_sm = 70;
+  d.max_sm = 130;
+  d.compute_dtypes = {DType::kF32};
+  d.phases = kBoth;
+  d.graph_capture = false;
+  d.compiled_in = BuildHasCuda();
+  d.origin = f == KernelFamily::kSampling
+                 ? "lucid backends/cuda: no device sampling yet; the host sampler "
+                   "(runtime/sampler.h) samples the logits copied from the device"
+                 : "lucid backends/cuda (cuda-reference: exact f32, the CPU reference's "
+                   "formulas; not in the backend registry yet, so no model runs on cuda)";
+  if (f == KernelFamily::kDenseAttention || f == KernelFamily::kSparseAttention ||
+      f == KernelFamily::kIndexer)
+    d.kv_dtypes = {KD::kF32, KD::kBF16, KD::kFp8E4M3};  // every KvRowKind (cuda_attention.h)
+  if (f == KernelFamily::kMatmul || f == KernelFamily::kMoe)
+    d.weight_formats = {WF::kF32, WF::kBF16, WF::kFp8Block, WF::kNvfp4};  // no GGUF on cuda
+  return d;
+}
+
+std::vector<KernelDecl> BuildCatalog() {
+  std::vector<KernelDecl> c;
+  for (KernelFamily f : kAllFamilies) {
+    c.push_back(Cpu(f));
+    c.push_back(CudaReference(f));
+  }
+  return c;
+}
+
 template <typename T>
 KernelDecl With(KernelDecl d, std::vector<T> KernelDecl::*field, std::vector<T> v) {
   d.*field = std::move(v);
   return d;
 }
 
-std::vector<KernelDecl> BuildCatalog() {
+std::vector<KernelDecl> BuildForeign() {
   using F = KernelFamily;
   std::vector<KernelDecl> c;
   auto add = [&](KernelDecl d) { c.push_back(std::move(d)); };
@@ -116,7 +153,6 @@ std::vector<KernelDecl> BuildCatalog() {
     add(t);
   }
   add(kv(Rocm("aiter", F::kDenseAttention, "AMD aiter MLA (ROCm)"), {KD::kBF16, KD::kFp8E4M3}));
-  add(Cpu(F::kDenseAttention));
 
   // Sparse MLA attention (--nsa-prefill-backend / --nsa-decode-backend).
   add(pages(phases(kv(Cuda("flashmla_auto", F::kSparseAttention, 90, 103,
@@ -143,7 +179,6 @@ std::vector<KernelDecl> BuildCatalog() {
             {64}));
   add(kv(Rocm("aiter", F::kSparseAttention, "AMD aiter sparse MLA (ROCm)"),
          {KD::kBF16, KD::kFp8E4M3}));
-  add(Cpu(F::kSparseAttention));
 
   // DSA indexer (auto only).
   add(pages(kv(Cuda("deep_gemm", F::kIndexer, 90, 103, "DeepGEMM fp8_mqa_logits / paged"),
@@ -153,7 +188,6 @@ std::vector<KernelDecl> BuildCatalog() {
                {KD::kBF16, KD::kFp8E4M3}),
             {64}));
   add(kv(Rocm("aiter", F::kIndexer, "AMD aiter indexer (ROCm)"), {KD::kBF16, KD::kFp8E4M3}));
-  add(Cpu(F::kIndexer));
 
   // Linear layers by weight format (--fp8-gemm-backend, --fp4-gemm-backend; bf16 is auto only).
   {
@@ -178,10 +212,9 @@ std::vector<KernelDecl> BuildCatalog() {
          {WF::kNvfp4}));
   add(wf(Cuda("flashinfer_cudnn", F::kMatmul, 100, 120, "FlashInfer cuDNN FP4 GEMM"),
          {WF::kNvfp4}));
-  add(wf(Cuda("marlin", F::kMatmul, 80, 120, "Marlin W4A16 NVFP4 (vLLM; weight-only)"),
+  add(wf(Cuda("marlin", F::kMatmul, 80, 120, "Marlin W4A16 NVFP4 (weight-only)", "vLLM"),
          {WF::kNvfp4}));
   add(wf(Rocm("aiter", F::kMatmul, "AMD aiter fp8 GEMM (ROCm)"), {WF::kFp8Block, WF::kBF16}));
-  add(Cpu(F::kMatmul));
 
   // Routed experts (--moe-runner-backend).
   add(wf(Cuda("flashinfer_trtllm", F::kMoe, 100, 103, "FlashInfer TRT-LLM gen fused MoE"),
@@ -200,7 +233,6 @@ std::vector<KernelDecl> BuildCatalog() {
   add(wf(Cuda("triton", F::kMoe, 89, 120, "SGLang Triton fused MoE (w8a8 block fp8)"),
          {WF::kFp8Block}));
   add(wf(Rocm("aiter", F::kMoe, "AMD aiter fused MoE (ROCm)"), {WF::kFp8Block, WF::kBF16}));
-  add(Cpu(F::kMoe));
 
   // Sampling (--sampling-backend).
   add(Cuda("flashinfer", F::kSampling, 80, 120, "FlashInfer sampling kernels"));
@@ -209,7 +241,6 @@ std::vector<KernelDecl> BuildCatalog() {
     d.compute_dtypes = {DType::kBF16, DType::kF16, DType::kF32};
     add(d);
   }
-  add(Cpu(F::kSampling));
   for (KernelDecl& d : c) {
     if (d.family == F::kSampling) d.compute_dtypes = {DType::kBF16, DType::kF16, DType::kF32};
   }
@@ -277,12 +308,54 @@ std::string DescribeSituation(const Situation& s) {
   return d + ", compute " + DTypeName(s.compute_dtype);
 }
 
+bool BuildHasCuda() {
+#ifdef LUCID_BUILD_HAS_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
 const std::vector<KernelDecl>& KernelCatalog() {
   static const std::vector<KernelDecl> kCatalog = BuildCatalog();
   return kCatalog;
 }
 
-std::optional<std::string> Refusal(const KernelDecl& d, const Situation& s) {
+const std::vector<KernelDecl>& ForeignKernels() {
+  static const std::vector<KernelDecl> kForeign = BuildForeign();
+  return kForeign;
+}
+
+std::optional<std::string> ForeignKernelRefusal(const std::vector<KernelFamily>& families,
+                                                const std::string& name) {
+  const KernelDecl* foreign = nullptr;
+  for (const KernelDecl& d : ForeignKernels())
+    if (d.name == name && Contains(families, d.family)) {
+      foreign = &d;
+      break;
+    }
+  if (foreign == nullptr) return std::nullopt;
+  std::string lucid;
+  for (const KernelDecl& d : KernelCatalog())
+    if (d.family == foreign->family)
+      lucid += (lucid.empty() ? "" : " and ") + d.name + " (on " + DeviceName(d.device) + ")";
+  const bool an = foreign->project == "SGLang";  // "an ess-G-Lang"
+  return std::string("not implemented by lucid (") + (an ? "an " : "a ") + foreign->project +
+         " kernel: " + foreign->origin + "); lucid's " + FamilyName(foreign->family) +
+         " kernels are " + lucid;
+}
+
+std::vector<std::string> RuntimeGaps(const KernelDecl& d, const Situation& s) {
+  std::vector<std::string> gaps;
+  if (!Contains(d.compute_dtypes, s.compute_dtype))
+    gaps.push_back(std::string("does not compute in ") + DTypeName(s.compute_dtype) + " (only " +
+                   JoinNames(d.compute_dtypes, DTypeName) + ")");
+  if (s.graph_capture && s.phase == Phase::kDecode && !d.graph_capture)
+    gaps.push_back("cannot be captured in a CUDA graph");
+  return gaps;
+}
+
+std::optional<std::string> Refusal(const KernelDecl& d, const Situation& s, bool gaps_refuse) {
   if (d.family != s.family) return std::string("is not a ") + FamilyName(s.family) + " kernel";
   if (d.device != s.device)
     return std::string("runs on ") + DeviceName(d.device) + ", target device is " +
@@ -304,9 +377,7 @@ std::optional<std::string> Refusal(const KernelDecl& d, const Situation& s) {
   if (!d.kv_dtypes.empty() && !Contains(d.kv_dtypes, s.kv_dtype))
     return std::string("cannot use a ") + KvDtypeName(s.kv_dtype) + " KV cache (only " +
            JoinNames(d.kv_dtypes, KvDtypeName) + ")";
-  if (!Contains(d.compute_dtypes, s.compute_dtype))
-    return std::string("does not compute in ") + DTypeName(s.compute_dtype) + " (only " +
-           JoinNames(d.compute_dtypes, DTypeName) + ")";
+  if (gaps_refuse && !Contains(d.compute_dtypes, s.compute_dtype)) return RuntimeGaps(d, s).front();
   if (!d.page_sizes.empty() && !Contains(d.page_sizes, s.page_size))
     return "needs page size " +
            JoinNames(d.page_sizes, [](int64_t p) { return std::to_string(p); }) + ", not " +
@@ -318,7 +389,7 @@ std::optional<std::string> Refusal(const KernelDecl& d, const Situation& s) {
              JoinNames(d.head_dims, [](int64_t p) { return std::to_string(p); }) +
              ", the model has " + std::to_string(hd);
   }
-  if (s.graph_capture && s.phase == Phase::kDecode && !d.graph_capture)
+  if (gaps_refuse && s.graph_capture && s.phase == Phase::kDecode && !d.graph_capture)
     return "cannot be captured in a CUDA graph";
   return std::nullopt;
 }
@@ -330,28 +401,21 @@ std::vector<const KernelDecl*> FindKernels(KernelFamily family, const std::strin
   return out;
 }
 
+std::vector<const KernelDecl*> FindForeignKernels(KernelFamily family, const std::string& name) {
+  std::vector<const KernelDecl*> out;
+  for (const KernelDecl& d : ForeignKernels())
+    if (d.family == family && d.name == name) out.push_back(&d);
+  return out;
+}
+
 const std::vector<std::string>& PriorityList(KernelFamily family, Device device) {
-  using F = KernelFamily;
-  static const std::map<std::pair<F, Device>, std::vector<std::string>> kLists = {
-      {{F::kDenseAttention, Device::kCuda},
-       {"flashmla", "trtllm_mla", "cutlass_mla", "fa3", "flashinfer", "triton"}},
-      {{F::kSparseAttention, Device::kCuda},
-       {"flashmla_auto", "flashmla_kv", "trtllm", "flashmla_sparse", "fa3", "tilelang"}},
-      {{F::kIndexer, Device::kCuda}, {"deep_gemm", "tilelang"}},
-      {{F::kMatmul, Device::kCuda},
-       {"deep_gemm", "flashinfer_trtllm", "cutlass", "flashinfer_cutlass", "flashinfer_cudnn",
-        "triton", "marlin", "cublas"}},
-      {{F::kMoe, Device::kCuda},
-       {"flashinfer_trtllm", "deep_gemm", "flashinfer_cutlass", "cutlass", "triton"}},
-      {{F::kSampling, Device::kCuda}, {"flashinfer", "pytorch"}},
-  };
+  (void)family;  // one lucid kernel per family and device so far
   static const std::vector<std::string> kCpu = {"cpu"};
-  static const std::vector<std::string> kRocm = {"aiter"};
-  static const std::vector<std::string> kNone;
+  static const std::vector<std::string> kCuda = {kCudaReference};
+  static const std::vector<std::string> kNone;  // ROCm: lucid has no kernel
   if (device == Device::kCpu) return kCpu;
-  if (device == Device::kRocm) return family == F::kSampling ? kNone : kRocm;
-  auto it = kLists.find({family, device});
-  return it == kLists.end() ? kNone : it->second;
+  if (device == Device::kCuda) return kCuda;
+  return kNone;
 }
 
 std::vector<std::string> BackendNames(const std::vector<KernelFamily>& families,

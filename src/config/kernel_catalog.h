@@ -1,10 +1,12 @@
-// The kernel catalog: every backend of every kernel family and what it declares it supports.
+// The kernel catalog: lucid's kernels in every kernel family and what each implements.
 //
-// Declarations are source, not build: the catalog is the same in every build, so a CPU-only
-// build plans for a GPU target and says which of the chosen kernels it was not compiled with
-// (`compiled_in`). A declaration states the published capabilities of the kernel it names (for
-// the CUDA kernels SGLang/vLLM use; see docs/CONFIG.md for sources and uncertainty) or, for this
-// project's own `cpu` kernels, exactly what the code in backends/cpu implements today.
+// KernelCatalog() holds only what lucid has: the `cpu` kernels (backends/cpu, every CPU kernel
+// set) and the `cuda-reference` kernels (backends/cuda: exact f32, compiled in with
+// -DLUCID_CUDA=ON; not in the backend registry yet, so no model or engine runs on cuda). Only
+// these are planned. ForeignKernels() keeps the names and published capabilities of the CUDA and
+// ROCm kernels SGLang and vLLM run (flashmla_kv, deep_gemm, tilelang, ...; docs/CONFIG.md gives
+// the sources) so that a flag naming one is refused by name with the lucid kernel that does the
+// job (ForeignKernelRefusal); they are never selected.
 //
 // Selection (config/kernel_selection.h) asks `Refusal(decl, situation)` for each candidate of a
 // priority list; an empty answer means the kernel supports exactly that situation.
@@ -78,24 +80,48 @@ struct KernelDecl {
   bool requires_ue8m0_on_sm100 = false;  // DeepGEMM on Blackwell reads ue8m0 block scales only
   bool compiled_in = false;              // this build contains the kernel
   std::string origin;                    // where it comes from / the capability source
+  std::string project = "lucid";         // "lucid", or the server that runs it ("SGLang")
 };
 
-// Every declaration. A backend name may appear in several families (e.g. "cpu", "tilelang").
+// lucid's CUDA kernel set (backends/cuda/cuda_ops.h), as the flags and the plan spell it.
+inline constexpr const char* kCudaReference = "cuda-reference";
+
+// Whether this build contains backends/cuda (configured with -DLUCID_CUDA=ON).
+bool BuildHasCuda();
+
+// lucid's kernels, the only ones planned. A name appears in several families ("cpu").
 const std::vector<KernelDecl>& KernelCatalog();
 
+// The SGLang / vLLM kernels lucid does not implement, with their published capabilities.
+const std::vector<KernelDecl>& ForeignKernels();
+
+// For a flag choosing a kernel of `families`: nullopt when `name` is not a foreign kernel of
+// those families; else the one-line refusal after "--flag name: ", e.g. "not implemented by lucid
+// (an SGLang kernel: FlashMLA sparse decode ...); lucid's sparse_attention kernels are cpu (on
+// cpu) and cuda-reference (on cuda)".
+std::optional<std::string> ForeignKernelRefusal(const std::vector<KernelFamily>& families,
+                                                const std::string& name);
+
 // Why `decl` cannot serve `s` (one clause, e.g. "needs compute capability 9.0-10.3, target has
-// 12.0"); nullopt when it supports exactly this situation. Does not look at compiled_in.
-std::optional<std::string> Refusal(const KernelDecl& decl, const Situation& s);
+// 12.0"); nullopt when it supports exactly this situation. Does not look at compiled_in. With
+// `gaps_refuse` false the compute dtype and CUDA graph capture are left to RuntimeGaps.
+std::optional<std::string> Refusal(const KernelDecl& decl, const Situation& s,
+                                   bool gaps_refuse = true);
 
-// The declarations of `name` in `family` (several when the backend has one kernel per weight
-// format with different capabilities, e.g. "cutlass" fp8 and nvfp4); empty when there is none.
+// What `decl` lacks for `s` in compute dtype and graph capture (clauses, empty when nothing).
+std::vector<std::string> RuntimeGaps(const KernelDecl& decl, const Situation& s);
+
+// lucid's declarations of `name` in `family`; empty when there is none.
 std::vector<const KernelDecl*> FindKernels(KernelFamily family, const std::string& name);
+// The foreign declarations of `name` in `family` (several when the backend has one kernel per
+// weight format, e.g. "cutlass" fp8 and nvfp4).
+std::vector<const KernelDecl*> FindForeignKernels(KernelFamily family, const std::string& name);
 
-// Automatic-choice priority per family and device, best first.
+// Automatic-choice priority per family and device, best first: lucid's kernels only.
 const std::vector<std::string>& PriorityList(KernelFamily family, Device device);
 
-// Distinct backend names declared for the families a flag governs, in catalog order (the allowed
-// values of the backend options).
+// Distinct names of lucid's kernels for the families a flag governs, in catalog order (the
+// allowed values of the backend options).
 std::vector<std::string> BackendNames(const std::vector<KernelFamily>& families,
                                       std::optional<WeightFormat> format = std::nullopt);
 

@@ -14,7 +14,7 @@ std::optional<std::string> RefusalByName(const std::string& name,
     std::optional<std::string> best;
     bool ok = false;
     for (const KernelDecl* d : decls) {
-      std::optional<std::string> r = Refusal(*d, s);
+      std::optional<std::string> r = Refusal(*d, s, s.device != Device::kCuda);
       if (!r) {
         ok = true;
         break;
@@ -58,6 +58,16 @@ Selection SelectKernel(const std::vector<Situation>& situations, const std::stri
       sel.ok = true;
       sel.kernel = name;
       sel.compiled_in = c.compiled_in;
+      for (const Situation& s : situations)
+        for (const KernelDecl* d : FindKernels(s.family, name)) {
+          if (Refusal(*d, s, false)) continue;
+          for (const std::string& g : RuntimeGaps(*d, s)) {
+            const std::string gap = name + " " + g;
+            if (std::find(sel.gaps.begin(), sel.gaps.end(), gap) == sel.gaps.end())
+              sel.gaps.push_back(gap);
+          }
+          break;
+        }
     } else {
       c.supported = true;
       c.reason = "supported, lower in the priority list than " + sel.kernel;

@@ -26,11 +26,16 @@ struct Selection {
   bool compiled_in = false;
   std::vector<CandidateReport> candidates;  // in the order examined
   std::string failure;                      // when !ok: one clause per refused candidate
+  std::vector<std::string> gaps;            // cuda: what the chosen kernel lacks (RuntimeGaps)
 };
 
 // Why backend `name` cannot serve all of `situations` (the same family; e.g. prefill and decode
 // of a matmul format); nullopt when it can. Considers every declaration of the name (a backend
 // may declare one kernel per weight format).
+// On cuda the compute dtype and graph capture do not refuse (Refusal's gaps_refuse false): no
+// model runs on the CUDA backend yet, so a cuda plan is a deployment plan that this build cannot
+// run, and what the chosen kernel lacks is reported as Selection::gaps (explain lists each under
+// "not runnable here") rather than replacing the deployment's dtype and graphs.
 std::optional<std::string> RefusalByName(const std::string& name,
                                          const std::vector<Situation>& situations);
 

@@ -78,26 +78,30 @@ std::vector<OptionSpec> BuildTable() {
                     1, 1 << 20));
   t.push_back(
       Range(Opt("page-size", OptionType::kInt, "auto", kMem, "Tokens per KV cache page"), 1, 4096));
-  t.push_back(Enum("attention-backend", "auto",
-                   BackendNames({F::kDenseAttention, F::kSparseAttention}), kKern,
-                   "MLA attention kernel; for DSA models also the sparse phases unless "
-                   "--nsa-prefill-backend / --nsa-decode-backend are given"));
-  OptionSpec nsa_p = Enum("nsa-prefill-backend", "auto", BackendNames({F::kSparseAttention}), kKern,
-                          "Sparse (DSA) attention kernel for prefill");
+  auto backend = [&](std::string name, std::vector<F> families, std::optional<WeightFormat> wf,
+                     std::string help) {
+    OptionSpec o =
+        Enum(std::move(name), "auto", BackendNames(families, wf), kKern, std::move(help));
+    o.kernel_families = std::move(families);
+    return o;
+  };
+  t.push_back(backend("attention-backend", {F::kDenseAttention, F::kSparseAttention}, std::nullopt,
+                      "MLA attention kernel; for DSA models also the sparse phases unless "
+                      "--nsa-prefill-backend / --nsa-decode-backend are given"));
+  OptionSpec nsa_p = backend("nsa-prefill-backend", {F::kSparseAttention}, std::nullopt,
+                             "Sparse (DSA) attention kernel for prefill");
   nsa_p.aliases = {"dsa-prefill-backend"};
   t.push_back(nsa_p);
-  OptionSpec nsa_d = Enum("nsa-decode-backend", "auto", BackendNames({F::kSparseAttention}), kKern,
-                          "Sparse (DSA) attention kernel for decode");
+  OptionSpec nsa_d = backend("nsa-decode-backend", {F::kSparseAttention}, std::nullopt,
+                             "Sparse (DSA) attention kernel for decode");
   nsa_d.aliases = {"dsa-decode-backend"};
   t.push_back(nsa_d);
-  t.push_back(Enum("moe-runner-backend", "auto", BackendNames({F::kMoe}), kKern,
-                   "Routed-expert (MoE) kernel"));
-  t.push_back(Enum("fp8-gemm-backend", "auto", BackendNames({F::kMatmul}, WeightFormat::kFp8Block),
-                   kKern, "GEMM kernel for fp8 block-quantized linear layers"));
-  t.push_back(Enum("fp4-gemm-backend", "auto", BackendNames({F::kMatmul}, WeightFormat::kNvfp4),
-                   kKern, "GEMM kernel for NVFP4 linear layers"));
-  t.push_back(
-      Enum("sampling-backend", "auto", BackendNames({F::kSampling}), kKern, "Sampling kernel"));
+  t.push_back(backend("moe-runner-backend", {F::kMoe}, std::nullopt, "Routed-expert (MoE) kernel"));
+  t.push_back(backend("fp8-gemm-backend", {F::kMatmul}, WeightFormat::kFp8Block,
+                      "GEMM kernel for fp8 block-quantized linear layers"));
+  t.push_back(backend("fp4-gemm-backend", {F::kMatmul}, WeightFormat::kNvfp4,
+                      "GEMM kernel for NVFP4 linear layers"));
+  t.push_back(backend("sampling-backend", {F::kSampling}, std::nullopt, "Sampling kernel"));
   t.push_back(Enum("cpu-kernels", "auto", {"fast", "fast-bf16act", "reference"}, kKern,
                    "CPU kernel set: auto (fast-bf16act for a checkpoint whose torch_dtype is "
                    "bfloat16, else fast), fast (CpuFastOps: AVX-512/AVX2 chosen at run time, "
@@ -310,6 +314,8 @@ StatusOr<nlohmann::json> ParseOptionValue(const OptionSpec& spec, const std::str
     case OptionType::kEnum: {
       for (const std::string& a : spec.allowed)
         if (a == text) return nlohmann::json(text);
+      if (std::optional<std::string> foreign = ForeignKernelRefusal(spec.kernel_families, text))
+        return InvalidArgument(flag + " " + text + ": " + *foreign);
       return InvalidArgument(flag + ": unknown value \"" + text +
                              "\" (valid: " + (spec.auto_default() ? "auto, " : "") +
                              Join(spec.allowed, ", ") + ")");

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "config/kernel_catalog.h"
 #include "core/status.h"
 
 namespace lucid::config {
@@ -58,12 +59,15 @@ struct OptionSpec {
   OptionType type = OptionType::kString;
   std::string default_text;  // "auto" when the resolver decides; "" for an empty string default
   std::vector<std::string> allowed;  // kEnum: valid values (without "auto")
-  double min = 0, max = 0;           // kInt/kFloat/kBytes: inclusive range when min < max
+  // Backend options: the kernel families the value names a kernel of. A foreign kernel's name
+  // (kernel_catalog.h ForeignKernels) is refused with ForeignKernelRefusal's line.
+  std::vector<KernelFamily> kernel_families;
+  double min = 0, max = 0;  // kInt/kFloat/kBytes: inclusive range when min < max
   std::string help;
   std::string group;
-  std::vector<std::string> aliases;  // other accepted names ("dsa-prefill-backend")
-  bool secret = false;               // never printed (api-key)
-  bool server_only = false;          // has no effect on a plan (host, port, ...)
+  std::vector<std::string> aliases;     // other accepted names ("dsa-prefill-backend")
+  bool secret = false;                  // never printed (api-key)
+  bool server_only = false;             // has no effect on a plan (host, port, ...)
   CommandSet commands = kPlanCommands;  // the subcommands that take it
   bool repeatable = false;  // the flag may be given several times: the values joined by ","
 
@@ -77,8 +81,9 @@ struct OptionSpec {
   std::string key() const;       // "tp_size" (JSON output key)
 };
 
-// The whole table, in display order: the plan options, then the tools' own. Backend options list the backends of the kernel catalog
-// (config/kernel_catalog.h) as their allowed values: the catalog is their single source.
+// The whole table, in display order: the plan options, then the tools' own. Backend options list
+// the backends of the kernel catalog (config/kernel_catalog.h) as their allowed values: the catalog
+// is their single source.
 const std::vector<OptionSpec>& Options();
 
 // The spec named `name` (canonical, alias, with dashes or underscores, with or without a leading

@@ -43,6 +43,7 @@ struct KernelChoice {
   bool compiled_in = false;
   std::vector<CandidateReport> candidates;
   std::vector<Situation> situations;  // exactly what the kernel was checked against
+  std::vector<std::string> gaps;      // cuda: what the kernel lacks for them (Selection::gaps)
 };
 
 struct ResolvedData {
@@ -80,6 +81,7 @@ class ResolvedConfig {
   // builds and `explain` reports. Aborts on a cuda plan.
   CpuKernelSet cpu_kernel_set() const;
   const std::vector<KernelChoice>& kernels() const { return d_.kernels; }
+  const std::vector<std::string>& not_runnable_here() const { return d_.not_runnable_here; }
   const MemoryPlan& memory() const { return d_.memory; }
 
   nlohmann::json ToJson() const;

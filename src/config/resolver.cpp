@@ -209,13 +209,28 @@ StatusOr<ResolvedConfig> Resolver::Run() {
   d.cpu_kernels = cpu_kernels_;
   d.memory = memory_;
   d.notes = notes_;
-  for (const KernelChoice& k : kernels_)
+  if (V("device") == "cuda")
+    d.not_runnable_here.push_back(
+        BuildHasCuda() ? "lucid's CUDA kernels (cuda-reference, exact f32) are compiled into this "
+                         "build, but no model runs on the CUDA backend yet (it is not in the "
+                         "backend registry)"
+                       : "this build has no CUDA backend (configure with -DLUCID_CUDA=ON)");
+  // One line per kernel gap, naming the families it affects ("kernel cuda-reference cannot be
+  // captured in a CUDA graph (dense_attention, matmul, ...)").
+  std::vector<std::pair<std::string, std::string>> gaps;
+  for (const KernelChoice& k : kernels_) {
     if (!k.compiled_in)
       d.not_runnable_here.push_back(std::string(FamilyName(k.family)) + " " + k.phases +
                                     ": kernel " + k.kernel + " is not compiled into this build");
-  if (V("device") == "cuda")
-    d.not_runnable_here.push_back(
-        "this build has no CUDA backend (configure with -DLUCID_CUDA=ON)");
+    for (const std::string& g : k.gaps) {
+      auto it = std::find_if(gaps.begin(), gaps.end(), [&](const auto& p) { return p.first == g; });
+      if (it == gaps.end()) it = gaps.insert(gaps.end(), {g, ""});
+      if (it->second.find(FamilyName(k.family)) == std::string::npos)
+        it->second += (it->second.empty() ? "" : ", ") + std::string(FamilyName(k.family));
+    }
+  }
+  for (const auto& [g, families] : gaps)
+    d.not_runnable_here.push_back("kernel " + g + " (" + families + ")");
   if (V("tp-size").get<int64_t>() > model_.max_tensor_parallel)
     d.not_runnable_here.push_back("tensor parallelism " + V("tp-size").dump() +
                                   ": the model registry implements tp <= " +
@@ -230,7 +245,7 @@ std::vector<std::string> Fp8ScaleLines(const std::vector<KernelChoice>& kernels,
     for (const Situation& s : k.situations) {
       if (s.weight_format != WeightFormat::kFp8Block) continue;
       for (const KernelDecl* decl : FindKernels(k.family, k.kernel)) {
-        if (Refusal(*decl, s)) continue;
+        if (Refusal(*decl, s, s.device != Device::kCuda)) continue;  // as SelectKernel does
         const std::string line =
             DecideFp8Scales(*decl, sm, model.ue8m0_scales, model.fp8_scales_stored_ue8m0).Line();
         if (std::find(lines.begin(), lines.end(), line) == lines.end()) lines.push_back(line);

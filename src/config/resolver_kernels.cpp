@@ -123,6 +123,7 @@ KernelAttempt TryKernels(const ModelFacts& m, const std::vector<Need>& needs, co
     c.compiled_in = sel.compiled_in;
     c.candidates = sel.candidates;
     c.situations = sits;
+    c.gaps = sel.gaps;
     a.choices.push_back(std::move(c));
     a.situations.push_back(std::move(sits));
   }

@@ -136,7 +136,8 @@ std::vector<Rule> BuildRules() {
         return "checkpoint torch_dtype is " +
                (c.model.config.torch_dtype.empty() ? std::string("unset")
                                                    : c.model.config.torch_dtype) +
-               "; CUDA kernels compute in bf16/fp16";
+               "; a CUDA deployment computes in it (lucid's cuda-reference computes in f32: "
+               "the plan says so under what this build cannot run)";
       });
   add(
       "context-from-model", "context-length", "always", always,
@@ -152,7 +153,11 @@ std::vector<Rule> BuildRules() {
   add(
       "graphs-on-cuda", "disable-cuda-graph", "device is cuda",
       [](const Ctx& c) { return c.cuda(); }, [](const Ctx&) { return json(false); },
-      [](const Ctx&) { return "decode steps are captured in CUDA graphs on cuda"; });
+      [](const Ctx&) {
+        return "a CUDA deployment captures its decode steps in CUDA graphs (lucid's "
+               "cuda-reference cannot be captured yet: the plan says so under what this build "
+               "cannot run)";
+      });
   add(
       "kv-cpu-f32", "kv-cache-dtype", "device is cpu", [](const Ctx& c) { return !c.cuda(); },
       [](const Ctx&) { return json::array({"f32"}); },

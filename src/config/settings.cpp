@@ -83,7 +83,11 @@ Status ExplicitSettings::Set(const std::string& name, const std::string& text, S
   if (!v.ok()) {
     // The parser names the flag; name the real origin when it is not the command line.
     std::string m = v.status().message();
-    if (source != Source::kCli) m = origin + ": " + m.substr(m.find(':') + 2);
+    // ("--flag: why" -> "ORIGIN: why", "--flag value: why" -> "ORIGIN value: why")
+    const std::string flag = spec->flag();
+    if (source != Source::kCli)
+      m = m.rfind(flag, 0) == 0 ? origin + m.substr(flag.size())
+                                : origin + ": " + m.substr(m.find(':') + 2);
     return InvalidArgument(m);
   }
   auto it = values_.find(spec->name);

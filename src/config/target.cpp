@@ -13,7 +13,10 @@ std::string Target::Describe() const {
     s = std::to_string(gpu_count) + " x cuda:" + SmName(sm) + " (" +
         FormatBytes(static_cast<double>(gpu_memory)) + " each), ";
   s += FormatBytes(static_cast<double>(cpu_memory)) + " system memory";
-  if (local) s += " (this machine; this build has no CUDA backend, so no GPU is used)";
+  if (local)
+    s += BuildHasCuda()
+             ? " (this machine; no model runs on the CUDA backend yet, so no GPU is used)"
+             : " (this machine; this build has no CUDA backend, so no GPU is used)";
   return s;
 }
 

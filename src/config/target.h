@@ -1,7 +1,8 @@
 // Target: the machine a configuration is resolved for. Either this machine ("local") or a
 // described one (`--target cpu | cuda:sm_90 | cuda:sm_100 | cuda:sm_120 ...` with `--gpu-memory`
 // and `--gpu-count`), so that a plan for an 8-GPU server can be made on a laptop.
-// This build has no CUDA backend, so "local" is always a CPU target (stated in the description).
+// No model runs on the CUDA backend yet (with or without -DLUCID_CUDA=ON), so "local" is always a
+// CPU target (stated in the description, with whether the build has the CUDA kernels).
 // Thread-safety: values.
 #pragma once
 
