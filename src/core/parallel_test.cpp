@@ -98,8 +98,9 @@ TEST_F(ParallelTest, ChunksHoldAtLeastGrainItems) {
 }
 
 // Regression: chunks were once sized for the number of threads *requested*; when the runtime
-// granted fewer (OMP_DYNAMIC, OMP_THREAD_LIMIT), the chunks of the missing threads never ran. With dynamic adjustment and 256 requested threads (more
-// than the machine has cores) libgomp grants at most one per core, so this reproduces reliably.
+// granted fewer (OMP_DYNAMIC, OMP_THREAD_LIMIT), the chunks of the missing threads never ran. With
+// dynamic adjustment and 256 requested threads (more than the machine has cores) libgomp grants at
+// most one per core, so this reproduces reliably.
 TEST_F(ParallelTest, CoversRangeWhenRuntimeGrantsFewerThreads) {
   const int saved_dynamic = omp_get_dynamic();
   omp_set_dynamic(1);

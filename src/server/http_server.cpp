@@ -437,8 +437,7 @@ void HttpServer::HandleMetrics(httplib::Response& res) const {
                double(guarded_->timed_out_requests()));
   res.set_content(
       metrics_.Render(have ? &st : nullptr, in_flight_.load(), phase_.load() == Phase::kReady) +
-          metrics_.RenderPeerAliases(have ? &st : nullptr, a ? a->model.name : "") +
-          conn.text(),
+          metrics_.RenderPeerAliases(have ? &st : nullptr, a ? a->model.name : "") + conn.text(),
       "text/plain; version=0.0.4; charset=utf-8");
 }
 

@@ -207,9 +207,8 @@ TEST(CliTest, GenerateAndBenchRefuseFlagsAsServeDoes) {
   const std::string model = Src("tests/fixtures/models/tiny_deepseek_v3");
   const std::string table_error =
       "--kv-cache-dtype: unknown value \"fp8\" (valid: auto, f32, bf16, fp8_e4m3)";
-  for (const std::string cmd :
-       {"generate --prompt-ids 1 --model-path ", "bench --model-path ", "serve --model-path ",
-        "explain --model-path "}) {
+  for (const std::string cmd : {"generate --prompt-ids 1 --model-path ", "bench --model-path ",
+                                "serve --model-path ", "explain --model-path "}) {
     Result r = RunLucid(cmd + model + " --kv-cache-dtype fp8");
     EXPECT_EQ(r.code, 2) << cmd << r.out;
     EXPECT_NE(r.out.find(table_error), std::string::npos) << cmd << r.out;
