@@ -175,6 +175,11 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
     StatusOr<config::ResolvedConfig> rc =
         s.ok() ? config::Resolve(*settings) : StatusOr<config::ResolvedConfig>(s);
     if (!rc.ok()) s = rc.status();
+    if (s.ok() && rc->Bool("enable-dp-attention"))
+      s = InvalidArgument(
+          "--enable-dp-attention: data-parallel attention is not built yet (this build runs tensor "
+          "and "
+          "expert parallelism: --tp-size, --ep-size; `lucid explain` plans it)");
     if (s.ok() && !rc->data().cpu_kernels.has_value())
       s = FailedPrecondition("generate runs on the cpu device only (--device cpu)");
     if (s.ok()) s = RunGenerate(FlagsFrom(*settings, *rc), *rc);

@@ -354,6 +354,11 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
     if (rc.ok() && rc->String("model-path").empty())
       rc = InvalidArgument(
           "--model-path is required (a model directory with config.json and safetensors)");
+    if (rc.ok() && rc->Bool("enable-dp-attention"))
+      rc = InvalidArgument(
+          "--enable-dp-attention: data-parallel attention is not built yet (this build runs tensor "
+          "and "
+          "expert parallelism: --tp-size, --ep-size; `lucid explain` plans it)");
     if (rc.ok() && !rc->data().not_runnable_here.empty()) {
       std::string m = "this build cannot run the resolved plan:";
       for (const std::string& n : rc->data().not_runnable_here) m += "\n  - " + n;

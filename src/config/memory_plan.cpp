@@ -29,15 +29,19 @@ std::string Dims(std::initializer_list<int64_t> d, int bytes) {
 
 // Live buffers of one step over T token rows (one layer at a time; the largest set of buffers
 // alive together, per device).
-std::vector<MemoryItem> StepWorkspace(const ModelConfig& c, int64_t T, int64_t ctx, int64_t tp,
-                                      int a, bool prefill) {
+// Attention heads are split over tp ranks unless attention is data-parallel (each rank runs every
+// head for its own requests); routed experts are whole under expert parallelism (rows are counted
+// for every token, a rank may receive them all).
+std::vector<MemoryItem> StepWorkspace(const ModelConfig& c, int64_t T, int64_t ctx,
+                                      const MemoryInputs& in, int a, bool prefill) {
+  const int64_t tp = in.tp, attn_tp = in.dp_attention ? 1 : in.tp, ep = in.ep;
   std::vector<MemoryItem> v;
   auto add = [&](std::string name, std::initializer_list<int64_t> dims, int bytes) {
     uint64_t n = bytes;
     for (int64_t d : dims) n *= U(d);
     v.push_back({std::move(name), n, Dims(dims, bytes)});
   };
-  const int64_t D = c.hidden_size, Hd = std::max<int64_t>(1, c.num_attention_heads / tp);
+  const int64_t D = c.hidden_size, Hd = std::max<int64_t>(1, c.num_attention_heads / attn_tp);
   add("residual, norm and output rows", {3, T, D}, a);
   add("query (latent + heads)", {T, c.q_lora_rank + Hd * c.qk_head_dim()}, a);
   add("absorbed query + attention output", {T, Hd, 2 * c.kv_lora_rank + c.qk_rope_head_dim}, a);
@@ -50,14 +54,47 @@ std::vector<MemoryItem> StepWorkspace(const ModelConfig& c, int64_t T, int64_t c
   const bool moe = c.n_routed_experts > 0;
   if (moe) {
     const int64_t I = std::max<int64_t>(1, c.moe_intermediate_size / tp);
+    const int64_t Ie = ep > 1 ? std::max<int64_t>(1, c.moe_intermediate_size) : I;
     add("router logits", {T, c.n_routed_experts}, 4);
-    add("routed expert rows", {T, c.num_experts_per_tok, D + 3 * I}, a);
+    add("routed expert rows", {T, c.num_experts_per_tok, D + 3 * Ie}, a);
     add("shared expert", {T, 3 * I * std::max<int64_t>(1, c.n_shared_experts)}, a);
   }
   add("dense MLP", {T, 3 * std::max<int64_t>(1, c.intermediate_size / tp)}, a);
   const int64_t logit_rows = prefill ? 1 : T;
   add("logits (gathered)", {logit_rows, c.vocab_size}, 4);
   return v;
+}
+
+// The layout line (rule parallel-layout, docs/CONFIG.md): what is chosen, by which flags, and what
+// each rank holds.
+void DescribeLayout(const ModelConfig& c, const MemoryInputs& in, MemoryPlan* p) {
+  const std::string tp = std::to_string(in.tp), ep = std::to_string(in.ep);
+  const int64_t experts = c.n_routed_experts;
+  const std::string moe = experts <= 0 ? ""
+                          : in.ep > 1
+                              ? "; routed experts expert-parallel (--ep-size " + ep +
+                                    "): " + std::to_string(experts / in.ep) + " of " +
+                                    std::to_string(experts) + " whole experts per rank"
+                              : "; each routed expert split over " + tp + " ranks (--ep-size 1)";
+  if (in.tp <= 1) {
+    p->layout = "single device";
+    p->layout_reason = "--tp-size 1: one device holds every weight and every request's KV";
+    return;
+  }
+  if (in.dp_attention) {
+    p->layout = "DP-attention " + tp + (in.ep > 1 ? " + EP " + ep : " + MoE TP " + tp);
+    p->layout_reason = "--enable-dp-attention with --dp-size " + tp +
+                       ": attention weights replicated on every rank, each rank runs attention "
+                       "and holds the KV of its own requests only, so the server holds " +
+                       tp + " x one rank's KV tokens" + moe;
+    return;
+  }
+  p->layout = "TP " + tp + (in.ep > 1 ? " + EP " + ep : "");
+  p->layout_reason = "--tp-size " + tp +
+                     " without --enable-dp-attention: attention heads split over " + tp +
+                     " ranks; MLA's latent KV is replicated on every rank (each holds every "
+                     "request's KV), so the server holds as many KV tokens as one rank" +
+                     moe;
 }
 
 uint64_t Sum(const std::vector<MemoryItem>& v) {
@@ -103,15 +140,20 @@ MemoryPlan PlanFixedParts(const ModelFacts& model, const MemoryInputs& in) {
   MemoryPlan p;
   const ModelConfig& c = model.config;
   p.device_memory = U(in.device_memory);
-  p.weights = model.BytesPerDevice(in.tp);
+  p.weight_parts = model.WeightsPerRank(in.tp, in.ep, in.dp_attention);
+  p.weights = p.weight_parts.total();
+  p.tp = in.tp;
+  p.ep = in.ep;
+  p.dp = in.dp_attention ? in.tp : 1;
+  DescribeLayout(c, in, &p);
   const KvCacheSpec spec = KvSpecFor(c);
   p.kv_bytes_per_token_layer = spec.BytesPerTokenPerLayer(in.kv_dtype);
   p.kv_bytes_per_token = spec.BytesPerToken(in.kv_dtype);
   const int a = DTypeBits(in.compute_dtype) / 8;
   std::vector<MemoryItem> pre =
-      StepWorkspace(c, in.chunked_prefill_size, in.context_length, in.tp, a, true);
+      StepWorkspace(c, in.chunked_prefill_size, in.context_length, in, a, true);
   std::vector<MemoryItem> dec =
-      StepWorkspace(c, in.max_running_requests, in.context_length, in.tp, a, false);
+      StepWorkspace(c, in.max_running_requests, in.context_length, in, a, false);
   const bool prefill_bigger = Sum(pre) >= Sum(dec);
   p.activation_items = prefill_bigger ? pre : dec;
   for (MemoryItem& i : p.activation_items)
@@ -120,7 +162,7 @@ MemoryPlan PlanFixedParts(const ModelFacts& model, const MemoryInputs& in) {
   if (in.cuda && in.cuda_graph_max_bs > 0) {
     p.graph_buckets = GraphBuckets(in.cuda_graph_max_bs);
     p.graph_workspace =
-        Sum(StepWorkspace(c, in.cuda_graph_max_bs, in.context_length, in.tp, a, false));
+        Sum(StepWorkspace(c, in.cuda_graph_max_bs, in.context_length, in, a, false));
     p.graph_exec = p.graph_buckets.size() * U(c.num_hidden_layers) * kGraphBytesPerLayer;
     p.graph_reserve = p.graph_workspace + p.graph_exec;
   }
@@ -143,6 +185,7 @@ void PlanKvPool(MemoryPlan* p, double f, int64_t page_size, int64_t max_total_to
   p->kv_capacity_tokens = pool > 0 && page_bytes > 0 ? (pool / page_bytes) * page_size : 0;
   p->max_total_tokens = max_total_tokens > 0 ? std::min(max_total_tokens, p->kv_capacity_tokens)
                                              : p->kv_capacity_tokens;
+  p->server_kv_tokens = p->max_total_tokens * std::max<int64_t>(p->dp, 1);
   // The pool holds whole pages.
   const int64_t pages = (p->max_total_tokens + page_size - 1) / std::max<int64_t>(page_size, 1);
   p->kv_pool_bytes = U(pages) * U(page_bytes);
@@ -154,6 +197,18 @@ nlohmann::json MemoryPlan::ToJson() const {
     items.push_back({{"name", i.name}, {"bytes", i.bytes}, {"detail", i.detail}});
   return {{"device_memory_bytes", device_memory},
           {"weights_bytes_per_device", weights},
+          {"weights_per_rank",
+           {{"attention_bytes", weight_parts.attention},
+            {"routed_experts_bytes", weight_parts.experts},
+            {"other_bytes", weight_parts.other}}},
+          {"parallel",
+           {{"layout", layout},
+            {"rule", "parallel-layout"},
+            {"reason", layout_reason},
+            {"tp", tp},
+            {"ep", ep},
+            {"dp", dp},
+            {"kv_replicated", tp > 1 && dp == 1}}},
           {"kv_bytes_per_token_per_layer", kv_bytes_per_token_layer},
           {"kv_bytes_per_token", kv_bytes_per_token},
           {"activations_bytes", activations},
@@ -169,6 +224,8 @@ nlohmann::json MemoryPlan::ToJson() const {
           {"static_budget_bytes", static_budget},
           {"kv_capacity_tokens", kv_capacity_tokens},
           {"max_total_tokens", max_total_tokens},
+          {"kv_tokens_per_rank", max_total_tokens},
+          {"server_kv_tokens", server_kv_tokens},
           {"kv_pool_bytes", kv_pool_bytes},
           {"notes", notes}};
 }

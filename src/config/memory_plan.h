@@ -5,9 +5,14 @@
 //   dynamic = memory - static               >= activations + graph reserve + runtime overhead
 //   KV capacity (tokens) = floor((static - weights) / kv_bytes_per_token / page) x page
 // Weights are the packed sizes (safetensors headers when present, else computed from config and
-// quantization metadata), split tensors divided by tp. KV bytes per token come from
-// models/kv_cache.h (the one source of KV sizes); the MLA latent cache is replicated on every
-// tensor-parallel rank (all heads read the same latent). Activations are the larger of one
+// quantization metadata), per rank by role (ModelFacts::WeightsPerRank): split tensors divided
+// by tp, routed experts whole and spread over ep ranks under expert parallelism, attention weights
+// whole on every rank under data-parallel attention. KV bytes per token come from
+// models/kv_cache.h (the one source of KV sizes). The layout decides what the KV pool means:
+// under tensor parallelism the MLA latent cache is replicated on every rank (all heads read the
+// same latent; each rank holds every request's KV), so the server holds as many tokens as one
+// rank; under data-parallel attention each rank holds only its own requests' KV, and the server
+// holds dp x one rank's tokens. Activations are the larger of one
 // chunked-prefill step and one decode step at max-running-requests (formula in memory_plan.cpp,
 // listed item by item in the plan). The graph reserve is the decode workspace at the largest
 // captured batch (graphs share one memory pool, captured largest first) plus a per-graph estimate.
@@ -30,6 +35,8 @@ struct MemoryInputs {
   bool cuda = false;
   int64_t device_memory = 0;  // bytes per device (GPU memory, or system memory on cpu)
   int64_t tp = 1;
+  int64_t ep = 1;             // 1 or tp
+  bool dp_attention = false;  // attention data-parallel over the tp ranks (dp = tp)
   KvDtype kv_dtype = KvDtype::kF32;
   DType compute_dtype = DType::kF32;
   int64_t page_size = 1;
@@ -48,6 +55,10 @@ struct MemoryItem {
 struct MemoryPlan {
   uint64_t device_memory = 0;
   uint64_t weights = 0;            // per device
+  RankWeights weight_parts;        // the same by role
+  int64_t tp = 1, ep = 1, dp = 1;  // dp: attention replicas (tp under DP attention, else 1)
+  std::string layout;              // "TP 8 + EP 8"
+  std::string layout_reason;       // why, with what each rank holds (rule parallel-layout)
   int64_t kv_bytes_per_token = 0;  // per device, all layers
   int64_t kv_bytes_per_token_layer = 0;
   std::vector<MemoryItem> activation_items;
@@ -62,7 +73,8 @@ struct MemoryPlan {
   double mem_fraction_static = 0;
   uint64_t static_budget = 0;
   int64_t kv_capacity_tokens = 0;  // what the static budget holds (page multiple)
-  int64_t max_total_tokens = 0;    // the pool actually sized (<= capacity)
+  int64_t max_total_tokens = 0;    // the pool actually sized (<= capacity), per rank
+  int64_t server_kv_tokens = 0;    // the server's KV tokens: dp x max_total_tokens
   uint64_t kv_pool_bytes = 0;
   std::vector<std::string> notes;
   nlohmann::json ToJson() const;

@@ -22,6 +22,7 @@ struct Role {
   std::string module;  // the Linear's module (name without ".weight"); the name otherwise
   int64_t layer = -1;  // -1 for global tensors
   bool linear = false, split = false, expert = false, quantizable = false;
+  bool attention = false;
 };
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
@@ -58,6 +59,7 @@ Role Classify(const std::string& name) {
   r.quantizable = row->quantizable;
   r.split = row->role != ShardRole::kReplicated;
   r.expert = row->role == ShardRole::kPerExpert;
+  r.attention = weight.find(".self_attn.") != std::string::npos;
   return r;
 }
 
@@ -106,12 +108,12 @@ std::vector<TensorEntry> Inventory(const ModelConfig& c, const QuantConfig& q, i
     if (r.linear) {
       const WeightFormat f = FormatFor(q, r, plain);
       t.push_back({r.module, LinearBytes(q, f, spec.shape[0], spec.shape[1], plain_bytes), r.split,
-                   r.expert, true, f});
+                   r.expert, true, f, r.attention});
       continue;
     }
     const int bytes = spec.row->kind == TensorKind::kRouterBias ? 4 : plain_bytes;  // f32 bias
     t.push_back({spec.name, static_cast<uint64_t>(NumElements(spec.shape)) * bytes, r.split, false,
-                 false, plain});
+                 false, plain, r.attention});
   }
   return t;
 }
@@ -125,8 +127,10 @@ StatusOr<std::vector<TensorEntry>> FromCheckpoint(const Checkpoint& ck, const Mo
     Role r = Classify(n);
     if (r.layer >= c.num_hidden_layers) continue;  // MTP layer: not loaded
     LUCID_ASSIGN_OR_RETURN(TensorInfo info, ck.Info(n));
-    TensorEntry e{
-        n, info.data_end - info.data_begin, r.split, r.expert, r.linear, WeightFormat::kBF16};
+    TensorEntry e{n,          info.data_end - info.data_begin,
+                  r.split,    r.expert,
+                  r.linear,   WeightFormat::kBF16,
+                  r.attention};
     if (r.linear) {
       const std::string w = r.module + ".weight";
       StatusOr<TensorInfo> wi = ck.Info(w);
@@ -167,10 +171,29 @@ uint64_t ModelFacts::TotalBytes() const {
 }
 
 uint64_t ModelFacts::BytesPerDevice(int64_t tp) const {
-  uint64_t s = 0;
+  return WeightsPerRank(tp, 1, false).total();
+}
+
+RankWeights ModelFacts::WeightsPerRank(int64_t tp, int64_t ep, bool dp_attention) const {
+  RankWeights w;
   const uint64_t d = static_cast<uint64_t>(std::max<int64_t>(tp, 1));
-  for (const TensorEntry& t : tensors) s += t.split ? (t.bytes + d - 1) / d : t.bytes;
-  return s;
+  const uint64_t e = static_cast<uint64_t>(std::max<int64_t>(ep, 1));
+  uint64_t whole_experts = 0;  // under expert parallelism
+  for (const TensorEntry& t : tensors) {
+    const uint64_t shard = t.split ? (t.bytes + d - 1) / d : t.bytes;
+    if (t.expert && e > 1)
+      whole_experts += t.bytes;
+    else if (t.expert)
+      w.experts += shard;
+    else if (t.attention)
+      w.attention += dp_attention ? t.bytes : shard;
+    else
+      w.other += shard;
+  }
+  // Every layer's experts divide into ep equal sets (the resolver refuses an ep that does not
+  // divide n_routed_experts), so a rank holds exactly 1/ep of the expert bytes.
+  if (e > 1) w.experts = (whole_experts + e - 1) / e;
+  return w;
 }
 
 std::string ModelFacts::QuantDescription() const {

@@ -30,6 +30,15 @@ struct TensorEntry {
   bool expert = false;                        // a routed expert's weight (MoE runner)
   bool linear = false;                        // a linear layer's weight (or its scales)
   WeightFormat format = WeightFormat::kBF16;  // for linear weights
+  bool attention = false;                     // an attention tensor (self_attn.*, indexer too)
+};
+
+// What one rank holds, by role (ModelFacts::WeightsPerRank).
+struct RankWeights {
+  uint64_t attention = 0;  // self_attn.*: split by tp, or whole under data-parallel attention
+  uint64_t experts = 0;    // routed experts: each split by tp, or whole experts spread over ep
+  uint64_t other = 0;      // embedding, lm_head, dense MLP, shared experts (split), norms, router
+  uint64_t total() const { return attention + experts + other; }
 };
 
 struct ModelFacts {
@@ -55,6 +64,10 @@ struct ModelFacts {
   uint64_t TotalBytes() const;
   // Bytes one device holds under tensor parallelism `tp` (split tensors divided, rounded up).
   uint64_t BytesPerDevice(int64_t tp) const;
+  // Bytes one rank holds with tensor parallelism `tp`, expert parallelism `ep` (1 or tp: the routed
+  // experts of each layer partitioned into ep sets of whole experts) and, with `dp_attention`, the
+  // attention weights replicated on every rank (each rank runs attention for its own requests).
+  RankWeights WeightsPerRank(int64_t tp, int64_t ep, bool dp_attention) const;
   std::string QuantDescription() const;  // "NVFP4 (ModelOpt), experts + ...", "bf16"
 };
 

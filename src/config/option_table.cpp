@@ -60,6 +60,15 @@ std::vector<OptionSpec> BuildTable() {
                         "Expert-parallel degree: the routed experts are partitioned over this "
                         "many of the tensor-parallel ranks (1, or equal to --tp-size)"),
                     1, 64));
+  t.push_back(Opt("enable-dp-attention", OptionType::kBool, "false", kPar,
+                  "Data-parallel attention (SGLang's name): each of the --dp-size ranks holds the "
+                  "attention weights whole and runs attention and holds the KV cache for its own "
+                  "requests, the MoE stays expert-parallel; planned by explain, not built yet "
+                  "(serve and generate refuse it)"));
+  t.push_back(Range(Opt("dp-size", OptionType::kInt, "1", kPar,
+                        "Data-parallel attention degree: equal to --tp-size with "
+                        "--enable-dp-attention, 1 without"),
+                    1, 64));
   t.push_back(Enum("kv-cache-dtype", "auto", {"f32", "bf16", "fp8_e4m3"}, kMem,
                    "KV cache storage dtype; fp8_e4m3 is the FlashMLA layout (656 B per token "
                    "per layer + indexer keys)"));
@@ -191,6 +200,8 @@ std::vector<OptionSpec> BuildTable() {
   also("page-size", kGenerate);
   also("tp-size", kGenerate);
   also("ep-size", kGenerate);
+  also("enable-dp-attention", kGenerate);
+  also("dp-size", kGenerate);
   also("cpu-wait-policy", kGenerate | kBench);
   AppendCommandOptions(t);
   return t;

@@ -167,11 +167,22 @@ std::string ResolvedConfig::ToText() const {
   o << "  device memory          " << Bytes(m.device_memory) << "\n";
   o << "  mem-fraction-static    " << m.mem_fraction_static << " -> static budget "
     << Bytes(m.static_budget) << " (largest that fits: " << m.max_fraction << ")\n";
-  o << "  weights                " << Bytes(m.weights) << "\n";
+  o << "  parallel layout        " << m.layout << " (rule:parallel-layout) " << m.layout_reason
+    << "\n";
+  o << "  weights                " << Bytes(m.weights) << " per rank: attention "
+    << Bytes(m.weight_parts.attention) << ", routed experts " << Bytes(m.weight_parts.experts)
+    << ", other " << Bytes(m.weight_parts.other) << "\n";
   o << "  KV per token           " << m.kv_bytes_per_token << " B (" << m.kv_bytes_per_token_layer
     << " B per layer)\n";
   o << "  KV capacity            " << m.kv_capacity_tokens << " tokens; pool sized for "
-    << m.max_total_tokens << " tokens = " << Bytes(m.kv_pool_bytes) << "\n";
+    << m.max_total_tokens << " tokens = " << Bytes(m.kv_pool_bytes) << " per rank\n";
+  if (m.tp > 1)
+    o << "  server KV tokens       " << m.server_kv_tokens
+      << (m.dp > 1
+              ? " (" + std::to_string(m.dp) + " ranks x " + std::to_string(m.max_total_tokens) +
+                    ": each rank holds its own requests' KV)"
+              : std::string(" (the KV is replicated on every rank: as many as one rank)"))
+      << "\n";
   o << "  activations            " << Bytes(m.activations) << "\n";
   for (const MemoryItem& i : m.activation_items)
     o << "      " << Pad(i.name, 44) << Pad(Bytes(i.bytes), 12) << i.detail << "\n";

@@ -138,6 +138,19 @@ Status Resolver::ResolveModelFields() {
   if (ep > 1 && experts > 0 && experts % ep != 0)
     return InvalidArgument(Cite("ep-size") + " needs to divide the model's " +
                            std::to_string(experts) + " routed experts (would work: --ep-size 1)");
+  LUCID_RETURN_IF_ERROR(FillFromRule("enable-dp-attention"));
+  LUCID_RETURN_IF_ERROR(FillFromRule("dp-size"));
+  const int64_t dp = V("dp-size").get<int64_t>();
+  if (V("enable-dp-attention") == true && dp != tp)
+    return InvalidArgument(Cite("dp-size") + " with " + Cite("enable-dp-attention") +
+                           " needs to equal --tp-size " + std::to_string(tp) +
+                           " (every tensor-parallel rank runs attention for its own requests; "
+                           "would work: --dp-size " +
+                           std::to_string(tp) + ")");
+  if (V("enable-dp-attention") == false && dp != 1)
+    return InvalidArgument(Cite("dp-size") + " needs --enable-dp-attention (would work: " +
+                           "--enable-dp-attention --dp-size " + std::to_string(tp) +
+                           " | --dp-size 1)");
   LUCID_RETURN_IF_ERROR(FillFromRule("dtype"));
   LUCID_RETURN_IF_ERROR(FillFromRule("context-length"));
   const int64_t max_pos = model_.config.max_position_embeddings;
@@ -231,6 +244,10 @@ StatusOr<ResolvedConfig> Resolver::Run() {
   }
   for (const auto& [g, families] : gaps)
     d.not_runnable_here.push_back("kernel " + g + " (" + families + ")");
+  if (V("enable-dp-attention") == true)
+    d.not_runnable_here.push_back(
+        "data-parallel attention (--enable-dp-attention): planned here, but serve and generate "
+        "run tensor and expert parallelism only");
   if (V("tp-size").get<int64_t>() > model_.max_tensor_parallel)
     d.not_runnable_here.push_back("tensor parallelism " + V("tp-size").dump() +
                                   ": the model registry implements tp <= " +

@@ -33,6 +33,8 @@ Status Resolver::ResolveMemory() {
   in.cuda = V("device") == "cuda";
   in.device_memory = in.cuda ? target_.gpu_memory : target_.cpu_memory;
   in.tp = V("tp-size").get<int64_t>();
+  in.ep = V("ep-size").get<int64_t>();
+  in.dp_attention = V("enable-dp-attention") == true;
   in.kv_dtype = *KvDtypeFromName(V("kv-cache-dtype").get<std::string>());
   in.compute_dtype = ComputeDTypeFromName(V("dtype").get<std::string>());
   in.page_size = V("page-size").get<int64_t>();
@@ -110,7 +112,8 @@ Status Resolver::ResolveMemory() {
     if (in.cuda) {
       for (int64_t tp = in.tp + 1; tp <= target_.gpu_count; ++tp) {
         if (model_.config.num_attention_heads % tp != 0) continue;
-        if (model_.BytesPerDevice(tp) + one_page <= plan.static_budget) {
+        if (model_.WeightsPerRank(tp, in.ep > 1 ? tp : 1, in.dp_attention).total() + one_page <=
+            plan.static_budget) {
           would += " | --tp-size " + std::to_string(tp);
           break;
         }
