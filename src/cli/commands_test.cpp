@@ -45,8 +45,7 @@ TEST(CommandsTest, EveryFlagOfEverySubcommandIsATableOptionOfThatCommand) {
       if (!o.applies_to(static_cast<config::Command>(bit))) continue;
       ++expected;
       bool found = false;
-      for (const CLI::Option* opt : cmd->get_options())
-        found = found || opt->check_lname(o.name);
+      for (const CLI::Option* opt : cmd->get_options()) found = found || opt->check_lname(o.name);
       EXPECT_TRUE(found) << name << " lacks --" << o.name;
     }
     EXPECT_EQ(flags, expected) << name;
@@ -66,6 +65,43 @@ TEST(CommandsTest, ToolArgumentsDoNotReachTheServer) {
   EXPECT_FALSE(gen.Set("port", "8080", config::Source::kCli, "--port").ok());
   EXPECT_EQ(gen.String("prompt"), "hi");
   EXPECT_EQ(gen.Int("max-new-tokens"), 16);  // the table's default
+}
+
+// Data-parallel attention is planned by explain but not built: serve and generate refuse it before
+// loading anything, exit 2, one line. (--tp-size 2 without mpirun: were the refusal missing, the
+// command would fail joining the world with another message rather than start serving.)
+TEST(CommandsTest, ServeAndGenerateRefuseDataParallelAttention) {
+  const std::string model =
+      std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/models/tiny_glm_moe_dsa";
+  for (const char* command : {"serve", "generate"}) {
+    CLI::App app{"lucid"};
+    app.require_subcommand(1);
+    int exit_code = 0;
+    for (const auto& reg : kCommands) reg(app, &exit_code);
+    std::vector<std::string> args = {command,
+                                     "--model-path",
+                                     model,
+                                     "--prompt-ids",
+                                     "1",
+                                     "--tp-size",
+                                     "2",
+                                     "--enable-dp-attention",
+                                     "--dp-size",
+                                     "2",
+                                     "--cpu-wait-policy",
+                                     "environment"};
+    if (std::string(command) == "serve") args.erase(args.begin() + 3, args.begin() + 5);
+    std::vector<std::string> rev(args.rbegin(), args.rend());
+    testing::internal::CaptureStderr();
+    app.parse(rev);
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(exit_code, 2) << command << ": " << err;
+    EXPECT_EQ(err, std::string("lucid ") + command +
+                       ": --enable-dp-attention: data-parallel attention is not built yet (this "
+                       "build runs tensor and expert parallelism: --tp-size, --ep-size; `lucid "
+                       "explain` plans it)\n")
+        << command;
+  }
 }
 
 }  // namespace
