@@ -77,6 +77,51 @@ TEST(ExplainCommandTest, ValidPlanExitsZeroAndPrintsJson) {
   EXPECT_FALSE(j["kernels"].empty());
 }
 
+// The command: `explain --target cuda:sm_90 --gpu-memory 141GiB --gpu-count 8` with TP 8,
+// TP 8 + EP 8 and DP-attention 8 + EP 8 (config/parallel_plan_test.cpp checks the figures): the
+// layout line and the server's KV, exit 0; DP attention under what this build cannot run; a
+// --dp-size other than --tp-size refused, exit 2, one line.
+TEST(ExplainCommandTest, ParallelLayoutsOnEightH200s) {
+  const std::string v32 = Src("tests/fixtures/configs/DeepSeek-V3.2-FP8");
+  const std::vector<std::string> gpu = {"explain",    "--model-path", v32,      "--target",
+                                        "cuda:sm_90", "--gpu-memory", "141GiB", "--gpu-count",
+                                        "8",          "--tp-size",    "8"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = gpu;
+    a.insert(a.end(), more.begin(), more.end());
+    return RunCli(a);
+  };
+  CliResult tp = with({});
+  ASSERT_EQ(tp.code, 0) << tp.err;
+  EXPECT_NE(tp.out.find("parallel layout        TP 8 (rule:parallel-layout) --tp-size 8 without "
+                        "--enable-dp-attention"),
+            std::string::npos)
+      << tp.out;
+  EXPECT_NE(tp.out.find("(the KV is replicated on every rank: as many as one rank)"),
+            std::string::npos);
+  CliResult ep = with({"--ep-size", "8"});
+  ASSERT_EQ(ep.code, 0) << ep.err;
+  EXPECT_NE(ep.out.find("TP 8 + EP 8 (rule:parallel-layout)"), std::string::npos) << ep.out;
+  EXPECT_NE(ep.out.find("32 of 256 whole experts per rank"), std::string::npos) << ep.out;
+  CliResult dp = with({"--ep-size", "8", "--enable-dp-attention", "--dp-size", "8", "--json"});
+  ASSERT_EQ(dp.code, 0) << dp.err;
+  const nlohmann::json j = nlohmann::json::parse(dp.out);
+  EXPECT_EQ(j["memory"]["parallel"]["layout"], "DP-attention 8 + EP 8");
+  EXPECT_EQ(j["memory"]["parallel"]["dp"], 8);
+  EXPECT_EQ(j["memory"]["server_kv_tokens"].get<int64_t>(),
+            8 * j["memory"]["kv_tokens_per_rank"].get<int64_t>());
+  EXPECT_EQ(j["runnable_here"], false);
+  EXPECT_NE(j["not_runnable_here"].dump().find("data-parallel attention (--enable-dp-attention)"),
+            std::string::npos);
+  CliResult bad = with({"--enable-dp-attention", "--dp-size", "4"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(Lines(bad.err), 1) << bad.err;
+  EXPECT_NE(bad.err.find("--dp-size 4 (user:cli) with --enable-dp-attention true (user:cli) needs "
+                         "to equal --tp-size 8"),
+            std::string::npos)
+      << bad.err;
+}
+
 // `explain --target cuda:sm_90` states the FP8 scale decision and the CUDA graph reserve, and
 // --disable-cuda-graph removes the reserve (config/memory_plan_test.cpp checks the figures).
 TEST(ExplainCommandTest, Sm90PlanShowsTheScaleDecisionAndTheGraphReserve) {
