@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/resolve_test_util.h"
 #include "config/resolver.h"
 
 namespace lucid::config {
@@ -73,18 +74,13 @@ TEST(Fp8ScalePlanTest, ConversionsPerReaderAndCheckpoint) {
             "(weight_scale_inv): none, read as stored (exact)");
 }
 
-using Flags = std::vector<std::pair<std::string, std::string>>;
+using testing_util::Flags;
 
 StatusOr<ResolvedConfig> ResolveFixture(const std::string& model, const Flags& flags) {
-  ExplicitSettings s;
   Flags all = {{"model-path", std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/configs/" + model}};
   all.insert(all.end(), flags.begin(), flags.end());
   if (flags[0].second != "cpu") all.insert(all.end(), {{"gpu-count", "8"}, {"tp-size", "8"}});
-  for (const auto& [k, v] : all) {
-    Status st = s.Set(k, v, Source::kCli, "--" + k);
-    if (!st.ok()) return st;
-  }
-  return Resolve(s);
+  return testing_util::ResolveFlags(all);
 }
 
 TEST(Fp8ScalePlanTest, ExplainStatesTheDecisionForSm90) {

@@ -10,12 +10,13 @@
 #include <utility>
 #include <vector>
 
+#include "config/resolve_test_util.h"
 #include "config/resolver.h"
 
 namespace lucid::config {
 namespace {
 
-using Flags = std::vector<std::pair<std::string, std::string>>;
+using testing_util::Flags;
 
 std::vector<int64_t> Expected(int64_t max_bs) {
   std::vector<int64_t> all = {1, 2, 4};
@@ -62,7 +63,6 @@ TEST(GraphBucketsTest, TextShowsTheHeadAndTheTail) {
 }
 
 StatusOr<ResolvedConfig> ResolveV3(Flags more) {
-  ExplicitSettings s;
   Flags flags = {
       {"model-path", std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/configs/DeepSeek-V3-FP8"},
       {"target", "cuda:sm_90"},
@@ -70,11 +70,7 @@ StatusOr<ResolvedConfig> ResolveV3(Flags more) {
       {"gpu-count", "8"},
       {"tp-size", "8"}};
   flags.insert(flags.end(), more.begin(), more.end());
-  for (const auto& [k, v] : flags) {
-    Status st = s.Set(k, v, Source::kCli, "--" + k);
-    if (!st.ok()) return st;
-  }
-  return Resolve(s);
+  return testing_util::ResolveFlags(flags);
 }
 
 constexpr uint64_t kLayers = 61;  // DeepSeek-V3's num_hidden_layers

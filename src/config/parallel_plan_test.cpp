@@ -15,28 +15,24 @@
 
 #include "config/memory_plan.h"
 #include "config/model_facts.h"
+#include "config/resolve_test_util.h"
 #include "config/resolver.h"
 
 namespace lucid::config {
 namespace {
 
-using Flags = std::vector<std::pair<std::string, std::string>>;
+using testing_util::Flags;
 
 std::string Src(const std::string& rel) { return std::string(LUCID_SOURCE_DIR) + "/" + rel; }
 
 StatusOr<ResolvedConfig> Plan(const std::string& dir, Flags more) {
-  ExplicitSettings s;
   Flags flags = {{"model-path", dir},
                  {"target", "cuda:sm_90"},
                  {"gpu-memory", "141GiB"},
                  {"gpu-count", "8"},
                  {"tp-size", "8"}};
   flags.insert(flags.end(), more.begin(), more.end());
-  for (const auto& [k, v] : flags) {
-    Status st = s.Set(k, v, Source::kCli, "--" + k);
-    if (!st.ok()) return st;
-  }
-  return Resolve(s);
+  return testing_util::ResolveFlags(flags);
 }
 
 enum class Layout { kTp, kTpEp, kDpEp };
