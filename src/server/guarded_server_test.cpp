@@ -213,6 +213,14 @@ TEST_F(GuardedServerTest, SlowClientBeyondItsSlotsGets503AndAPromptOneIsServed) 
   o.max_connections_per_client = 2;
   Start(o);
   OpenStalled(2, "GET /health HTTP/1.1\r\n");  // both of the client's slots, stalled
+  // The server counts them once its threads have taken them up (slow under a sanitizer on a busy
+  // machine); each takes its slot right after admission.
+  bool counted = false;
+  for (int i = 0; i < 100 && !counted; ++i) {
+    counted = server_->open_connections() == 2;
+    if (!counted) std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(counted) << "the two stalled connections were never admitted";
   std::this_thread::sleep_for(100ms);
   const int slow = Connect(server_->port());
   ASSERT_GE(slow, 0);

@@ -104,6 +104,10 @@ HttpServer::HttpServer(ServerOptions options) : options_(WithDefaults(std::move(
 
 HttpServer::~HttpServer() { Stop(); }
 
+int64_t HttpServer::open_connections() const {
+  return guarded_ != nullptr ? guarded_->open_connections() : 0;
+}
+
 std::string HttpServer::url() const {
   return "http://" + options_.host + ":" + std::to_string(bound_port_);
 }

@@ -125,6 +125,8 @@ class HttpServer {
   Status Start();
   int port() const { return bound_port_; }
   std::string url() const;
+  // Admitted connections open now (/metrics lucid_http_connections_open); 0 before Start.
+  int64_t open_connections() const;
 
   void SetPhase(Phase phase, std::string detail = "");
   Phase phase() const { return phase_.load(); }
