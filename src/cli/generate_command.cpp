@@ -109,6 +109,7 @@ Status RunGenerate(const GenerateFlags& f, const config::ResolvedConfig& rc) {
   ModelLoadOptions load;
   load.tp = comm.get();
   load.ep_size = static_cast<int>(rc.Int("ep-size"));
+  load.dp_attention = rc.Bool("enable-dp-attention");
   const char* check = std::getenv("LUCID_TP_CHECK_REPLICATED");
   load.tp_check_replicated = check != nullptr && std::string(check) == "1";
   const std::unique_ptr<Backend> backend = config::MakeCpuBackend(rc.cpu_kernel_set());
@@ -175,11 +176,6 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
     StatusOr<config::ResolvedConfig> rc =
         s.ok() ? config::Resolve(*settings) : StatusOr<config::ResolvedConfig>(s);
     if (!rc.ok()) s = rc.status();
-    if (s.ok() && rc->Bool("enable-dp-attention"))
-      s = InvalidArgument(
-          "--enable-dp-attention: data-parallel attention is not built yet (this build runs tensor "
-          "and "
-          "expert parallelism: --tp-size, --ep-size; `lucid explain` plans it)");
     if (s.ok() && !rc->data().cpu_kernels.has_value())
       s = FailedPrecondition("generate runs on the cpu device only (--device cpu)");
     if (s.ok()) s = RunGenerate(FlagsFrom(*settings, *rc), *rc);

@@ -109,8 +109,9 @@ class SignalWatcher {
 EngineOptions EngineOptionsFrom(const config::ResolvedConfig& rc, int64_t context_length) {
   EngineOptions eo;
   eo.page_size = rc.Int("page-size");
-  const int64_t total = rc.Int("max-total-tokens");
-  eo.num_pages = (total + eo.page_size - 1) / eo.page_size;
+  const int64_t total = rc.Int("max-total-tokens");  // per rank under data-parallel attention
+  eo.kv_partitions = rc.Bool("enable-dp-attention") ? static_cast<int>(rc.Int("dp-size")) : 1;
+  eo.num_pages = (total + eo.page_size - 1) / eo.page_size * eo.kv_partitions;
   eo.max_running_requests = rc.Int("max-running-requests");
   eo.chunked_prefill_size = rc.Int("chunked-prefill-size");
   eo.context_length = context_length;
@@ -280,8 +281,13 @@ int ServeLeader(const config::ResolvedConfig& rc, Communicator* comm, SignalWatc
   const int64_t context = rc.Int("context-length");
   EngineOptions eo = EngineOptionsFrom(rc, context);
   LogInfo("engine: page size " + std::to_string(eo.page_size) + ", " +
-          std::to_string(eo.num_pages) + " KV pages, up to " +
-          std::to_string(eo.max_running_requests) + " running requests, context " +
+          std::to_string(eo.num_pages) + " KV pages" +
+          (eo.kv_partitions > 1
+               ? " (data-parallel attention: " + std::to_string(eo.num_pages / eo.kv_partitions) +
+                     " on each of " + std::to_string(eo.kv_partitions) +
+                     " ranks, each holding its own requests' KV)"
+               : std::string()) +
+          ", up to " + std::to_string(eo.max_running_requests) + " running requests, context " +
           std::to_string(context) + ", kernel threads " + std::to_string(NumThreads()) +
           (eo.cpu_busy_threads > 0
                ? " (" + std::to_string(eo.cpu_busy_threads) + " while the CPU is contended)"
@@ -354,11 +360,6 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
     if (rc.ok() && rc->String("model-path").empty())
       rc = InvalidArgument(
           "--model-path is required (a model directory with config.json and safetensors)");
-    if (rc.ok() && rc->Bool("enable-dp-attention"))
-      rc = InvalidArgument(
-          "--enable-dp-attention: data-parallel attention is not built yet (this build runs tensor "
-          "and "
-          "expert parallelism: --tp-size, --ep-size; `lucid explain` plans it)");
     if (rc.ok() && !rc->data().not_runnable_here.empty()) {
       std::string m = "this build cannot run the resolved plan:";
       for (const std::string& n : rc->data().not_runnable_here) m += "\n  - " + n;

@@ -60,6 +60,7 @@ StatusOr<ServedModel> LoadServedModel(const config::ResolvedConfig& rc, Backend&
   ModelLoadOptions load;
   load.tp = tp;
   load.ep_size = static_cast<int>(rc.Int("ep-size"));
+  load.dp_attention = rc.Bool("enable-dp-attention");
   const char* check = std::getenv("LUCID_TP_CHECK_REPLICATED");
   load.tp_check_replicated = check != nullptr && std::string(check) == "1";
   LUCID_ASSIGN_OR_RETURN(

@@ -244,10 +244,6 @@ StatusOr<ResolvedConfig> Resolver::Run() {
   }
   for (const auto& [g, families] : gaps)
     d.not_runnable_here.push_back("kernel " + g + " (" + families + ")");
-  if (V("enable-dp-attention") == true)
-    d.not_runnable_here.push_back(
-        "data-parallel attention (--enable-dp-attention): planned here, but serve and generate "
-        "run tensor and expert parallelism only");
   if (V("tp-size").get<int64_t>() > model_.max_tensor_parallel)
     d.not_runnable_here.push_back("tensor parallelism " + V("tp-size").dump() +
                                   ": the model registry implements tp <= " +

@@ -43,6 +43,19 @@ struct StepLayout {
   std::vector<int32_t> page_table;  // combined
   std::vector<int32_t> offset;      // [spans] first row of each span's pages in the combined table
   std::vector<int32_t> begin;       // [N] offset of each row's span (dense mode's dense_begin)
+  // The StepInput sequence of each span (numerics sites); empty: span i is sequence i.
+  std::vector<size_t> seq;
+};
+
+// Data-parallel attention: the step's sequences whose KV is in this rank's partition, as a layout
+// of their own (rows renumbered from 0, page ids mapped to the local storage) and the step row of
+// each of its rows. The layout's spans view `tables`, `ids` and `positions`.
+struct OwnedRows {
+  StepLayout s;
+  std::vector<int64_t> rows;
+  std::vector<int32_t> ids;
+  std::vector<int64_t> positions;
+  std::vector<std::vector<int32_t>> tables;
 };
 
 // Which tokens each query row attends to, shared by the layers that reuse a full layer's choice.
@@ -75,7 +88,7 @@ class DeepseekV3Model final : public Model {
  public:
   DeepseekV3Model(ModelConfig c, DeepseekV3Weights w, std::shared_ptr<Backend> backend,
                   int64_t index_topk, bool dense, Communicator* tp, bool check_replicated,
-                  int ep_size)
+                  int ep_size, bool dp_attention)
       : c_(std::move(c)),
         w_(std::move(w)),
         backend_(std::move(backend)),
@@ -85,7 +98,8 @@ class DeepseekV3Model final : public Model {
         indexer_live_(c_.has_indexer && !dense),
         tp_(tp),
         check_replicated_(check_replicated && tp_.active()),
-        heads_(c_.num_attention_heads / tp_.size()),
+        dp_attention_(dp_attention && tp_.active()),
+        heads_(c_.num_attention_heads / (dp_attention_ ? 1 : tp_.size())),
         expert_parallel_(ep_size > 1),
         experts_(c_.n_routed_experts / (ep_size > 1 ? ep_size : 1)),
         expert_begin_(ep_size > 1 ? tp_.rank() * experts_ : 0) {
@@ -120,6 +134,12 @@ class DeepseekV3Model final : public Model {
   }
   Tensor Attention(int64_t l, const Tensor& h, const StepLayout& s, KvStorage& pool,
                    Selection* sel);
+  // Data-parallel attention: this rank's sequences of the step (OwnedRows), or InvalidArgument
+  // when one of them has pages outside its partition.
+  StatusOr<OwnedRows> Owned(const StepInput& in, const KvStorage& kv) const;
+  // [N, D]: Attention over `mine`'s rows at their step rows, zero in every other row.
+  Tensor OwnedAttention(int64_t l, const Tensor& h, const OwnedRows& mine, KvStorage& pool,
+                        Selection* sel);
   // The indexer's projections of one layer, as they come out of the matmuls (Attention runs them
   // with the layer's other projections of the same inputs).
   struct IndexerProjections {
@@ -152,7 +172,8 @@ class DeepseekV3Model final : public Model {
   bool indexer_live_;  // false: attend to every causal token (deepseek_v3, or forced dense)
   TpCollectives tp_;   // the collective points (models/tensor_parallel.h); no-ops for one rank
   bool check_replicated_;
-  int64_t heads_;  // attention heads this rank computes (all of them without TP)
+  bool dp_attention_;  // ModelLoadOptions::dp_attention, under a group of more than one
+  int64_t heads_;      // attention heads this rank computes (all of them without TP)
   // Routed experts this rank holds: [expert_begin_, + experts_) whole under expert parallelism,
   // every expert (whole or sliced by intermediate dimension) otherwise.
   bool expert_parallel_;
@@ -181,10 +202,11 @@ void DeepseekV3Model::Check(const Tensor& t, int64_t layer, const char* op, cons
       while (next < rows.size() && rows[next] < sp.begin + sp.count) ++next;
       count = static_cast<int64_t>(next) - begin;
     }
-    if (sites_[i]) continue;
+    const size_t site = s.seq.empty() ? i : s.seq[i];
+    if (sites_[site]) continue;
     for (int64_t j = 0; j < count; ++j) {
       if (!bad[begin + j]) continue;
-      sites_[i] = NonFiniteSite{layer, layer < 0 ? op : "L" + std::to_string(layer) + "." + op};
+      sites_[site] = NonFiniteSite{layer, layer < 0 ? op : "L" + std::to_string(layer) + "." + op};
       break;
     }
   }
@@ -217,8 +239,10 @@ StatusOr<StepLayout> DeepseekV3Model::Layout(const StepInput& in, const KvStorag
                              std::to_string(c_.max_position_embeddings));
     if (static_cast<int64_t>(q.page_table.size()) * kv.page_size() < start + n)
       return FailedPrecondition("forward: KV pages not reserved for the chunk");
+    // Data-parallel attention: the page ids of every rank's partition (Owned checks its own).
+    const int64_t pages = kv.num_pages() * (dp_attention_ ? tp_.size() : 1);
     for (int32_t page : q.page_table)
-      if (page < 0 || page >= kv.num_pages())
+      if (page < 0 || page >= pages)
         return InvalidArgument("forward: page id " + std::to_string(page) + " outside the storage");
     s.spans.push_back({q.page_table, next, n, start});
     next += n;
@@ -241,8 +265,14 @@ StatusOr<StepLayout> DeepseekV3Model::Layout(const StepInput& in, const KvStorag
 Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* out) {
   sites_.clear();
   LUCID_ASSIGN_OR_RETURN(StepLayout s, Layout(in, kv));
-  ws_.Reset();  // the last step's activations are dead: their memory is this step's
-  BatchSpans(kv, &s);
+  ws_.Reset();     // the last step's activations are dead: their memory is this step's
+  OwnedRows mine;  // data-parallel attention: this rank's sequences
+  if (dp_attention_) {
+    LUCID_ASSIGN_OR_RETURN(mine, Owned(in, kv));
+    BatchSpans(kv, &mine.s);
+  } else {
+    BatchSpans(kv, &s);
+  }
   if (check_) sites_.assign(s.spans.size(), std::nullopt);
   const int64_t N = static_cast<int64_t>(s.ids.size()), D = c_.hidden_size;
   tp_.ClearStatus();
@@ -255,8 +285,11 @@ Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* 
     const LayerWeights& L = w_.layers[l];
     ops_.RmsNorm(x, L.input_norm, static_cast<float>(c_.rms_norm_eps), h);
     Check(h, l, "attn_norm", s);
-    Tensor attn = Attention(l, h, s, kv, &sel);
-    tp_.AllReduceSum(attn);  // o_proj's partial sums over this rank's heads
+    Tensor attn =
+        dp_attention_ ? OwnedAttention(l, h, mine, kv, &sel) : Attention(l, h, s, kv, &sel);
+    // o_proj's partial sums over this rank's heads (data-parallel attention: each row from the
+    // rank that owns its sequence, zero from the others)
+    tp_.AllReduceSum(attn);
     ops_.Accumulate(x, attn);
     ops_.RmsNorm(x, L.post_attn_norm, static_cast<float>(c_.rms_norm_eps), h);
     Check(h, l, "mlp_norm", s);
@@ -314,6 +347,55 @@ void DeepseekV3Model::Embed(std::span<const int32_t> ids, Tensor& x) {
   for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] < v0 || ids[i] >= v0 + rows) std::fill_n(x.data<float>() + i * D, D, 0.0f);
   tp_.AllReduceSum(x);
+}
+
+StatusOr<OwnedRows> DeepseekV3Model::Owned(const StepInput& in, const KvStorage& kv) const {
+  const int64_t P = kv.num_pages(), first = tp_.rank() * P;
+  OwnedRows m;
+  m.tables.reserve(in.sequences.size());  // the spans view them: no reallocation after
+  for (size_t i = 0; i < in.sequences.size(); ++i) {
+    const StepSequence& q = in.sequences[i];
+    if (q.page_table.empty() || q.page_table[0] / P != tp_.rank()) continue;  // another rank's
+    std::vector<int32_t>& table = m.tables.emplace_back();
+    for (int32_t page : q.page_table) {
+      if (page < first || page >= first + P)
+        return InvalidArgument(
+            "forward: a sequence's pages span data-parallel attention "
+            "partitions (page " +
+            std::to_string(page) + ", partition " + std::to_string(tp_.rank()) + " holds [" +
+            std::to_string(first) + ", " + std::to_string(first + P) + "))");
+      table.push_back(static_cast<int32_t>(page - first));
+    }
+    const int64_t begin = static_cast<int64_t>(m.rows.size());
+    for (int64_t r = q.first_row; r < q.first_row + q.rows; ++r) {
+      m.rows.push_back(r);
+      m.ids.push_back(in.tokens[r]);
+      m.positions.push_back(in.positions[r]);
+    }
+    m.s.spans.push_back({table, begin, q.rows, q.kv_length});
+    m.s.seq.push_back(i);
+  }
+  m.s.ids = m.ids;
+  m.s.positions = m.positions;
+  return m;
+}
+
+Tensor DeepseekV3Model::OwnedAttention(int64_t l, const Tensor& h, const OwnedRows& mine,
+                                       KvStorage& pool, Selection* sel) {
+  const int64_t N = h.size(0), D = c_.hidden_size, n = static_cast<int64_t>(mine.rows.size());
+  Tensor attn = F32(N, D);
+  Tensor part;
+  if (n > 0) {
+    Tensor hm = F32(n, D);
+    ops_.GatherRows(h, mine.rows, hm);
+    part = Attention(l, hm, mine.s, pool, sel);
+  }
+  (void)ops_.Synchronize();  // host writes follow (the CPU backend's tensors are host memory)
+  float* out = attn.data<float>();
+  std::fill_n(out, N * D, 0.0f);
+  for (int64_t i = 0; i < n; ++i)
+    std::copy_n(part.data<const float>() + i * D, D, out + mine.rows[i] * D);
+  return attn;
 }
 
 Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& s, KvStorage& pool,
@@ -475,7 +557,8 @@ void DeepseekV3Model::SelectTokens(int64_t l, int64_t N, IndexerProjections* ip,
     Tensor out = sel->rows.Rows(sp.begin, sp.begin + sp.count);
     ops_.TopKRows(scores, causal, K, s.batched ? s.offset[si] : 0, out);
   }
-  if (check_replicated_) {  // the selected entries only: a row's columns past its count are unset
+  if (check_replicated_ &&
+      !dp_attention_) {  // the selected entries only: a row's columns past its count are unset
     Tensor used = Tensor::Empty(DType::kI32, {N, K}, ws_);
     (void)ops_.Synchronize();
     for (int64_t r = 0; r < N; ++r)
@@ -651,8 +734,10 @@ StatusOr<std::unique_ptr<Model>> Build(const ModelConfig& config, DeepseekV3Weig
                                        const ModelLoadOptions& options) {
   Communicator* tp = options.tp;
   if (tp != nullptr && tp->size() > 1) {
-    LUCID_RETURN_IF_ERROR(
-        ShardDeepseekV3Weights(config, tp->rank(), tp->size(), options.ep_size, &w));
+    LUCID_RETURN_IF_ERROR(ShardDeepseekV3Weights(config, tp->rank(), tp->size(), options.ep_size,
+                                                 options.dp_attention, &w));
+  } else if (options.dp_attention) {
+    return InvalidArgument("--enable-dp-attention needs a tensor-parallel group (--tp-size)");
   } else if (options.ep_size > 1) {
     return InvalidArgument("--ep-size " + std::to_string(options.ep_size) +
                            " needs a tensor-parallel group of that size (--tp-size)");
@@ -662,7 +747,8 @@ StatusOr<std::unique_ptr<Model>> Build(const ModelConfig& config, DeepseekV3Weig
       options.index_topk_override > 0 ? options.index_topk_override : config.index_topk;
   return std::unique_ptr<Model>(new DeepseekV3Model(
       config, std::move(w), std::move(backend), topk, options.force_dense_attention, tp,
-      options.tp_check_replicated, tp != nullptr && tp->size() > 1 ? options.ep_size : 1));
+      options.tp_check_replicated, tp != nullptr && tp->size() > 1 ? options.ep_size : 1,
+      options.dp_attention));
 }
 
 }  // namespace

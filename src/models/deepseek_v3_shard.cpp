@@ -114,7 +114,7 @@ uint64_t HeldBytes(const DeepseekV3Weights& w) {
 }  // namespace
 
 Status ShardDeepseekV3Weights(const ModelConfig& c, int rank, int size, int ep_size,
-                              DeepseekV3Weights* w) {
+                              bool dp_attention, DeepseekV3Weights* w) {
   if (size <= 1) return OkStatus();
   if (ep_size != 1 && ep_size != size)
     return InvalidArgument("expert parallelism: --ep-size " + std::to_string(ep_size) +
@@ -123,7 +123,7 @@ Status ShardDeepseekV3Weights(const ModelConfig& c, int rank, int size, int ep_s
     LUCID_RETURN_IF_ERROR(Divisible(c.n_routed_experts, "n_routed_experts", ep_size));
   if (rank < 0 || rank >= size) return Internal("tensor parallelism: rank outside the group");
   const int64_t H = c.num_attention_heads, dv = c.v_head_dim;
-  LUCID_RETURN_IF_ERROR(Divisible(H, "num_attention_heads", size));
+  if (!dp_attention) LUCID_RETURN_IF_ERROR(Divisible(H, "num_attention_heads", size));
   LUCID_RETURN_IF_ERROR(Divisible(c.vocab_size, "vocab_size", size));
   const int64_t Hl = H / size;
   const bool tied = w->lm_head.data.raw() == w->embed.data.raw();
@@ -131,10 +131,12 @@ Status ShardDeepseekV3Weights(const ModelConfig& c, int rank, int size, int ep_s
   w->lm_head = tied ? w->embed : RowShard(w->lm_head, rank, size);
   for (LayerWeights& L : w->layers) {
     MlaWeights& a = L.attn;
-    if (a.q_b.valid()) a.q_b = RowShard(a.q_b, rank, size);
-    if (a.q_proj.valid()) a.q_proj = RowShard(a.q_proj, rank, size);
-    a.kv_b = RowShard(a.kv_b, rank, size);
-    LUCID_ASSIGN_OR_RETURN(a.o, ColumnRange(a.o, rank * Hl * dv, Hl * dv));
+    if (!dp_attention) {  // data-parallel attention keeps every head
+      if (a.q_b.valid()) a.q_b = RowShard(a.q_b, rank, size);
+      if (a.q_proj.valid()) a.q_proj = RowShard(a.q_proj, rank, size);
+      a.kv_b = RowShard(a.kv_b, rank, size);
+      LUCID_ASSIGN_OR_RETURN(a.o, ColumnRange(a.o, rank * Hl * dv, Hl * dv));
+    }
     if (!L.is_moe) {
       LUCID_RETURN_IF_ERROR(ShardMlp("intermediate_size", rank, size, &L.dense));
       continue;

@@ -8,6 +8,8 @@
 //   up by rows, down by input columns (partial sums: one all-reduce per MLP or MoE block);
 // - embed_tokens and lm_head by vocabulary rows [r * V/n, (r + 1) * V/n) (the embedding's rows of
 //   other ranks' tokens are zero before an all-reduce; lm_head's logits are all-gathered);
+// - with data-parallel attention, the attention weights whole instead (each rank runs every head
+//   of its own sequences over its own KV partition, models/model.h ModelLoadOptions::dp_attention);
 // - everything else whole (q_a, kv_a and their norms, the indexer, the router and its bias, the
 //   layer norms): those outputs are computed identically on every rank, so the KV (MLA's latent),
 //   the indexer's selection and the router's choice are replicated.
@@ -25,13 +27,15 @@
 
 namespace lucid {
 
-// Replaces *w by rank `rank`'s shard of a group of `size` (size 1: unchanged). With ep_size ==
+// Replaces *w by rank `rank`'s shard of a group of `size` (size 1: unchanged). With dp_attention
+// (data-parallel attention) the attention weights (q_b / q_proj, kv_b, o_proj) stay whole: each
+// rank runs every head for its own sequences. With ep_size ==
 // size (expert parallelism), the routed experts are not sliced: the rank keeps experts
 // [rank * E/size, (rank + 1) * E/size) whole and the others' ExpertWeights are left unbound (no
 // view of their tensors, so their pages are never touched). InvalidArgument naming the config
 // dimension when heads, intermediate sizes, experts or the vocabulary do not divide by `size`,
 // and naming the weight when a block boundary would be cut.
 Status ShardDeepseekV3Weights(const ModelConfig& c, int rank, int size, int ep_size,
-                              DeepseekV3Weights* w);
+                              bool dp_attention, DeepseekV3Weights* w);
 
 }  // namespace lucid

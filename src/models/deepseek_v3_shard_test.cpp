@@ -23,13 +23,37 @@ Loaded Load() {
   return Loaded{*c, std::move(*ck)};
 }
 
+// Data-parallel attention: the attention weights stay whole (each rank runs every head of its own
+// sequences), the MLP and the vocabulary are split as under TP, the routed experts as ep_size says.
+TEST(ShardDeepseekV3Weights, DataParallelAttentionKeepsAttentionWhole) {
+  Loaded m = Load();
+  const ModelConfig& c = m.config;
+  auto whole = LoadDeepseekV3Weights(c, m.ckpt);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  DeepseekV3Weights w = *whole;
+  ASSERT_TRUE(ShardDeepseekV3Weights(c, 1, 2, 2, /*dp_attention=*/true, &w).ok());
+  const LayerWeights& dense = w.layers[0];
+  const LayerWeights& was = whole->layers[0];
+  EXPECT_EQ(dense.attn.kv_b.rows, was.attn.kv_b.rows);
+  EXPECT_EQ(dense.attn.kv_b.row_begin, 0);
+  EXPECT_EQ(dense.attn.q_b.rows, was.attn.q_b.rows);
+  EXPECT_EQ(dense.attn.o.cols, was.attn.o.cols);
+  EXPECT_EQ(dense.attn.o.data.raw(), was.attn.o.data.raw());  // the mapping itself, not a copy
+  EXPECT_EQ(dense.dense.gate.rows, c.intermediate_size / 2);
+  EXPECT_EQ(w.embed.rows, c.vocab_size / 2);
+  const LayerWeights& moe = w.layers[1];
+  const int64_t per = c.n_routed_experts / 2;
+  EXPECT_FALSE(moe.moe.experts[0].gate.valid());                       // rank 0's expert
+  EXPECT_EQ(moe.moe.experts[per].gate.rows, c.moe_intermediate_size);  // rank 1's, whole
+}
+
 TEST(ShardDeepseekV3Weights, RankKeepsItsHeadsIntermediateAndVocabularyRows) {
   Loaded m = Load();
   const ModelConfig& c = m.config;
   auto whole = LoadDeepseekV3Weights(c, m.ckpt);
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();
   DeepseekV3Weights w = *whole;
-  ASSERT_TRUE(ShardDeepseekV3Weights(c, 1, 2, 1, &w).ok());
+  ASSERT_TRUE(ShardDeepseekV3Weights(c, 1, 2, 1, false, &w).ok());
   const int64_t H = c.num_attention_heads, dv = c.v_head_dim;
   const LayerWeights& dense = w.layers[0];
   EXPECT_EQ(dense.attn.kv_b.rows, H / 2 * (c.qk_nope_head_dim + dv));
@@ -63,7 +87,7 @@ TEST(ShardDeepseekV3Weights, ExpertParallelKeepsWholeExpertsOfItsRange) {
   auto whole = LoadDeepseekV3Weights(m.config, m.ckpt);
   ASSERT_TRUE(whole.ok());
   DeepseekV3Weights w = *whole;
-  ASSERT_TRUE(ShardDeepseekV3Weights(m.config, 1, 2, 2, &w).ok());
+  ASSERT_TRUE(ShardDeepseekV3Weights(m.config, 1, 2, 2, false, &w).ok());
   const auto& experts = w.layers[1].moe.experts;
   for (int64_t e = 0; e < m.config.n_routed_experts; ++e) {
     const bool mine = e >= m.config.n_routed_experts / 2;
@@ -82,11 +106,11 @@ TEST(ShardDeepseekV3Weights, RefusesGroupsThatDoNotDivide) {
   auto whole = LoadDeepseekV3Weights(m.config, m.ckpt);
   ASSERT_TRUE(whole.ok());
   DeepseekV3Weights w = *whole;
-  Status s = ShardDeepseekV3Weights(m.config, 0, 3, 1, &w);
+  Status s = ShardDeepseekV3Weights(m.config, 0, 3, 1, false, &w);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("num_attention_heads 4"), std::string::npos) << s.message();
   w = *whole;
-  s = ShardDeepseekV3Weights(m.config, 0, 2, 4, &w);
+  s = ShardDeepseekV3Weights(m.config, 0, 2, 4, false, &w);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("--ep-size 4"), std::string::npos) << s.message();
 }

@@ -60,6 +60,9 @@ struct KvCacheSpec {
 struct SequenceKv {
   std::vector<int32_t> page_table;
   int64_t length = 0;  // tokens whose KV is stored
+  // The KV partition its pages come from (KvBlockManager: one per data-parallel attention rank);
+  // 0 with one partition. Set by the scheduler while the sequence holds no pages.
+  int32_t partition = 0;
 };
 
 // The paged KV bytes of every layer; pages are addressed by id through a page table.

@@ -89,6 +89,15 @@ struct ModelLoadOptions {
   // routed experts [rank * E/ep, (rank + 1) * E/ep) whole instead of a slice of every expert, runs
   // the tokens routed to them, and the partial outputs are summed by the MoE block's all-reduce.
   int ep_size = 1;
+  // Data-parallel attention over the tensor-parallel group (--enable-dp-attention): the
+  // attention weights are whole on every rank, and rank r runs attention (and writes KV) only for
+  // the step's sequences whose pages are in its KV partition, global page ids
+  // [r * P, (r + 1) * P) where P is the KvStorage's num_pages (runtime/engine.h kv_partitions),
+  // mapped to its storage's [0, P). Attention rows of other ranks' sequences are zero on this rank
+  // and come from theirs through the all-reduce after attention (one rank adds each row). The
+  // dense MLP, shared experts, embedding and lm_head stay split as under TP, the routed experts
+  // as ep_size says.
+  bool dp_attention = false;
 };
 
 }  // namespace lucid

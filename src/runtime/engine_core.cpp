@@ -60,7 +60,12 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(
                            std::to_string(max_pos));
   if (o.num_pages == 0)  // the small fallback documented in EngineOptions
     o.num_pages = std::min<int64_t>(o.max_running_requests, 4) *
-                  ((std::min<int64_t>(o.context_length, 8192) + o.page_size - 1) / o.page_size);
+                  ((std::min<int64_t>(o.context_length, 8192) + o.page_size - 1) / o.page_size) *
+                  std::max(o.kv_partitions, 1);
+  if (o.kv_partitions < 1 || o.num_pages % o.kv_partitions != 0)
+    return InvalidArgument("engine: num_pages " + std::to_string(o.num_pages) +
+                           " must be a multiple of kv_partitions " +
+                           std::to_string(o.kv_partitions));
   if (o.nan_check == EngineOptions::NanCheck::kLayers && !model->SetNumericsCheck(true))
     return Unimplemented("engine: --nan-check layers: this model has no per-op numerics check");
   return std::unique_ptr<EngineCore>(new EngineCore(std::move(model), std::move(tokenizer), o));
@@ -72,9 +77,10 @@ EngineCore::EngineCore(std::unique_ptr<Model> model,
     : model_(std::move(model)),
       tokenizer_(std::move(tokenizer)),
       options_(options),
-      kv_(model_->kv_spec(), options.num_pages, options.page_size, options.kv_dtype,
-          model_->kv_allocator()),
-      blocks_(options.num_pages, options.page_size, options.enable_prefix_cache),
+      kv_(model_->kv_spec(), options.num_pages / options.kv_partitions, options.page_size,
+          options.kv_dtype, model_->kv_allocator()),
+      blocks_(options.num_pages, options.page_size, options.enable_prefix_cache,
+              options.kv_partitions),
       scheduler_({options.max_running_requests, options.chunked_prefill_size}, blocks_),
       seed_source_(std::random_device{}()) {
   for (int64_t e : model_->config().eos_token_ids) eos_ids_.push_back(static_cast<int32_t>(e));
@@ -103,9 +109,11 @@ Status EngineCore::Validate(const GenerationRequest& request) const {
                                   std::to_string(p.max_tokens) + ") exceeds the context length " +
                                   std::to_string(options_.context_length)));
   const int64_t pages = (total + options_.page_size - 1) / options_.page_size;
-  LUCID_RETURN_IF_ERROR(Range(pages <= options_.num_pages,
-                              "prompt + max_tokens needs " + std::to_string(pages) +
-                                  " KV pages; the pool has " + std::to_string(options_.num_pages)));
+  const int64_t pool = options_.num_pages / options_.kv_partitions;  // a sequence's partition
+  LUCID_RETURN_IF_ERROR(Range(
+      pages <= pool, "prompt + max_tokens needs " + std::to_string(pages) +
+                         " KV pages; the pool has " + std::to_string(pool) +
+                         (options_.kv_partitions > 1 ? " per data-parallel attention rank" : "")));
   LUCID_RETURN_IF_ERROR(
       Range(std::isfinite(p.temperature) && p.temperature >= 0, "temperature must be >= 0"));
   LUCID_RETURN_IF_ERROR(Range(p.top_p > 0 && p.top_p <= 1, "top_p must be in (0, 1]"));

@@ -6,12 +6,46 @@
 
 namespace lucid {
 
-KvBlockManager::KvBlockManager(int64_t num_pages, int64_t page_size, bool enable_prefix_cache)
-    : page_size_(page_size), prefix_cache_(enable_prefix_cache), pages_(num_pages) {
+KvBlockManager::KvBlockManager(int64_t num_pages, int64_t page_size, bool enable_prefix_cache,
+                               int partitions)
+    : page_size_(page_size),
+      prefix_cache_(enable_prefix_cache),
+      pages_(num_pages),
+      parts_(std::max(partitions, 1)) {
   LUCID_CHECK(num_pages > 0 && page_size > 0, "KvBlockManager needs pages");
-  free_.reserve(num_pages);
-  // Lowest ids handed out first (pop from the back).
-  for (int64_t p = num_pages - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));
+  LUCID_CHECK(partitions >= 1 && num_pages % partitions == 0,
+              "KvBlockManager: pages must divide into the partitions");
+  const int64_t per = num_pages / partitions;
+  for (int k = 0; k < partitions; ++k) {
+    auto& free = parts_[k].free;
+    free.reserve(per);
+    // Lowest ids handed out first (pop from the back).
+    for (int64_t p = (k + 1) * per - 1; p >= k * per; --p) free.push_back(static_cast<int32_t>(p));
+  }
+}
+
+int64_t KvBlockManager::free_pages() const {
+  int64_t n = 0;
+  for (const auto& part : parts_) n += static_cast<int64_t>(part.free.size());
+  return n;
+}
+
+int64_t KvBlockManager::cached_pages() const {
+  int64_t n = 0;
+  for (const auto& part : parts_) n += static_cast<int64_t>(part.lru.size());
+  return n;
+}
+
+int64_t KvBlockManager::available_pages(int32_t partition) const {
+  const Partition& part = parts_.at(partition);
+  return static_cast<int64_t>(part.free.size() + part.lru.size());
+}
+
+int32_t KvBlockManager::EmptiestPartition() const {
+  int32_t best = 0;
+  for (int32_t k = 1; k < partitions(); ++k)
+    if (available_pages(k) > available_pages(best)) best = k;
+  return best;
 }
 
 uint64_t KvBlockManager::ChainHash(uint64_t parent, std::span<const int32_t> page_tokens) {
@@ -29,11 +63,11 @@ int64_t KvBlockManager::AcquirePrefix(std::span<const int32_t> tokens, int64_t m
     const auto page_tokens = tokens.subspan(begin, page_size_);
     const uint64_t key = ChainHash(parent, page_tokens);
     auto it = by_key_.find(key);
-    if (it == by_key_.end()) break;
+    if (it == by_key_.end() || PartitionOf(it->second) != seq.partition) break;
     Page& p = pages_[it->second];
     if (p.parent != parent || !std::equal(p.tokens.begin(), p.tokens.end(), page_tokens.begin()))
       break;
-    if (p.refs++ == 0) lru_.erase(p.lru);
+    if (p.refs++ == 0) parts_[seq.partition].lru.erase(p.lru);
     seq.page_table.push_back(it->second);
     chain.keys.push_back(key);
     parent = key;
@@ -49,26 +83,31 @@ int64_t KvBlockManager::PagesNeeded(const SequenceKv& seq, int64_t new_length) c
 
 Status KvBlockManager::Grow(SequenceKv& seq, int64_t new_length) {
   const int64_t extra = PagesNeeded(seq, new_length);
-  if (extra > available_pages())
-    return ResourceExhausted("KV cache: need " + std::to_string(extra) + " more pages, " +
-                             std::to_string(available_pages()) + " available");
+  LUCID_CHECK(seq.partition >= 0 && seq.partition < partitions(), "Grow: no such KV partition");
+  const int64_t available = available_pages(seq.partition);
+  if (extra > available)
+    return ResourceExhausted(
+        "KV cache: need " + std::to_string(extra) + " more pages, " + std::to_string(available) +
+        " available" +
+        (partitions() > 1 ? " in partition " + std::to_string(seq.partition) : std::string()));
   for (int64_t i = 0; i < extra; ++i) {
-    const int32_t page = TakePage();
+    const int32_t page = TakePage(seq.partition);
     pages_[page].refs = 1;
     seq.page_table.push_back(page);
   }
   return OkStatus();
 }
 
-int32_t KvBlockManager::TakePage() {
-  if (!free_.empty()) {
-    const int32_t page = free_.back();
-    free_.pop_back();
+int32_t KvBlockManager::TakePage(int32_t partition) {
+  Partition& part = parts_[partition];
+  if (!part.free.empty()) {
+    const int32_t page = part.free.back();
+    part.free.pop_back();
     return page;
   }
-  LUCID_CHECK(!lru_.empty(), "TakePage with nothing available");
-  const int32_t page = lru_.front();
-  lru_.pop_front();
+  LUCID_CHECK(!part.lru.empty(), "TakePage with nothing available");
+  const int32_t page = part.lru.front();
+  part.lru.pop_front();
   Unregister(page);
   ++evictions_;
   return page;
@@ -130,10 +169,11 @@ void KvBlockManager::DropReference(int32_t page) {
   Page& p = pages_[page];
   LUCID_CHECK(p.refs > 0, "releasing a page with no references");
   if (--p.refs > 0) return;
+  Partition& part = parts_[PartitionOf(page)];
   if (p.registered) {
-    p.lru = lru_.insert(lru_.end(), page);
+    p.lru = part.lru.insert(part.lru.end(), page);
   } else {
-    free_.push_back(page);
+    part.free.push_back(page);
   }
 }
 

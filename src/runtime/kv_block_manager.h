@@ -13,7 +13,13 @@
 // Shared pages are never written: a sequence only writes positions >= its length, and shared pages
 // are full. Eviction: when the free list is empty, Grow takes the least recently released cached
 // page. Pages of a released sequence enter the LRU last page first, so a chain is evicted from its
-// tail. Thread-safety: none; owned by the engine thread.
+// tail.
+// Partitions (data-parallel attention, docs/SERVING.md): the pages are split into `partitions`
+// equal ranges of consecutive ids, partition k holding [k * P, (k + 1) * P) where P is
+// num_pages / partitions; partition k's KV lives on attention rank k. A sequence takes every page
+// from its own partition (SequenceKv::partition): Grow takes and evicts only there, and a prefix
+// is reused only while its cached pages are in that partition. One partition: the plain pool.
+// Thread-safety: none; owned by the engine thread.
 #pragma once
 
 #include <cstdint>
@@ -36,15 +42,26 @@ class KvBlockManager {
  public:
   static constexpr uint64_t kRootHash = 0x6c75636964ULL;  // "lucid": the parent of a first page
 
-  KvBlockManager(int64_t num_pages, int64_t page_size, bool enable_prefix_cache);
+  // num_pages must be a positive multiple of partitions (>= 1).
+  KvBlockManager(int64_t num_pages, int64_t page_size, bool enable_prefix_cache,
+                 int partitions = 1);
 
   int64_t page_size() const { return page_size_; }
   int64_t num_pages() const { return static_cast<int64_t>(pages_.size()); }
-  int64_t free_pages() const { return static_cast<int64_t>(free_.size()); }
-  int64_t cached_pages() const { return static_cast<int64_t>(lru_.size()); }
+  int partitions() const { return static_cast<int>(parts_.size()); }
+  int64_t pages_per_partition() const { return num_pages() / partitions(); }
+  int32_t PartitionOf(int32_t page) const {
+    return static_cast<int32_t>(page / pages_per_partition());
+  }
+  int64_t free_pages() const;
+  int64_t cached_pages() const;
   int64_t used_pages() const { return num_pages() - free_pages() - cached_pages(); }
-  // Pages Grow can hand out: free plus evictable cached ones.
+  // Pages Grow can hand out: free plus evictable cached ones (in every partition, or in one).
   int64_t available_pages() const { return free_pages() + cached_pages(); }
+  int64_t available_pages(int32_t partition) const;
+  // The partition a new sequence should take its pages from: the one with the most available
+  // pages (the lowest such id on a tie).
+  int32_t EmptiestPartition() const;
   int64_t ref_count(int32_t page) const { return pages_[page].refs; }
   // Cumulative: cached pages evicted to be reused.
   int64_t evictions() const { return evictions_; }
@@ -91,8 +108,13 @@ class KvBlockManager {
     std::vector<int32_t> tokens;       // the page's token ids, when registered
     std::list<int32_t>::iterator lru;  // valid when cached
   };
-  // Takes one page off the free list, or evicts the oldest cached page. Requires available > 0.
-  int32_t TakePage();
+  struct Partition {
+    std::vector<int32_t> free;
+    std::list<int32_t> lru;  // cached pages, least recently released first
+  };
+  // Takes one page off the partition's free list, or evicts its oldest cached page. Requires
+  // available_pages(partition) > 0.
+  int32_t TakePage(int32_t partition);
   void Unregister(int32_t page);
   // One reference fewer; at 0 the page becomes cached if registered, else free.
   void DropReference(int32_t page);
@@ -100,8 +122,7 @@ class KvBlockManager {
   int64_t page_size_;
   bool prefix_cache_;
   std::vector<Page> pages_;
-  std::vector<int32_t> free_;
-  std::list<int32_t> lru_;  // cached pages, least recently released first
+  std::vector<Partition> parts_;
   std::unordered_map<uint64_t, int32_t> by_key_;
   int64_t evictions_ = 0;
 };

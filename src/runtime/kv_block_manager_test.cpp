@@ -207,5 +207,46 @@ TEST(KvBlockManagerTest, TruncateNeverLeavesASharedPagePartlyFilled) {
   EXPECT_EQ(b.page_table.size(), 1u);
 }
 
+// Partitions (data-parallel attention): a sequence's pages all come from its partition's id range;
+// a partition runs out on its own; a cached prefix is reused only in the partition that holds it,
+// and eviction takes only the sequence's partition's cached pages.
+TEST(KvBlockManagerTest, PartitionsKeepEachSequenceInItsOwnPageRange) {
+  KvBlockManager bm(8, 4, true, 2);
+  EXPECT_EQ(bm.partitions(), 2);
+  EXPECT_EQ(bm.pages_per_partition(), 4);
+  EXPECT_EQ(bm.EmptiestPartition(), 0);  // a tie: the lowest
+  SequenceKv a, b;
+  PageChain ca, cb;
+  b.partition = 1;
+  Compute(bm, Iota(12), a, ca);      // 3 pages of partition 0
+  Compute(bm, Iota(12, 50), b, cb);  // 3 of partition 1
+  for (int32_t p : a.page_table) EXPECT_LT(p, 4);
+  for (int32_t p : b.page_table) EXPECT_GE(p, 4);
+  EXPECT_EQ(bm.available_pages(0), 1);
+  EXPECT_EQ(bm.available_pages(1), 1);
+  // Partition 0 cannot lend partition 1's free page.
+  SequenceKv c;
+  EXPECT_EQ(bm.Grow(c, 8).code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(c.page_table.empty());
+  bm.Release(b, cb);  // partition 1's pages become cached
+  EXPECT_EQ(bm.EmptiestPartition(), 1);
+  // The same tokens in partition 0 find the prefix cached in partition 1 but do not take it.
+  SequenceKv d;
+  PageChain cd;
+  EXPECT_EQ(bm.AcquirePrefix(Iota(12, 50), 12, d, cd), 0);
+  d.partition = 1;
+  EXPECT_EQ(bm.AcquirePrefix(Iota(12, 50), 12, d, cd), 12);
+  for (int32_t p : d.page_table) EXPECT_GE(p, 4);
+  bm.Release(d, cd);
+  // Partition 0 is short: growing there evicts none of partition 1's cached pages.
+  const int64_t cached = bm.cached_pages();
+  SequenceKv e;
+  EXPECT_TRUE(bm.Grow(e, 4).ok());
+  EXPECT_EQ(e.page_table, std::vector<int32_t>{3});
+  EXPECT_EQ(bm.cached_pages(), cached);
+  EXPECT_EQ(bm.Grow(e, 8).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(bm.cached_pages(), cached);
+}
+
 }  // namespace
 }  // namespace lucid

@@ -86,7 +86,11 @@ void Scheduler::Preempt(ScheduledSequence* victim, StepPlan& plan, int64_t& budg
 
 bool Scheduler::GrowRunning(ScheduledSequence* s, int64_t count, StepPlan& plan, int64_t& budget) {
   while (!blocks_.Grow(s->kv, s->kv.length + count).ok()) {
-    ScheduledSequence* victim = running_.back();  // the newest
+    // The newest sequence whose pages are in s's partition (only those free pages for s).
+    auto newest = std::find_if(running_.rbegin(), running_.rend(), [&](ScheduledSequence* r) {
+      return r->kv.partition == s->kv.partition;
+    });
+    ScheduledSequence* victim = *newest;  // s itself at the latest
     Preempt(victim, plan, budget);
     if (victim == s) return false;
   }
@@ -94,20 +98,27 @@ bool Scheduler::GrowRunning(ScheduledSequence* s, int64_t count, StepPlan& plan,
 }
 
 void Scheduler::ScheduleRunning(bool decode_pass, StepPlan& plan, int64_t& budget) {
-  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
     ScheduledSequence* s = running_[i];
     const int64_t need = static_cast<int64_t>(s->tokens.size()) - s->kv.length;
-    if (need <= 0 || decode_pass != (need == 1)) continue;
+    if (need <= 0 || decode_pass != (need == 1)) {
+      ++i;
+      continue;
+    }
     const int64_t n = std::min(need, budget);
-    if (!GrowRunning(s, n, plan, budget)) break;  // s was the newest; nothing after it
+    // Preempted, s was the newest of its partition and running_[i] is now the next sequence (one
+    // of another partition; with one partition, none).
+    if (!GrowRunning(s, n, plan, budget)) continue;
     plan.chunks.push_back({s, s->kv.length, n});
     budget -= n;
+    ++i;
   }
 }
 
 void Scheduler::AdmitWaiting(StepPlan& plan, int64_t& budget) {
   while (budget > 0 && running() < options_.max_running_requests && !waiting_.empty()) {
     ScheduledSequence* s = waiting_.front();
+    s->kv.partition = blocks_.EmptiestPartition();  // its attention rank (data-parallel attention)
     const int64_t known = static_cast<int64_t>(s->tokens.size());
     const int64_t hit =
         blocks_.AcquirePrefix(s->tokens, std::min(known - 1, s->max_prefix_reuse), s->kv, s->chain);

@@ -14,6 +14,10 @@
 // arrival order, to be recomputed. The oldest running sequence therefore always progresses, so as
 // long as every sequence fits the pool on its own (the engine validates that), every sequence
 // finishes and nothing deadlocks. Admission never preempts.
+// With a partitioned pool (data-parallel attention: KvBlockManager partitions, one per attention
+// rank) a sequence is admitted to the partition with the most available pages, and the rule above
+// holds within each partition: the victim is the newest running sequence of the same partition,
+// so the oldest of each partition progresses (each partition must hold any sequence alone).
 // After the step's forward, the engine calls Commit for each chunk whose KV it accepted (that
 // advances kv.length and registers newly full pages in the prefix cache), Append for each sampled
 // token, and Finish for sequences that are done, failed or aborted. Thread-safety: none; owned by

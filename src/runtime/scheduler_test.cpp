@@ -172,16 +172,42 @@ TEST(SchedulerTest, FinishReleasesPagesOfRunningAndWaitingSequences) {
 
 // Random workloads on tiny pools: everything finishes, no step is empty while work remains, and
 // no page leaks.
+// Data-parallel attention's partitioned pool: each admitted sequence goes to the partition with
+// the most room, and a sequence short of pages preempts the newest of its own partition, not a
+// newer one of another partition (whose pages it could not use).
+TEST(SchedulerTest, PartitionsAdmitToTheEmptiestAndPreemptWithinThePartition) {
+  KvBlockManager bm(8, 4, false, 2);
+  Scheduler s({8, 100}, bm);
+  s.Add(1, Prompt(8));      // a tie: partition 0, 2 pages
+  s.Add(2, Prompt(2, 10));  // partition 1 (4 free against 2), 1 page
+  s.Add(3, Prompt(4, 20));  // partition 1 (3 against 2), 1 page
+  s.Add(4, Prompt(4, 30));  // a tie, 2 and 2: partition 0, 1 page
+  s.Add(5, Prompt(2, 40));  // partition 1 (2 against 1), 1 page
+  auto p = s.Schedule();
+  EXPECT_EQ(p.chunks.size(), 5u);
+  const std::vector<int32_t> want = {0, 1, 1, 0, 1};
+  for (uint64_t id = 1; id <= 5; ++id) EXPECT_EQ(s.Find(id)->kv.partition, want[id - 1]) << id;
+  FakeStep(s, p, 4);
+  // 1, 3 and 4 need a page each; partition 0 has one and partition 1 one. 1 and 3 get them; 4
+  // preempts the newest of partition 0, itself, not 5 (the newest overall, whose pages it could
+  // not use), and 5, after it, still decodes (its next token fits its page).
+  p = s.Schedule();
+  EXPECT_EQ(p.preempted, std::vector<uint64_t>{4});
+  EXPECT_EQ(ChunkSizes(p), (std::map<uint64_t, int64_t>{{1, 1}, {2, 1}, {3, 1}, {5, 1}}));
+  for (const auto& c : p.chunks)
+    for (int32_t page : c.seq->kv.page_table) EXPECT_EQ(page / 4, c.seq->kv.partition);
+}
+
 TEST(SchedulerTest, RandomWorkloadsOnTinyPoolsAlwaysFinish) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 200; ++trial) {
-    const int64_t page = 1 + rng() % 4, pages = 4 + rng() % 12;
-    KvBlockManager bm(pages, page, rng() % 2 == 0);
+    const int64_t page = 1 + rng() % 4, parts = 1 + rng() % 2, pages = (4 + rng() % 12) * parts;
+    KvBlockManager bm(pages, page, rng() % 2 == 0, static_cast<int>(parts));
     Scheduler s({1 + static_cast<int64_t>(rng() % 6), 1 + static_cast<int64_t>(rng() % 20)}, bm);
     std::map<uint64_t, int64_t> want;  // id -> total tokens (prompt + generated) to reach
     const int n = 1 + rng() % 10;
     for (uint64_t id = 1; id <= static_cast<uint64_t>(n); ++id) {
-      const int64_t total = 2 + rng() % (pages * page - 1);  // fits the pool alone
+      const int64_t total = 2 + rng() % (pages / parts * page - 1);  // fits a partition alone
       const int64_t prompt = 1 + rng() % (total - 1);
       s.Add(id, Prompt(static_cast<int32_t>(prompt), static_cast<int32_t>(rng() % 3)));
       want[id] = total;

@@ -10,7 +10,7 @@ byte-level tokenizer of lucid_server.make_model_dir), both ranks on the referenc
   compares with the single-process `lucid generate` on the reference kernels, as do the
   concurrent-streams test (8 of its 32 requests here) and the prefix-cache test.
 - The greedy output (ids, text, logprobs) equals a single-process server's on the same fixture
-  with the reference kernels, for TP 2 and for TP 2 + EP 2.
+  with the reference kernels, for TP 2, for TP 2 + EP 2 and for DP-attention 2 + EP 2.
 - Start-up says the world (a line per rank), neither rank writes on stdout, and SIGTERM to
   rank 0 stops both ranks, each exiting 0.
 - --tp-size 2 without mpirun, and two ranks with --tp-size 1, are refused (exit 2).
@@ -153,6 +153,23 @@ class TpMatchesOneProcessTest(unittest.TestCase):
         self.assertEqual(ep.returncode, 0, ep.log()[-3000:])
         self.assertEqual(ep.rank_exit_codes(), {0: 0, 1: 0}, ep.log()[-3000:])
         ep.remove_stdout_files()
+
+    def test_data_parallel_attention_greedy_output_equals_the_single_process_server(self):
+        # DP-attention 2 + EP 2: each rank holds the KV of the requests admitted to its partition
+        # and runs their attention; eight requests at once use both partitions.
+        args = ARGS + ["--ep-size", "2", "--enable-dp-attention", "--dp-size", "2"]
+        with ls.TpLucidServer(api.MODEL_DIR, args) as dp:
+            self.check_same(dp)
+            prompts = [[(11 * i + 3 * k) % 250 + 2 for k in range(4 + 7 * i)] for i in range(8)]
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                got = list(pool.map(lambda p: generate(dp, p, 10)["output_ids"], prompts))
+                want = list(pool.map(lambda p: generate(SINGLE, p, 10)["output_ids"], prompts))
+            self.assertEqual(got, want)
+            self.assertIn("(data-parallel attention: ", dp.log())
+            self.assertIn(" on each of 2 ranks, each holding its own requests' KV)", dp.log())
+        self.assertEqual(dp.returncode, 0, dp.log()[-3000:])
+        self.assertEqual(dp.rank_exit_codes(), {0: 0, 1: 0}, dp.log()[-3000:])
+        dp.remove_stdout_files()
 
     def test_start_up_says_the_world(self):
         log = TP.log()
