@@ -273,6 +273,9 @@ int ServeLeader(const config::ResolvedConfig& rc, Communicator* comm, SignalWatc
                                       {"host", r.host},
                                       {"tp", r.tp},
                                       {"ep", r.ep},
+                                      {"dp_attention", r.dp_attention},
+                                      {"threads", r.threads},
+                                      {"cpus", r.cpus},
                                       {"weight_bytes", r.weight_bytes}});
   } else if (!loaded.ok()) {
     return ExitCodeFor(loaded.status());

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/weight_prefetch.h"
 #include "config/cpu_kernels.h"
+#include "core/parallel.h"
 #include "dist/mpi_communicator.h"
 #include "formats/align_checkpoint.h"
 #include "models/registry.h"
@@ -84,6 +85,9 @@ int MeetAfterLoad(Communicator& comm, const config::ResolvedConfig& rc, const Mo
   mine.host = comm.host();
   mine.tp = comm.size();
   mine.ep = static_cast<int>(rc.Int("ep-size"));
+  mine.dp_attention = rc.Bool("enable-dp-attention");
+  mine.threads = NumThreads();
+  mine.cpus = AffinityCpuList();
   mine.weight_bytes = model != nullptr ? model->weight_bytes() : 0;
   mine.exit_code = model != nullptr ? 0 : (exit_code != 0 ? exit_code : 1);
   StatusOr<std::vector<RankReport>> all = ExchangeRankReports(comm, mine);

@@ -1,5 +1,7 @@
 #include "runtime/tp_step.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -145,10 +147,24 @@ namespace {
 
 // The wire form of a RankReport (fixed size, so one all-gather carries every rank's).
 struct RankRecord {
-  int32_t tp, ep, exit_code, host_len;
+  int32_t tp, ep, exit_code, host_len, dp_attention, threads, cpus_len, unused;
   uint64_t weight_bytes;
   char host[64];
+  char cpus[64];
 };
+
+// Copies at most sizeof(field) - 1 bytes of `text` into field; returns the length copied.
+template <size_t N>
+int32_t PutText(const std::string& text, char (&field)[N]) {
+  const size_t n = std::min(text.size(), N - 1);
+  std::memcpy(field, text.data(), n);
+  return static_cast<int32_t>(n);
+}
+
+template <size_t N>
+std::string GetText(const char (&field)[N], int32_t len) {
+  return std::string(field, std::clamp<int32_t>(len, 0, N - 1));
+}
 
 }  // namespace
 
@@ -158,17 +174,22 @@ StatusOr<std::vector<RankReport>> ExchangeRankReports(Communicator& comm, RankRe
   rec.ep = mine.ep;
   rec.exit_code = mine.exit_code;
   rec.weight_bytes = mine.weight_bytes;
-  rec.host_len = static_cast<int32_t>(std::min<size_t>(mine.host.size(), sizeof(rec.host) - 1));
-  std::memcpy(rec.host, mine.host.data(), rec.host_len);
+  rec.dp_attention = mine.dp_attention ? 1 : 0;
+  rec.threads = mine.threads;
+  rec.host_len = PutText(mine.host, rec.host);
+  rec.cpus_len = PutText(mine.cpus, rec.cpus);
   std::vector<RankRecord> all(comm.size());
   LUCID_RETURN_IF_ERROR(comm.AllGather(&rec, all.data(), sizeof(RankRecord)));
   std::vector<RankReport> out(all.size());
   for (size_t r = 0; r < all.size(); ++r) {
     const RankRecord& a = all[r];
     out[r].rank = static_cast<int>(r);
-    out[r].host.assign(a.host, std::clamp<int32_t>(a.host_len, 0, sizeof(a.host) - 1));
+    out[r].host = GetText(a.host, a.host_len);
+    out[r].cpus = GetText(a.cpus, a.cpus_len);
     out[r].tp = a.tp;
     out[r].ep = a.ep;
+    out[r].dp_attention = a.dp_attention != 0;
+    out[r].threads = a.threads;
     out[r].weight_bytes = a.weight_bytes;
     out[r].exit_code = a.exit_code;
   }
@@ -178,9 +199,30 @@ StatusOr<std::vector<RankReport>> ExchangeRankReports(Communicator& comm, RankRe
 std::string DescribeRank(const RankReport& r, int world) {
   char mib[32];
   std::snprintf(mib, sizeof(mib), "%.2f", static_cast<double>(r.weight_bytes) / (1 << 20));
+  std::string threads;
+  if (r.threads > 0)
+    threads = ", " + std::to_string(r.threads) + " kernel thread" + (r.threads > 1 ? "s" : "") +
+              (r.cpus.empty() ? "" : " on cpus " + r.cpus);
   return "rank " + std::to_string(r.rank) + " of " + std::to_string(world) + " on " + r.host +
-         ": tp " + std::to_string(r.tp) + ", ep " + std::to_string(r.ep) + ", " + mib +
-         " MiB of weights (its shard)";
+         ": tp " + std::to_string(r.tp) + ", ep " + std::to_string(r.ep) +
+         (r.dp_attention ? ", dp-attention" : "") + ", " + mib + " MiB of weights (its shard)" +
+         threads;
+}
+
+std::string AffinityCpuList() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0) return "";
+  std::string out;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &mask)) continue;
+    int end = c;
+    while (end + 1 < CPU_SETSIZE && CPU_ISSET(end + 1, &mask)) ++end;
+    out += (out.empty() ? "" : ",") + std::to_string(c) +
+           (end > c ? "-" + std::to_string(end) : std::string());
+    c = end;
+  }
+  return out;
 }
 
 }  // namespace lucid

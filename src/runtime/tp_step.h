@@ -77,6 +77,9 @@ struct RankReport {
   int rank = 0;
   std::string host;  // at most 63 bytes are carried
   int tp = 1, ep = 1;
+  bool dp_attention = false;  // attention over its own KV partition (--enable-dp-attention)
+  int threads = 0;            // kernel threads (0: not said)
+  std::string cpus;           // the CPUs it may run on (AffinityCpuList); at most 63 bytes
   uint64_t weight_bytes = 0;  // of this rank's shard
   int exit_code = 0;          // 0: loaded; else the exit status this rank will return
 };
@@ -85,7 +88,11 @@ struct RankReport {
 // leader can log the world and every rank knows whether another failed to load. `mine.rank` is
 // taken from the communicator.
 StatusOr<std::vector<RankReport>> ExchangeRankReports(Communicator& comm, RankReport mine);
-// "rank 1 of 2 on HOST: tp 2, ep 1, 0.45 MiB of weights (its shard)".
+// "rank 1 of 2 on HOST: tp 2, ep 1, 0.45 MiB of weights (its shard), 1 kernel thread on cpus 1"
+// (", dp-attention" after the ep with data-parallel attention; the threads only when said).
 std::string DescribeRank(const RankReport& r, int world);
+// This process's CPU affinity as a list of ranges ("0-3,8"), what `mpirun --bind-to` gave it;
+// empty if it cannot be read.
+std::string AffinityCpuList();
 
 }  // namespace lucid

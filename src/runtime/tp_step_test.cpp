@@ -4,6 +4,9 @@
 #include "runtime/tp_step.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
+
+#include <sstream>
 
 #include "runtime/engine_test_util.h"
 
@@ -108,6 +111,9 @@ TEST(RankReports, RoundTripOnOneRankWithTheHostCut) {
   mine.ep = 2;
   mine.weight_bytes = (uint64_t{5} << 40) + 3;
   mine.exit_code = 2;
+  mine.dp_attention = true;
+  mine.threads = 3;
+  mine.cpus = std::string(70, '1');
   auto all = ExchangeRankReports(*comm, mine);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   ASSERT_EQ(all->size(), 1u);
@@ -118,6 +124,9 @@ TEST(RankReports, RoundTripOnOneRankWithTheHostCut) {
   EXPECT_EQ(r.ep, 2);
   EXPECT_EQ(r.weight_bytes, mine.weight_bytes);
   EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.dp_attention);
+  EXPECT_EQ(r.threads, 3);
+  EXPECT_EQ(r.cpus, std::string(63, '1'));
 }
 
 TEST(RankReports, DescribeSaysWhoHoldsWhat) {
@@ -129,6 +138,31 @@ TEST(RankReports, DescribeSaysWhoHoldsWhat) {
   r.weight_bytes = 3 * (1 << 20) / 2;  // 1.5 MiB
   EXPECT_EQ(DescribeRank(r, 2),
             "rank 1 of 2 on node-b: tp 2, ep 2, 1.50 MiB of weights (its shard)");
+  r.dp_attention = true;
+  r.threads = 4;
+  r.cpus = "0-3";
+  EXPECT_EQ(DescribeRank(r, 2),
+            "rank 1 of 2 on node-b: tp 2, ep 2, dp-attention, 1.50 MiB of weights (its shard), 4 "
+            "kernel threads on cpus 0-3");
+}
+
+// The affinity list names exactly the CPUs sched_getaffinity reports, as ranges.
+TEST(RankReports, AffinityCpuListMatchesTheMask) {
+  cpu_set_t mask;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  std::vector<int> want, got;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mask)) want.push_back(c);
+  const std::string list = AffinityCpuList();
+  std::stringstream ss(list);
+  for (std::string part; std::getline(ss, part, ',');) {
+    const size_t dash = part.find('-');
+    const int lo = std::stoi(part.substr(0, dash));
+    const int hi = dash == std::string::npos ? lo : std::stoi(part.substr(dash + 1));
+    ASSERT_LE(lo, hi) << list;
+    for (int c = lo; c <= hi; ++c) got.push_back(c);
+  }
+  EXPECT_EQ(got, want) << list;
 }
 
 }  // namespace
