@@ -17,8 +17,8 @@
 # Every command is bounded (timeout, well inside ctest's TIMEOUT); on exit, also on SIGINT or
 # SIGTERM, a trap kills every process in the two namespaces and deletes them (the veth goes with
 # them) and the scratch directory (OpenMPI's session directories are in it). The root namespace is
-# not touched. Namespaces of an earlier run killed with SIGKILL (no trap ran; its pid is gone) are
-# deleted at the start.
+# not touched. The namespaces and scratch directory of an earlier run killed with SIGKILL (no trap
+# ran; its pid is gone) are deleted at the start.
 # Exit 77 (ctest's skip) with the reason where the machine cannot do this: not root, no ip or
 # unshare, or the kernel refuses a network namespace, a veth pair or a UTS namespace. Any failure
 # after that fails the test (exit 1).
@@ -28,7 +28,7 @@ lucid=$1 tp_test=$2 mpirun=$3 fixtures=$4
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
 
-[ "$(id -u)" = 0 ] || skip "ip netns needs root (running as uid $(id -u))"
+[ "$EUID" = 0 ] || skip "ip netns needs root (running as uid $EUID)"
 for tool in ip unshare timeout; do
   command -v $tool >/dev/null || skip "no '$tool' on PATH"
 done
@@ -40,13 +40,17 @@ for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$prefix-[ab
     ip netns del "$ns" 2>/dev/null && echo "deleted $ns, left by a killed run"
   fi
 done
+for dir in /tmp/"$prefix"-*.*; do
+  pid=${dir#/tmp/"$prefix"-} pid=${pid%%.*}
+  [[ -d $dir && $pid =~ ^[0-9]+$ ]] && ! kill -0 "$pid" 2>/dev/null && rm -rf "$dir"
+done
 
 ns_a=$prefix-a-$$ ns_b=$prefix-b-$$
 veth_a=l2h$$a veth_b=l2h$$b  # at most 15 characters
 addr_a=10.213.0.1 addr_b=10.213.0.2 subnet=10.213.0.0/30
 host_a=lucid-a-$$ host_b=lucid-b-$$
 min_bytes=262144
-work=$(mktemp -d /tmp/lucid2h.XXXXXX) || fail "mktemp"
+work=$(mktemp -d /tmp/$prefix-$$.XXXXXX) || fail "mktemp"
 made=() child=
 cleanup() {
   local ns
@@ -77,8 +81,8 @@ bounded() {
 }
 
 for ns in $ns_a $ns_b; do
-  made+=("$ns")
   err=$(ip netns add "$ns" 2>&1) || skip "ip netns add $ns refused: $err"
+  made+=("$ns")
 done
 err=$(ip link add "$veth_a" netns "$ns_a" type veth peer name "$veth_b" netns "$ns_b" 2>&1) ||
   skip "ip link add (veth pair) refused: $err"
@@ -114,10 +118,11 @@ exec "$@"
 EOF
 chmod +x "$work/in_host" "$work/agent" "$work/where"
 
-mpi=("$work/in_host" "$ns_a" "$host_a" "$mpirun" --allow-run-as-root --host $addr_a,$addr_b -np 2
+# shellcheck disable=SC2054  # the commas are mpirun's
+mpi=("$work/in_host" "$ns_a" "$host_a" "$mpirun" --allow-run-as-root --host "$addr_a,$addr_b" -np 2
      --mca plm_rsh_agent "$work/agent" --mca plm_rsh_no_tree_spawn 1 --mca orte_tmpdir_base "$work"
-     --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include $subnet
-     --mca oob_tcp_if_include $subnet
+     --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$subnet"
+     --mca oob_tcp_if_include "$subnet"
      -x OMP_NUM_THREADS=1)
 bytes() { ip netns exec "$ns_a" cat "/sys/class/net/$veth_a/statistics/$1"; }
 tx0=$(bytes tx_bytes) rx0=$(bytes rx_bytes)
@@ -136,10 +141,16 @@ if [ $rc -ne 0 ]; then
 else
   grep -E "TP 2 EP|PASSED" "$work/tp"
 fi
+for m in tiny_glm_moe_dsa tiny_deepseek_v32 tiny_deepseek_v3; do
+  for ep in 1 2; do
+    grep -q "^$m TP 2 EP $ep: greedy 12 tokens equal" "$work/tp" || fail_later "no result: $m EP $ep"
+  done
+done
 grep -qxF "rank 0: netns $inode_a host $host_a" "$work/tp.err" || fail_later "rank 0 not in $ns_a"
 grep -qxF "rank 1: netns $inode_b host $host_b" "$work/tp.err" || fail_later "rank 1 not in $ns_b"
 
 # 2. `lucid generate --tp-size 2 --ep-size 2` across the two against the single-process command.
+# shellcheck disable=SC2054
 args=(generate --model-path "$fixtures/tiny_deepseek_v3" --prompt-ids 1,17,42,99,3,200,7,64
       --max-new-tokens 10 --cpu-kernels reference)
 bounded "$work/want" 30 "$lucid" "${args[@]}" || fail "single-process lucid generate: exit $?"
