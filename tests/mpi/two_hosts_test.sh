@@ -14,11 +14,11 @@
 #   tokens, and its world lines put rank 0 on host A's hostname and rank 1 on host B's;
 # - the veth carried the traffic: its kernel byte counters grew by over 256 KiB each way (starting
 #   and finishing MPI alone moves about 4 KB; the checks move about 700 KB).
-# Every command is bounded (timeout, well inside ctest's TIMEOUT); on exit, also on SIGINT or
-# SIGTERM, a trap kills every process in the two namespaces and deletes them (the veth goes with
-# them) and the scratch directory (OpenMPI's session directories are in it). The root namespace is
-# not touched. The namespaces and scratch directory of an earlier run killed with SIGKILL (no trap
-# ran; its pid is gone) are deleted at the start.
+# Every mpirun and lucid run is bounded (timeout, inside ctest's TIMEOUT); on exit, also on SIGINT
+# or SIGTERM, a trap kills every process in the two namespaces and deletes them (the veth goes
+# with them) and the scratch directory (OpenMPI's session directories are in it). The root
+# namespace is not touched. The namespaces and scratch directory of an earlier run killed with
+# SIGKILL (no trap ran; its pid is gone) are deleted at the start.
 # Exit 77 (ctest's skip) with the reason where the machine cannot do this: not root, no ip or
 # unshare, or the kernel refuses a network namespace, a veth pair or a UTS namespace. Any failure
 # after that fails the test (exit 1).
@@ -143,7 +143,7 @@ else
 fi
 for m in tiny_glm_moe_dsa tiny_deepseek_v32 tiny_deepseek_v3; do
   for ep in 1 2; do
-    grep -q "^$m TP 2 EP $ep: greedy 12 tokens equal" "$work/tp" || fail_later "no result: $m EP $ep"
+    grep -q "^$m TP 2 EP $ep: greedy 12 tokens equal" "$work/tp" || fail_later "no $m EP $ep"
   done
 done
 grep -qxF "rank 0: netns $inode_a host $host_a" "$work/tp.err" || fail_later "rank 0 not in $ns_a"
