@@ -186,6 +186,11 @@ class TpMatchesOneProcessTest(unittest.TestCase):
         for r in world:
             self.assertIn(f"world: rank {r['rank']} of 2 on {r['host']}: tp 2, ep 1, "
                           f"{r['weight_bytes'] / (1 << 20):.2f} MiB of weights (its shard)", log)
+            # OMP_NUM_THREADS=1 (lucid_server's MPI_ENV); the CPUs are the rank's affinity.
+            self.assertEqual(r["threads"], 1)
+            self.assertFalse(r["dp_attention"])
+            self.assertIn(f"(its shard), 1 kernel thread on cpus {r['cpus']}\n", log)
+            self.assertRegex(r["cpus"], r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 
 
 class RefusalTest(unittest.TestCase):
