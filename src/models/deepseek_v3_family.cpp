@@ -736,8 +736,6 @@ StatusOr<std::unique_ptr<Model>> Build(const ModelConfig& config, DeepseekV3Weig
   if (tp != nullptr && tp->size() > 1) {
     LUCID_RETURN_IF_ERROR(ShardDeepseekV3Weights(config, tp->rank(), tp->size(), options.ep_size,
                                                  options.dp_attention, &w));
-  } else if (options.dp_attention) {
-    return InvalidArgument("--enable-dp-attention needs a tensor-parallel group (--tp-size)");
   } else if (options.ep_size > 1) {
     return InvalidArgument("--ep-size " + std::to_string(options.ep_size) +
                            " needs a tensor-parallel group of that size (--tp-size)");

@@ -96,7 +96,8 @@ struct ModelLoadOptions {
   // mapped to its storage's [0, P). Attention rows of other ranks' sequences are zero on this rank
   // and come from theirs through the all-reduce after attention (one rank adds each row). The
   // dense MLP, shared experts, embedding and lm_head stay split as under TP, the routed experts
-  // as ep_size says.
+  // as ep_size says. Without a group of more than one it changes nothing (one rank holds every
+  // request's KV either way).
   bool dp_attention = false;
 };
 
