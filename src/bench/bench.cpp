@@ -47,6 +47,7 @@ struct Step {
   std::array<OpTally, static_cast<int>(OpCategory::kCount)> cat{};
   OpTally total;
   std::map<std::string, OpTally> by_weight;  // the matmuls per weight (ProfilingOps::ByWeight)
+  CollectiveTally comm;  // this rank's collectives in the step (tensor parallelism only)
 };
 
 Step MedianStep(std::vector<Step> v) {
@@ -92,10 +93,31 @@ void FillKv(KvStorage& pool, SequenceKv& seq, int64_t len, uint32_t seed) {
 
 double Ms(double s) { return s * 1e3; }
 
+// Under tensor parallelism: every rank waits for the others here (untimed), then the collective
+// tallies start from zero, so a timed step starts on every rank at once. Nothing for one process.
+Status StartTogether(TimedCommunicator* tp) {
+  if (tp == nullptr) return OkStatus();
+  LUCID_RETURN_IF_ERROR(tp->Barrier());
+  tp->Reset();
+  return OkStatus();
+}
+
+bool Leader(const BenchOptions& o) { return o.tp == nullptr || o.tp->rank() == 0; }
+
+// The machine probe, on rank 0 only under tensor parallelism (the others wait in a barrier, so it
+// measures one process's threads on an idle machine); the others get the `fallback`.
+MachineInfo ProbeOnLeader(const BenchOptions& o, const MachineInfo& fallback, uint64_t bytes,
+                          int repeats, Status* status) {
+  MachineInfo mi = fallback;
+  if (Leader(o)) mi = ProbeMachine(bytes, repeats);
+  if (o.tp != nullptr) *status = o.tp->Barrier();
+  return mi;
+}
+
 // Decodes `steps` timed steps (after one warm-up) of B sequences whose KV holds ctx tokens. With
 // a probe, each timed step is followed by one bandwidth pass (Step::paired_gbs).
 StatusOr<std::vector<Step>> DecodeSteps(Model& m, const ProfilingOps& prof, int64_t B, int64_t ctx,
-                                        int64_t steps, KvDtype kv_dtype,
+                                        int64_t steps, KvDtype kv_dtype, TimedCommunicator* tp,
                                         BandwidthProbe* probe = nullptr) {
   const int64_t V = m.config().vocab_size, total = ctx + steps + 1;
   const int64_t per_seq = (total + kPage - 1) / kPage;
@@ -113,6 +135,7 @@ StatusOr<std::vector<Step>> DecodeSteps(Model& m, const ProfilingOps& prof, int6
       AddSequence(in, seqs[b].page_table, seqs[b].length, std::span<const int32_t>(&tok[b], 1),
                   ChunkRows::kLast);
     StepOutput step;
+    LUCID_RETURN_IF_ERROR(StartTogether(tp));
     prof.Reset();
     const double t0 = Now();
     LUCID_RETURN_IF_ERROR(m.Forward(in, pool, &step));
@@ -123,6 +146,7 @@ StatusOr<std::vector<Step>> DecodeSteps(Model& m, const ProfilingOps& prof, int6
     }
     if (i == 0) continue;
     out.push_back(Capture(prof, dt));
+    if (tp != nullptr) out.back().comm = tp->Total();
     if (probe) out.back().paired_gbs = probe->Measure(1);
   }
   return out;
@@ -196,6 +220,7 @@ Status Prefill(Model& m, const ProfilingOps& prof, const BenchOptions& o, const 
     StepInput in;
     AddSequence(in, page_table, 0, tok, ChunkRows::kLast);
     StepOutput step;
+    LUCID_RETURN_IF_ERROR(StartTogether(o.tp));
     prof.Reset();
     const double t0 = Now();
     LUCID_RETURN_IF_ERROR(m.Forward(in, pool, &step));
@@ -253,6 +278,38 @@ nlohmann::json ByWeight(const Step& s, double gbs_ref, std::FILE* log) {
   return out;
 }
 
+// Under tensor parallelism: the median over a configuration's steps of each rank's time in
+// collectives (gathered from every rank), with rank 0's calls and bytes per step; printed under
+// the configuration's line. `step_seconds` is rank 0's median step.
+StatusOr<nlohmann::json> Communication(TimedCommunicator& tp, const std::vector<Step>& steps,
+                                       double step_seconds, std::FILE* log) {
+  std::vector<double> secs;
+  for (const Step& s : steps) secs.push_back(s.comm.seconds);
+  std::sort(secs.begin(), secs.end());
+  const double mine = secs.empty() ? 0 : secs[secs.size() / 2];
+  std::vector<double> by_rank(static_cast<size_t>(tp.size()));
+  LUCID_RETURN_IF_ERROR(tp.AllGather(&mine, by_rank.data(), sizeof(double)));
+  const CollectiveTally per_step = steps.empty() ? CollectiveTally{} : steps.back().comm;
+  std::string ranks;
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    char one[64];
+    std::snprintf(one, sizeof(one), "%srank %zu %.2f ms", r ? ", " : "", r, Ms(by_rank[r]));
+    ranks += one;
+  }
+  std::fprintf(log,
+               "                               communication: %.2f ms of the %.2f ms step (%.0f%%) "
+               "on rank 0, %lld collectives, %.1f KB sent per step; median time in collectives "
+               "%s (transfer plus waiting for the slower rank)\n",
+               Ms(mine), Ms(step_seconds), 100 * mine / step_seconds,
+               static_cast<long long>(per_step.calls), per_step.bytes / 1e3, ranks.c_str());
+  nlohmann::json ms_by_rank = nlohmann::json::array();
+  for (double v : by_rank) ms_by_rank.push_back(Ms(v));
+  return nlohmann::json{{"ms", Ms(mine)},
+                        {"ms_by_rank", ms_by_rank},
+                        {"collectives_per_step", per_step.calls},
+                        {"bytes_per_step", per_step.bytes}};
+}
+
 Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
                      const MachineInfo& run_probe, BandwidthProbe* probe, std::FILE* log,
                      nlohmann::json* out) {
@@ -266,10 +323,12 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
     // again right before each configuration and normalize by the larger of that and the run's
     // first probe (the conservative choice: the higher bandwidth gives the lower percentage).
     MachineInfo mi = run_probe;
-    const MachineInfo now = ProbeMachine(uint64_t{512} << 20, 3);
+    Status probed;
+    const MachineInfo now = ProbeOnLeader(o, run_probe, uint64_t{512} << 20, 3, &probed);
+    LUCID_RETURN_IF_ERROR(probed);
     mi.read_gbs = std::max(run_probe.read_gbs, now.read_gbs);
-    LUCID_ASSIGN_OR_RETURN(std::vector<Step> steps,
-                           DecodeSteps(m, prof, B, o.prompt_len, o.gen_len, o.kv_dtype, probe));
+    LUCID_ASSIGN_OR_RETURN(std::vector<Step> steps, DecodeSteps(m, prof, B, o.prompt_len, o.gen_len,
+                                                                o.kv_dtype, o.tp, probe));
     const Paired paired = PairedRatio(steps);
     const Step s = MedianStep(steps);
     const OpTally& ex = Cat(s, OpCategory::kExperts);
@@ -299,12 +358,13 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
     if (paired.median_gbs > 0) mp.read_gbs = paired.median_gbs;
     const double roofline_p = RooflineSeconds(s, mp, MatmulPeak(mp, o), expected * per_expert);
     const double model_p = model_bytes / (mp.read_gbs * 1e9);
-    std::fprintf(log,
-                 "                               paired: %3.0f%% of the bandwidth probed right "
-                 "after each step (median over steps; those probes %.1f GB/s, %.1f-%.1f); at "
-                 "that bandwidth model %.2f ms, roofline %.2f ms -> step = %.1fx roofline\n",
-                 100 * paired.ratio, paired.median_gbs, paired.min_gbs, paired.max_gbs, Ms(model_p),
-                 Ms(roofline_p), s.seconds / roofline_p);
+    if (paired.median_gbs > 0)  // not under tensor parallelism (no paired probe)
+      std::fprintf(log,
+                   "                               paired: %3.0f%% of the bandwidth probed right "
+                   "after each step (median over steps; those probes %.1f GB/s, %.1f-%.1f); at "
+                   "that bandwidth model %.2f ms, roofline %.2f ms -> step = %.1fx roofline\n",
+                   100 * paired.ratio, paired.median_gbs, paired.min_gbs, paired.max_gbs,
+                   Ms(model_p), Ms(roofline_p), s.seconds / roofline_p);
     // Where the FLOPs at the peak alone take longer than the bytes model, no kernel on this
     // machine can bring the step down to the bytes model: say so beside it.
     if (roofline_p > 1.02 * model_p)
@@ -316,6 +376,10 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
       std::fprintf(log, "                               matmuls of the median step by weight:\n");
     nlohmann::json by_weight =
         ByWeight(s, s.paired_gbs > 0 ? s.paired_gbs : mi.read_gbs, o.by_weight ? log : nullptr);
+    nlohmann::json comm;
+    if (o.tp != nullptr) {
+      LUCID_ASSIGN_OR_RETURN(comm, Communication(*o.tp, steps, s.seconds, log));
+    }
     out->push_back({{"batch", B},
                     {"context", o.prompt_len},
                     {"step_ms", Ms(s.seconds)},
@@ -340,6 +404,7 @@ Status DecodeBatches(Model& m, const ProfilingOps& prof, const BenchOptions& o,
                     {"roofline_step_ms", Ms(roofline)},
                     {"breakdown", Breakdown(s)},
                     {"matmul_by_weight", std::move(by_weight)}});
+    if (o.tp != nullptr) out->back()["communication"] = std::move(comm);
   }
   return OkStatus();
 }
@@ -352,6 +417,8 @@ Status ContextSweep(Model& sparse, const ProfilingOps& prof, const Checkpoint* c
   std::unique_ptr<Model> dense;
   ModelLoadOptions lo;
   lo.force_dense_attention = true;
+  lo.tp = o.tp;
+  lo.ep_size = o.ep_size;
   if (sparse.config().has_indexer && ckpt != nullptr) {
     LUCID_ASSIGN_OR_RETURN(dense, LoadModel(*ckpt, prof, lo));
   }
@@ -362,7 +429,7 @@ Status ContextSweep(Model& sparse, const ProfilingOps& prof, const Checkpoint* c
       if (m == nullptr) continue;
       const char* name = mode == 0 && sparse.config().has_indexer ? "dsa" : "dense";
       LUCID_ASSIGN_OR_RETURN(std::vector<Step> steps,
-                             DecodeSteps(*m, prof, 1, ctx, o.gen_len, o.kv_dtype));
+                             DecodeSteps(*m, prof, 1, ctx, o.gen_len, o.kv_dtype, o.tp));
       const Step s = MedianStep(steps);
       const OpTally& at = Cat(s, OpCategory::kAttention);
       const OpTally& ix = Cat(s, OpCategory::kIndexer);
@@ -395,7 +462,9 @@ Status ContextSweep(Model& sparse, const ProfilingOps& prof, const Checkpoint* c
 
 StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
   nlohmann::json j;
-  const MachineInfo mi = ProbeMachine();
+  Status probed;
+  const MachineInfo mi = ProbeOnLeader(o, MachineInfo{}, uint64_t{512} << 20, 7, &probed);
+  LUCID_RETURN_IF_ERROR(probed);
   std::fprintf(log, "%s\n", mi.Line().c_str());
   j["machine"] = {{"line", mi.Line()},
                   {"cpu", mi.cpu},
@@ -418,11 +487,14 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
   const bool gguf = std::filesystem::is_regular_file(o.model_path, ec);
   std::optional<Checkpoint> ckpt;
   std::unique_ptr<Model> model;
+  ModelLoadOptions lo;
+  lo.tp = o.tp;
+  lo.ep_size = o.ep_size;
   if (gguf) {
-    LUCID_ASSIGN_OR_RETURN(model, LoadModel(o.model_path, prof));
+    LUCID_ASSIGN_OR_RETURN(model, LoadModel(o.model_path, prof, lo));
   } else {
     LUCID_ASSIGN_OR_RETURN(ckpt, Checkpoint::Open(o.model_path));
-    LUCID_ASSIGN_OR_RETURN(model, LoadModel(*ckpt, prof));
+    LUCID_ASSIGN_OR_RETURN(model, LoadModel(*ckpt, prof, lo));
   }
   const double t_load = Now() - t0;
   const std::vector<int32_t> prompt = RandomTokens(16, model->config().vocab_size, 1);
@@ -436,6 +508,11 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
                static_cast<long long>(c.num_hidden_layers), model->weight_bytes() / 1e9,
                backend->ops().name(), KvDtypeName(o.kv_dtype), Ms(t_load), Ms(t_first));
   std::fprintf(log, "cpu kernels: %s (%s)\n", o.kernel_set.c_str(), o.kernel_set_reason.c_str());
+  if (o.tp != nullptr)
+    std::fprintf(log,
+                 "tensor parallel: %d ranks (%s), ep %d; weights above are rank 0's shard; every "
+                 "rank runs each step in lock-step after a barrier\n",
+                 o.tp->size(), o.tp->kind().c_str(), o.ep_size);
   const uint64_t misaligned = ckpt ? MisalignedWeightBytes(*ckpt) : 0;
   if (misaligned > 0)
     std::fprintf(log, "warning: %s\n", MisalignedWeightsMessage(misaligned).c_str());
@@ -461,14 +538,20 @@ StatusOr<nlohmann::json> RunBench(const BenchOptions& o, std::FILE* log) {
                 {"kv_cache_dtype", KvDtypeName(o.kv_dtype)},
                 {"misaligned_weight_bytes", misaligned}};
   j["startup"] = {{"load_ms", Ms(t_load)}, {"first_token_ms", Ms(t_first)}};
+  j["world"] = {{"ranks", o.tp ? o.tp->size() : 1},
+                {"communicator", o.tp ? o.tp->kind() : "none"},
+                {"ep_size", o.ep_size}};
   if (!o.skip_prefill) {
     nlohmann::json p;
     LUCID_RETURN_IF_ERROR(Prefill(*model, prof, o, mi, log, &p));
     j["prefill"] = p;
   }
   nlohmann::json d;
-  BandwidthProbe paired_probe(uint64_t{256} << 20);  // one pass after every timed decode step
-  LUCID_RETURN_IF_ERROR(DecodeBatches(*model, prof, o, mi, &paired_probe, log, &d));
+  // One pass after every timed decode step; not under tensor parallelism (the ranks share the
+  // machine's bandwidth, and a probe on one would hold the others at the next collective).
+  BandwidthProbe paired_probe(uint64_t{256} << 20);
+  LUCID_RETURN_IF_ERROR(
+      DecodeBatches(*model, prof, o, mi, o.tp ? nullptr : &paired_probe, log, &d));
   j["decode"] = d;
   if (!o.contexts.empty()) {
     nlohmann::json cs;

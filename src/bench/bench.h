@@ -10,6 +10,12 @@
 // KV for decode and the context sweep is filled with synthetic rows written straight into the
 // pool (prefilling 32 sequences or 32k tokens at CPU speed would take minutes and only timing
 // matters there); prefill is measured separately on real tokens.
+// Under tensor parallelism (`mpirun -np N lucid bench --tp-size N [--ep-size N]`, BenchOptions::tp)
+// every rank runs the same steps in lock-step on its shard (the same seeds give the same inputs;
+// the step input that `serve`'s rank 0 broadcasts is not in the timed step), after a barrier; only
+// rank 0 probes the machine (the others wait in a barrier) and prints, the paired per-step probe
+// is skipped, and each decode configuration says the time its steps spent in collectives on every
+// rank (TimedCommunicator: transfer plus any wait for the slower rank).
 // Thread-safety: uses every thread; one run at a time.
 #pragma once
 
@@ -21,6 +27,7 @@
 
 #include "backends/cpu/cpu_fast_ops.h"
 #include "core/status.h"
+#include "core/timed_communicator.h"
 #include "models/kv_cache.h"
 
 namespace lucid {
@@ -35,14 +42,17 @@ struct BenchOptions {
   bool reference_ops = false;     // CpuOps instead of CpuFastOps (`--cpu-kernels reference`)
   // CpuFastOps' matmul activations (`--cpu-kernels fast-bf16act`: kBf16).
   FastActivations activations = FastActivations::kF32;
-  // The set's name (`--cpu-kernels`; its entry in the backend registry, backends/cpu/ops_registry.h,
-  // builds the ops, and the two fields above describe it) and why it was chosen, as the command
-  // resolved them; printed with the ops and kept in the JSON.
+  // The set's name (`--cpu-kernels`; its entry in the backend registry,
+  // backends/cpu/ops_registry.h, builds the ops, and the two fields above describe it) and why it
+  // was chosen, as the command resolved them; printed with the ops and kept in the JSON.
   std::string kernel_set = "fast";
   std::string kernel_set_reason = "given";
   bool skip_prefill = false;
   KvDtype kv_dtype = KvDtype::kF32;  // how the KV pool stores rows (decode, sweep and prefill)
   bool by_weight = false;  // print each decode configuration's matmuls per weight (`--by-weight`)
+  // The tensor-parallel group (null: one process), wrapped so that collectives are timed; borrowed.
+  TimedCommunicator* tp = nullptr;
+  int ep_size = 1;  // expert parallelism over the group (1 or its size)
 };
 
 // Runs the benchmark, printing human-readable lines to `log` as results arrive; returns them all

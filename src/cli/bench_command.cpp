@@ -2,11 +2,14 @@
 // model (bench/bench.h). Human-readable lines go to stdout, or to stderr with --json (the JSON
 // document then goes to stdout).
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 #include "bench/bench.h"
 #include "cli/commands.h"
 #include "cli/process_env.h"
+#include "cli/serve_parallel.h"
 #include "config/cli_options.h"
 #include "config/cpu_kernels.h"
 #include "config/resolver.h"
@@ -14,7 +17,6 @@
 
 namespace lucid::cli {
 namespace {
-
 
 StatusOr<std::vector<int64_t>> ParseList(const std::string& flag, const std::string& s) {
   std::vector<int64_t> v;
@@ -69,9 +71,9 @@ StatusOr<BenchOptions> OptionsFrom(const config::ExplicitSettings& s,
 Status Run(const config::ExplicitSettings& s) {
   // The same OpenMP wait policy as `lucid serve` (config/wait_policy.h); may re-execute once,
   // before any parallel region runs.
-  LUCID_ASSIGN_OR_RETURN(config::WaitPolicyPlan wait,
-                         config::PlanWaitPolicy(s.Get("cpu-wait-policy"),
-                                                config::OmpEnvironmentOf(s)));
+  LUCID_ASSIGN_OR_RETURN(
+      config::WaitPolicyPlan wait,
+      config::PlanWaitPolicy(s.Get("cpu-wait-policy"), config::OmpEnvironmentOf(s)));
   ApplyWaitPolicy(wait, "bench");
   const bool json = s.Bool("json");
   std::fprintf(json ? stderr : stdout, "cpu wait policy: %s\n",
@@ -80,8 +82,21 @@ Status Run(const config::ExplicitSettings& s) {
   if (!rc.data().cpu_kernels.has_value())
     return FailedPrecondition("bench runs on the cpu device only (--device cpu)");
   LUCID_ASSIGN_OR_RETURN(BenchOptions o, OptionsFrom(s, rc));
-  LUCID_ASSIGN_OR_RETURN(nlohmann::json j, RunBench(o, json ? stderr : stdout));
-  if (json) std::printf("%s\n", j.dump(2).c_str());
+  // `mpirun -np N lucid bench --tp-size N`: every rank runs the benchmark on its shard; rank 0
+  // prints, the others write nothing.
+  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, JoinWorld(rc.Int("tp-size"), "bench"));
+  std::optional<TimedCommunicator> timed;
+  if (comm) timed.emplace(*comm);
+  o.tp = timed ? &*timed : nullptr;
+  o.ep_size = static_cast<int>(rc.Int("ep-size"));
+  const bool leader = !comm || comm->rank() == 0;
+  std::FILE* log = json ? stderr : stdout;
+  std::FILE* quiet = leader ? nullptr : std::fopen("/dev/null", "w");
+  if (!leader && quiet == nullptr) return Internal("bench: cannot open /dev/null");
+  StatusOr<nlohmann::json> j = RunBench(o, leader ? log : quiet);
+  if (quiet != nullptr) std::fclose(quiet);
+  if (!j.ok()) return j.status();
+  if (json && leader) std::printf("%s\n", j->dump(2).c_str());
   return OkStatus();
 }
 

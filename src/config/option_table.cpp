@@ -198,8 +198,8 @@ std::vector<OptionSpec> BuildTable() {
   also("kv-cache-dtype", kGenerate | kBench);
   also("cpu-kernels", kGenerate | kBench);
   also("page-size", kGenerate);
-  also("tp-size", kGenerate);
-  also("ep-size", kGenerate);
+  also("tp-size", kGenerate | kBench);
+  also("ep-size", kGenerate | kBench);
   also("enable-dp-attention", kGenerate);
   also("dp-size", kGenerate);
   also("cpu-wait-policy", kGenerate | kBench);
