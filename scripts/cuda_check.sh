@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The device check, for a machine with one NVIDIA GPU: builds (or reuses) a CUDA build, then runs
-# the CUDA backend's device tests and `lucid backends --self-test`, and writes what they printed,
+# the CUDA backend's device tests, the NCCL communicator's and `lucid backends --self-test`, and writes what they printed,
 # with the device line and the times, into the folder it is given. Bounded: each step has a
 # timeout; the whole run stays under 8 minutes with a build brought from elsewhere.
 #   scripts/cuda_check.sh OUT_DIR [BUILD_DIR]     (BUILD_DIR default build; built when missing)
@@ -20,6 +20,12 @@ rc=0
 log "device tests: $tests"
 timeout 180 "$tests" >"$out/cuda_tests.txt" 2>&1 || rc=1
 tail -3 "$out/cuda_tests.txt" | tee -a "$out/summary.txt"
+nccl=$(find "$build" -name lucid_dist_nccl_tests -type f -perm -u+x | head -1)
+if [ -n "$nccl" ]; then
+  log "NCCL communicator tests (a world of one GPU): $nccl"
+  timeout 60 "$nccl" >"$out/nccl_tests.txt" 2>&1 || rc=1
+  tail -3 "$out/nccl_tests.txt" | tee -a "$out/summary.txt"
+fi
 log "lucid backends --self-test"
 timeout 240 "$build/lucid" backends --self-test >"$out/self_test.txt" 2>&1 || rc=1
 grep -E "cuda" "$out/self_test.txt" | tee -a "$out/summary.txt" >/dev/null

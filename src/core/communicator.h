@@ -2,7 +2,9 @@
 //
 // A run of `size()` ranks (tensor / expert parallelism, docs/SERVING.md "Parallel serving") has one
 // Communicator per process; every rank calls the same collectives in the same order with the same
-// sizes (a collective is entered by all ranks or it does not complete). Buffers are host memory.
+// sizes (a collective is entered by all ranks or it does not complete). Buffers are host memory,
+// except for a communicator whose device_buffers() is true (NCCL, dist/nccl/nccl_communicator.h):
+// there they are device memory on the rank's GPU.
 //
 // Contract of every call:
 // - it returns OK once this rank's part is complete (its output buffers hold the result);
@@ -12,9 +14,10 @@
 //   kInvalidArgument;
 // - after a failure the communicator is broken: every later call returns the first error at once
 //   (a half-finished collective cannot be resumed; the process is expected to report and exit).
-// Reductions are deterministic and identical on every rank: AllReduceSum and ReduceScatterSum add
-// the ranks' contributions in rank order (0, 1, ...), so every rank gets the same bits, which is
-// what keeps the router's and the indexer's choices equal on every rank.
+// Reductions are deterministic and identical on every rank, which is what keeps the router's and
+// the indexer's choices equal on every rank: the single-process and MPI communicators add the
+// ranks' contributions in rank order (0, 1, ...); NCCL reduces each element once in its own order
+// and copies it, so its bits are equal on every rank but may differ from the MPI sum's.
 // Ownership: buffers are the caller's; the communicator holds none after a call returns.
 // Thread-safety: one thread at a time per communicator (calls are serialised by the caller; the
 // engine thread makes them).
@@ -40,10 +43,12 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // "single" or "mpi" (the implementation), for logs and `explain`.
+  // "single", "mpi" or "nccl" (the implementation), for logs and `explain`.
   virtual std::string kind() const = 0;
   // The host this rank runs on (MPI's processor name; the hostname for "single").
   virtual std::string host() const = 0;
+  // Whether the buffers of every call are device memory (NCCL) rather than host memory.
+  virtual bool device_buffers() const { return false; }
 
   // data[0, count) is replaced on every rank by the sum over ranks, added in rank order.
   virtual Status AllReduceSum(float* data, int64_t count) = 0;

@@ -4,8 +4,8 @@
 // `lucid bench --tp-size N` reads it to say how much of a step is communication.
 //
 // Contract: every call returns what the wrapped communicator returns, with the same buffers; the
-// tallies count a call whether it succeeded or not. rank(), size(), host() are the wrapped one's;
-// kind() is the wrapped one's too. SetTimeout on the wrapper does not reach the wrapped
+// tallies count a call whether it succeeded or not. rank(), size(), host(), kind() and
+// device_buffers() are the wrapped one's. SetTimeout on the wrapper does not reach the wrapped
 // communicator (its own timeout bounds the calls).
 // Ownership: borrows `inner`, which must outlive the wrapper.
 // Thread-safety: as the wrapped communicator (one thread at a time); Tally()/Reset() from that
@@ -45,6 +45,7 @@ class TimedCommunicator final : public Communicator {
   int size() const override { return inner_.size(); }
   std::string kind() const override { return inner_.kind(); }
   std::string host() const override { return inner_.host(); }
+  bool device_buffers() const override { return inner_.device_buffers(); }
 
   Status AllReduceSum(float* data, int64_t count) override;
   Status AllGather(const void* send, void* recv, int64_t bytes) override;
