@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace lucid {
@@ -67,6 +68,24 @@ class SingleProcessCommunicator final : public Communicator {
 };
 
 }  // namespace
+
+StatusOr<bool> PollUntilDone(std::chrono::milliseconds timeout,
+                             const std::function<StatusOr<bool>()>& poll) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int polls = 0;; ++polls) {
+    LUCID_ASSIGN_OR_RETURN(bool done, poll());
+    if (done) return true;
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (waited > timeout) return false;
+    if (polls < 2000) {
+      std::this_thread::yield();
+    } else if (waited < std::chrono::milliseconds(100)) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+}
 
 std::unique_ptr<Communicator> MakeSingleProcessCommunicator() {
   return std::make_unique<SingleProcessCommunicator>();

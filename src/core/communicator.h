@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -81,6 +82,14 @@ class Communicator {
  private:
   std::chrono::milliseconds timeout_ = kDefaultCollectiveTimeout;
 };
+
+// How a communicator waits for a transfer it started: calls `poll` until it says done (true) or
+// fails, or until `timeout` has passed since the first call (then returns false). Between polls
+// it yields for the first 2000, then sleeps 50 us, then 1 ms once the wait has lasted 100 ms, so
+// that ranks sharing cores leave them to each other and an idle worker wakes rarely (at the cost
+// of up to a millisecond on the step that ends a long wait).
+StatusOr<bool> PollUntilDone(std::chrono::milliseconds timeout,
+                             const std::function<StatusOr<bool>()>& poll);
 
 // The one-rank communicator: every collective is a local copy (or nothing). Never fails.
 std::unique_ptr<Communicator> MakeSingleProcessCommunicator();

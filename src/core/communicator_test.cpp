@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <vector>
 
 namespace lucid {
@@ -27,6 +28,25 @@ TEST(SingleProcessCommunicator, CollectivesOfOneRankAreCopies) {
   EXPECT_EQ(c->Broadcast(v.data(), 8, 1).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(c->AllReduceSum(v.data(), -1).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(c->Barrier().ok());
+}
+
+TEST(PollUntilDone, ReturnsWhenDoneOnErrorOrAtTheTimeout) {
+  int calls = 0;
+  StatusOr<bool> done = PollUntilDone(std::chrono::milliseconds(5000),
+                                      [&]() -> StatusOr<bool> { return ++calls == 3; });
+  ASSERT_TRUE(done.ok());
+  EXPECT_TRUE(*done);
+  EXPECT_EQ(calls, 3);
+  StatusOr<bool> failed = PollUntilDone(std::chrono::milliseconds(5000), []() -> StatusOr<bool> {
+    return Status(StatusCode::kUnavailable, "peer gone");
+  });
+  EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable);
+  const auto t0 = std::chrono::steady_clock::now();
+  StatusOr<bool> never =
+      PollUntilDone(std::chrono::milliseconds(20), []() -> StatusOr<bool> { return false; });
+  ASSERT_TRUE(never.ok());
+  EXPECT_FALSE(*never);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(20));
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #ifdef LUCID_MPI
@@ -168,34 +167,23 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  // Polls `req` until it completes, fails or the deadline passes. Spins briefly, then sleeps
-  // between polls so that ranks sharing cores leave them to each other (50 us, then 1 ms once the
-  // wait has lasted 100 ms).
+  // Waits for `req` (PollUntilDone) until it completes, fails or the timeout passes.
   Status Wait(int start_rc, MPI_Request* req, const char* what) {
     const std::string who =
         std::string(what) + " on rank " + std::to_string(rank_) + " of " + std::to_string(size_);
     if (start_rc != MPI_SUCCESS) return Break(Unavailable(who + ": " + MpiError(start_rc)));
-    const auto start = std::chrono::steady_clock::now();
-    for (int polls = 0;; ++polls) {
-      int done = 0;
-      const int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
-      if (rc != MPI_SUCCESS) return Break(Unavailable(who + ": " + MpiError(rc)));
-      if (done) return OkStatus();
-      const auto now = std::chrono::steady_clock::now();
-      if (now - start > timeout())
-        return Break(Unavailable(who + " did not complete within " +
-                                 std::to_string(timeout().count()) +
-                                 " ms: a peer rank died or stalled"));
-      if (polls < 2000) {
-        std::this_thread::yield();
-      } else if (now - start < std::chrono::milliseconds(100)) {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      } else {
-        // A long wait (an idle server's worker waiting for the next step): few wake-ups, at the
-        // cost of up to a millisecond on the step that ends it.
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    }
+    StatusOr<bool> done = PollUntilDone(timeout(), [&]() -> StatusOr<bool> {
+      int flag = 0;
+      const int rc = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS) return Unavailable(who + ": " + MpiError(rc));
+      return flag != 0;
+    });
+    if (!done.ok()) return Break(done.status());
+    if (!*done)
+      return Break(Unavailable(who + " did not complete within " +
+                               std::to_string(timeout().count()) +
+                               " ms: a peer rank died or stalled"));
+    return OkStatus();
   }
 
   Status Break(Status s) {

@@ -123,41 +123,35 @@ class NcclCommunicator final : public Communicator {
            std::to_string(size_) + " (nccl, cuda:" + std::to_string(device_) + ")";
   }
 
-  // Waits for an enqueued call: polls NCCL's state and the stream until both are done, an error
-  // shows, or the timeout passes (then aborts the communicator).
+  // Waits for an enqueued call (PollUntilDone): NCCL's state and the stream until both are done,
+  // an error shows, or the timeout passes (then aborts the communicator).
   Status Run(const char* what, ncclResult_t enqueued) {
     if (enqueued != ncclSuccess && enqueued != ncclInProgress)
       return Break(Unavailable(Who(what) + ": " + ncclGetErrorString(enqueued) + ": " +
                                ncclGetLastError(comm_)));
-    const auto start = std::chrono::steady_clock::now();
-    for (int polls = 0;; ++polls) {
+    StatusOr<bool> done = PollUntilDone(timeout(), [&]() -> StatusOr<bool> {
       ncclResult_t state = ncclSuccess;
       const ncclResult_t q = ncclCommGetAsyncError(comm_, &state);
       if (q != ncclSuccess) state = q;
       if (state != ncclSuccess && state != ncclInProgress)
-        return Break(Unavailable(Who(what) + ": " + ncclGetErrorString(state) + ": " +
-                                 ncclGetLastError(comm_)));
-      if (state == ncclSuccess) {
-        const cudaError_t s = cudaStreamQuery(stream_);
-        if (s == cudaSuccess) return OkStatus();
-        if (s != cudaErrorNotReady)
-          return Break(
-              Unavailable(Who(what) + ": " + cudaGetErrorName(s) + ": " + cudaGetErrorString(s)));
-      }
-      const auto now = std::chrono::steady_clock::now();
-      if (now - start > timeout()) {
-        ncclCommAbort(comm_);
-        aborted_ = true;
-        return Break(Unavailable(Who(what) + " did not complete within " +
-                                 std::to_string(timeout().count()) +
-                                 " ms: a peer rank died or stalled"));
-      }
-      if (polls < 2000) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
+        return Unavailable(Who(what) + ": " + ncclGetErrorString(state) + ": " +
+                           ncclGetLastError(comm_));
+      if (state == ncclInProgress) return false;
+      const cudaError_t s = cudaStreamQuery(stream_);
+      if (s == cudaErrorNotReady) return false;
+      if (s != cudaSuccess)
+        return Unavailable(Who(what) + ": " + cudaGetErrorName(s) + ": " + cudaGetErrorString(s));
+      return true;
+    });
+    if (!done.ok()) return Break(done.status());
+    if (!*done) {
+      ncclCommAbort(comm_);
+      aborted_ = true;
+      return Break(Unavailable(Who(what) + " did not complete within " +
+                               std::to_string(timeout().count()) +
+                               " ms: a peer rank died or stalled"));
     }
+    return OkStatus();
   }
 
   Status Break(Status s) {
