@@ -69,6 +69,12 @@ class SingleProcessCommunicator final : public Communicator {
 
 }  // namespace
 
+Status CollectiveTimedOut(const std::string& who, std::chrono::milliseconds timeout) {
+  return Status(StatusCode::kUnavailable, who + " did not complete within " +
+                                              std::to_string(timeout.count()) +
+                                              " ms: a peer rank died or stalled");
+}
+
 StatusOr<bool> PollUntilDone(std::chrono::milliseconds timeout,
                              const std::function<StatusOr<bool>()>& poll) {
   const auto start = std::chrono::steady_clock::now();

@@ -88,6 +88,10 @@ class Communicator {
 // it yields for the first 2000, then sleeps 50 us, then 1 ms once the wait has lasted 100 ms, so
 // that ranks sharing cores leave them to each other and an idle worker wakes rarely (at the cost
 // of up to a millisecond on the step that ends a long wait).
+// The error of a collective that PollUntilDone gave up on: kUnavailable "<who> did not complete
+// within N ms: a peer rank died or stalled".
+Status CollectiveTimedOut(const std::string& who, std::chrono::milliseconds timeout);
+
 StatusOr<bool> PollUntilDone(std::chrono::milliseconds timeout,
                              const std::function<StatusOr<bool>()>& poll);
 

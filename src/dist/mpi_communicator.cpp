@@ -179,10 +179,7 @@ class MpiCommunicator final : public Communicator {
       return flag != 0;
     });
     if (!done.ok()) return Break(done.status());
-    if (!*done)
-      return Break(Unavailable(who + " did not complete within " +
-                               std::to_string(timeout().count()) +
-                               " ms: a peer rank died or stalled"));
+    if (!*done) return Break(CollectiveTimedOut(who, timeout()));
     return OkStatus();
   }
 

@@ -147,9 +147,7 @@ class NcclCommunicator final : public Communicator {
     if (!*done) {
       ncclCommAbort(comm_);
       aborted_ = true;
-      return Break(Unavailable(Who(what) + " did not complete within " +
-                               std::to_string(timeout().count()) +
-                               " ms: a peer rank died or stalled"));
+      return Break(CollectiveTimedOut(Who(what), timeout()));
     }
     return OkStatus();
   }
