@@ -1,9 +1,10 @@
 // Micro-benchmarks of the many-token matmul: the outer-product GEMM (GemmRows) against the
 // dot-product tiles it replaces (MatmulRows with the GEMM hidden: a copy of the kernel table whose
-// level reads avx2, so GemmRows refuses and the same AVX-512 tiles run), single-threaded, on a
-// dense prefill shape and an expert-sized one, in every weight format; and CpuFastOps::Linear
-// (all threads, OMP_NUM_THREADS) at the prefill shape. Counter: GFLOP/s (2 T N K per call).
-//   build-gemm/benchmarks/lucid_gemm_bench --benchmark_filter=Rows
+// level reads scalar, so GemmRows refuses and the same tiles run), single-threaded, at the AVX2 and
+// the best AVX-512 level, on a dense prefill shape and an expert-sized one, in every weight
+// format; and CpuFastOps::Linear (all threads, OMP_NUM_THREADS; LUCID_CPU_ISA caps its level) at
+// the prefill shape. Counter: GFLOP/s (2 T N K per call).
+//   build/benchmarks/lucid_gemm_bench --benchmark_filter=Rows
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -61,18 +62,19 @@ void SetCounters(benchmark::State& st, int64_t T, int64_t N, int64_t K) {
       benchmark::Counter(2.0 * T * N * K * st.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
-// Args: path (0 dot-product tiles, 1 GEMM), format, T, N, K. One thread, all N rows.
+// Args: level (2 AVX2, 5 the machine's best AVX-512 level), path (0 dot-product tiles, 1 GEMM),
+// format, T, N, K. One thread, all N rows.
 void BM_Rows(benchmark::State& st) {
-  const bool gemm = st.range(0) != 0;
-  const int f = static_cast<int>(st.range(1));
-  const int64_t T = st.range(2), N = st.range(3), K = st.range(4);
+  const bool avx512 = st.range(0) == 5, gemm = st.range(1) != 0;
+  const int f = static_cast<int>(st.range(2));
+  const int64_t T = st.range(3), N = st.range(4), K = st.range(5);
   const CpuIsa best = DetectCpuIsa();
-  if (best < CpuIsa::kAvx512) {
-    st.SkipWithError("no AVX-512 on this machine");
+  if (best < (avx512 ? CpuIsa::kAvx512 : CpuIsa::kAvx2)) {
+    st.SkipWithError(avx512 ? "no AVX-512 on this machine" : "no AVX2 on this machine");
     return;
   }
-  fast::KernelTable kt = fast::Kernels(best);
-  if (!gemm) kt.isa = CpuIsa::kAvx2;  // GemmRows refuses; the same AVX-512 tiles run
+  fast::KernelTable kt = fast::Kernels(avx512 ? best : CpuIsa::kAvx2);
+  if (!gemm) kt.isa = CpuIsa::kScalar;  // GemmRows refuses; the same tiles run
   const Weight& w = CachedWeight(f, N, K);
   Tensor x = RandomX(T, K);
   std::vector<float> y(T * N);
@@ -98,9 +100,9 @@ void BM_Rows(benchmark::State& st) {
 // Dense prefill (T = 512 x K 2048 x N 6144) and an expert's share at prefill (~64 tokens x the
 // 1g preset's 512 x 2048 gate), and the small token counts where the GEMM starts to pay.
 BENCHMARK(BM_Rows)
-    ->ArgsProduct({{0, 1}, {0, 1, 2, 3}, {32, 64, 512}, {6144}, {2048}})
-    ->ArgsProduct({{0, 1}, {1, 2, 3}, {16, 32, 64, 128, 512}, {512}, {2048}})
-    ->ArgNames({"gemm", "fmt", "T", "N", "K"})
+    ->ArgsProduct({{2, 5}, {0, 1}, {0, 1, 2, 3}, {32, 64, 512}, {6144}, {2048}})
+    ->ArgsProduct({{2, 5}, {0, 1}, {1, 2, 3}, {16, 32, 64, 128, 512}, {512}, {2048}})
+    ->ArgNames({"isa", "gemm", "fmt", "T", "N", "K"})
     ->Unit(benchmark::kMillisecond);
 
 // The reference point of "% of peak": fp32 FMAs on 16 independent accumulators (as lucid bench's

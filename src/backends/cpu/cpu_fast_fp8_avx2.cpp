@@ -14,11 +14,8 @@
 // ascending stream, as the AVX-512 TileFp8Rows); 2 to 8 tokens walk their rows block by block
 // (TileFp8F32: each decoded vector serves every token, the tokens' 128-column block of x stays in
 // L1 over the rows).
-#include <immintrin.h>
-
+#include "backends/cpu/cpu_fast_avx2_common.h"
 #include "backends/cpu/cpu_fast_kernels.h"
-
-#define LUCID_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace lucid::fast {
 namespace {
@@ -62,12 +59,7 @@ LUCID_AVX2 bool RowBlockNan(const uint8_t* w, int64_t b0, int64_t b1) {
   return HasNan(m);
 }
 
-LUCID_AVX2 inline float Hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using avx2::Hsum;
 
 // M tokens (x[i], f32, readable and zero from K up to K rounded up to 64) against NR FP8 rows
 // w[j] of K codes (none read at k >= K) with block scales sc[j][b]: out[i * NR + j]. The rows are

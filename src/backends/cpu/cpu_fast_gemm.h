@@ -61,7 +61,9 @@ struct GemmKernels {
   void (*pack_x_pairs)(const float* x, int64_t ldx, int m, int64_t kc, uint32_t* xp) = nullptr;
 };
 
-// Null when the instruction set has no GEMM kernels.
+// The kernels of each instruction set that has them (cpu_fast_gemm_avx512.cpp,
+// cpu_fast_gemm_avx2.cpp; the AVX2 table has no bf16-pair kernels).
 const GemmKernels* Avx512GemmKernels();
+const GemmKernels* Avx2GemmKernels();
 
 }  // namespace lucid::fast

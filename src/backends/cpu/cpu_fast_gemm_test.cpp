@@ -98,8 +98,7 @@ TEST_P(FastGemmTest, GemmRowsWritesExactlyItsTile) {
     const float kSentinel = 12345.0f;
     std::vector<float> y(T * N, kSentinel);
     const bool took = fast::GemmRows(kt, px, t0, t1, w, n0, n1, y.data(), N);
-    const bool avx512 = ops_.isa() == CpuIsa::kAvx512 || ops_.isa() == CpuIsa::kAvx512Bf16;
-    EXPECT_EQ(took, avx512);
+    EXPECT_EQ(took, ops_.isa() != CpuIsa::kScalar);  // AVX2 and AVX-512 have GEMM kernels
     EXPECT_EQ(took, fast::GemmMinTokens(kt, w.format, FastActivations::kF32) > 0);
     Tensor r = Tensor::Zeros(DType::kF32, {T, N});
     kRef.Linear(x, w, r);

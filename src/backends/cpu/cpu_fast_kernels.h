@@ -42,6 +42,10 @@ using Fp8TileFn = void (*)(const void* const* xh, const void* const* xl, const v
 using Fp8F32TileFn = void (*)(const float* const* x, const uint8_t* const* w,
                               const float* const* sc, int64_t K, float* out);
 
+// NVFP4 rows against f32 activations (see KernelTable::nvfp4_f32_tiles).
+using Nvfp4F32TileFn = void (*)(const float* const* x, const uint8_t* const* w,
+                                const float* const* gs, int64_t groups, float* out);
+
 using Nvfp4TileFn = void (*)(const void* const* xh, const void* const* xl, const void* const* w,
                              const float* const* gs, float s2, int64_t k0, int64_t k1,
                              int64_t groups_end, float* out);
@@ -110,6 +114,18 @@ struct KernelTable {
   };
   Fp8F32Tile fp8_f32_tiles[8];
   int fp8_f32_tokens = 0;
+  // NVFP4 (16-column groups) against f32 activations, codes decoded in registers (AVX2,
+  // cpu_fast_nvfp4_avx2.cpp; empty elsewhere): nvfp4_f32_tiles[m - 1] takes m tokens (m = 1..
+  // nvfp4_f32_tokens) against nr rows: out[i * nr + j] = sum over groups g < groups of the sum
+  // over its 16 columns k of x_i[k] * (e2m1(w_j[k]) * gs[j][g]), without the tensor scale. w[j]
+  // at the row's first byte (groups whole groups readable), gs[j] its groups' scales in f32; x
+  // rows readable up to 16 * groups, zero from the true K.
+  struct Nvfp4F32Tile {
+    Nvfp4F32TileFn fn = nullptr;
+    int nr = 0;
+  };
+  Nvfp4F32Tile nvfp4_f32_tiles[8];
+  int nvfp4_f32_tokens = 0;
   // The column order in which the fused tiles of a format read the hi/lo split: within each block
   // of `block` columns (64 for FP8, 128 for NVFP4, dividing kFusedPadK), position p holds column
   // order[p] of the block (the order their in-register decode leaves the weights in).
@@ -221,7 +237,9 @@ bool DequantGgmlAvx2(GgmlType t, const uint8_t* blocks, int64_t n, float* out);
 bool GemvGgmlAvx2(GgmlType t, const float* x, const uint8_t* const* w, int64_t n, float* out);
 // The fp8_f32_tiles of cpu_fast_fp8_avx2.cpp into t (AVX2 + FMA + F16C).
 void AddFp8TilesAvx2(KernelTable& t);
-// The decode of those tiles on 32 codes (AVX2 + FMA + F16C only), for tests: out[i] = e4m3(q[i])
+// The nvfp4_f32_tiles of cpu_fast_nvfp4_avx2.cpp into t (AVX2 + FMA).
+void AddNvfp4TilesAvx2(KernelTable& t);
+// The decode of the FP8 tiles on 32 codes (AVX2 + FMA + F16C only), for tests: out[i] = e4m3(q[i])
 // for every code but the NaN ones (0x7F, 0xFF: finite here; the tiles' per-block NaN check stands
 // in for them); returns that check: whether q holds a NaN code.
 bool DecodeE4m3x32Avx2(const uint8_t* q, float* out);

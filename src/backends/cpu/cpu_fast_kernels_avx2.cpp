@@ -1,24 +1,12 @@
 // AVX2 + FMA kernels (8 lanes). Tiles cover K rounded down to 8; the driver adds the tail.
-#include <immintrin.h>
-
+#include "backends/cpu/cpu_fast_avx2_common.h"
 #include "backends/cpu/cpu_fast_kernels.h"
-
-#define LUCID_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace lucid::fast {
 namespace {
 
-LUCID_AVX2 inline float Hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-LUCID_AVX2 inline __m256 LoadBf16(const uint16_t* p) {
-  return _mm256_castsi256_ps(
-      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p)), 16));
-}
+using avx2::Hsum;
+using avx2::LoadBf16;
 
 template <int MR, int NR, bool kBf16>
 LUCID_AVX2 void TileFma(const void* const* xv, const void* const*, const void* const* wv,
@@ -59,47 +47,45 @@ LUCID_AVX2 void WidenBf16(const uint16_t* src, float* dst, int64_t n) {
   }
 }
 
-// e4m3 -> f32 through f16 (see the AVX-512 version): 8 bytes in, value / 256, NaN codes to NaN.
-LUCID_AVX2 inline __m256 E4m3x8(__m128i bytes, __m256 scale256) {
-  const __m128i b = _mm_cvtepu8_epi16(bytes);
-  const __m128i mag = _mm_and_si128(b, _mm_set1_epi16(0x7F));
-  const __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8),
-                                 _mm_slli_epi16(mag, 7));
-  const __m256 nan =
-      _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7F))));
-  const __m256 v = _mm256_mul_ps(_mm256_cvtph_ps(h), scale256);
-  return _mm256_blendv_ps(v, _mm256_set1_ps(__builtin_nanf("")), nan);
-}
-
 LUCID_AVX2 void DequantFp8(const uint8_t* q, float scale, float* out, int64_t n) {
   const __m256 s = _mm256_set1_ps(scale * 256.0f);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(out + i, E4m3x8(_mm_loadl_epi64((const __m128i*)(q + i)), s));
+    _mm256_storeu_ps(out + i, avx2::E4m3x8(_mm_loadl_epi64((const __m128i*)(q + i)), s));
   if (i < n) {
     uint8_t tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     float v[8];
     for (int64_t j = i; j < n; ++j) tail[j - i] = q[j];
-    _mm256_storeu_ps(v, E4m3x8(_mm_loadl_epi64((const __m128i*)tail), s));
+    _mm256_storeu_ps(v, avx2::E4m3x8(_mm_loadl_epi64((const __m128i*)tail), s));
     for (int64_t j = i; j < n; ++j) out[j] = v[j - i];
   }
 }
 
-// NVFP4, 8 values (4 bytes) per half group: the magnitude from an 8-entry vpermps table, the sign
-// (bit 3 of the nibble) moved to bit 31.
+// e4m3 codes to f32 exactly (NaN codes to NaN): avx2::E4m3x8 with the factor 256 it leaves out.
+LUCID_AVX2 void WidenE4m3(const uint8_t* src, float* dst, int64_t n) {
+  const __m256 k256 = _mm256_set1_ps(256.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    // Scales are often cold (NVFP4 row groups read theirs once a step): the line 256 bytes ahead.
+    if (i % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(src) + i + 256, _MM_HINT_T0);
+    _mm256_storeu_ps(dst + i, avx2::E4m3x8(_mm_loadl_epi64((const __m128i*)(src + i)), k256));
+  }
+  if (i < n) {
+    uint8_t tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    float v[8];
+    for (int64_t j = i; j < n; ++j) tail[j - i] = src[j];
+    _mm256_storeu_ps(v, avx2::E4m3x8(_mm_loadl_epi64((const __m128i*)tail), k256));
+    for (int64_t j = i; j < n; ++j) dst[j] = v[j - i];
+  }
+}
+
+// NVFP4, 8 values (4 bytes) per half group (avx2::E2m1x8), times the group and tensor scales.
 LUCID_AVX2 void DequantNvfp4(const uint8_t* q, const float* gs, float s2, float* out,
                              int64_t groups) {
-  const __m256 lut = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+  const __m256 lut = avx2::E2m1Table();
   const __m256 s2v = _mm256_set1_ps(s2);
-  const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
   for (int64_t h = 0; h < 2 * groups; ++h) {
-    int32_t four;
-    __builtin_memcpy(&four, q + 4 * h, 4);
-    const __m256i b = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(four));
-    const __m256i idx = _mm256_or_si256(b, _mm256_slli_epi64(_mm256_srli_epi64(b, 4), 32));
-    const __m256 mag = _mm256_permutevar8x32_ps(lut, idx);
-    const __m256 v =
-        _mm256_xor_ps(mag, _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(idx, 28), sign)));
+    const __m256 v = avx2::E2m1x8(q + 4 * h, lut);
     _mm256_storeu_ps(out + 8 * h, _mm256_mul_ps(_mm256_mul_ps(v, _mm256_set1_ps(gs[h / 2])), s2v));
   }
 }
@@ -289,11 +275,13 @@ KernelTable MakeTable() {
   t.exp_sum = &ExpSum;
   t.weighted_rows = &WeightedRows;
   t.widen_bf16 = &WidenBf16;
+  t.widen_e4m3 = &WidenE4m3;
   t.dequant_fp8 = &DequantFp8;
   t.dequant_nvfp4 = &DequantNvfp4;
   t.dequant_ggml = &DequantGgmlAvx2;
   t.gemv_ggml = &GemvGgmlAvx2;
   AddFp8TilesAvx2(t);
+  AddNvfp4TilesAvx2(t);
   return t;
 }
 

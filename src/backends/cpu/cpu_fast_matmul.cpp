@@ -404,7 +404,7 @@ class Fp8GroupRows {
     if (ue8m0_) widened_.resize(16 * ld_scale_);
     std::fill(slot_row_, slot_row_ + 16, int64_t{-1});
   }
-  // Rows n.. (rows past n + nn repeat the last) into wp[0..nr), their scales into sc[0..nr).
+  // Rows n.. rows past n + nn repeat the last) into wp[0..nr), their scales into sc[0..nr).
   void Group(int64_t n, int64_t nn, int nr, int64_t k0, const void** wp, const float** sc) {
     int64_t srow = (w_.row_begin + n) / w_.block_rows, prev = -1;
     int64_t next = (srow + 1) * w_.block_rows - w_.row_begin;  // first r of the next scale row
@@ -499,49 +499,105 @@ void MatmulFp8F32(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t
   }
 }
 
+// The row and group-scale pointers of NVFP4 row groups: each group's e4m3 scales widened to f32
+// into a per-thread buffer (gpad slots a row, zero past the row's groups), the next group's
+// scales asked for from memory while this group's codes stream.
+class Nvfp4GroupRows {
+ public:
+  Nvfp4GroupRows(const KernelTable& kt, const Weight& w, int nr)
+      : kt_(kt),
+        w_(w),
+        groups_((w.cols + 15) / 16),
+        gpad_((groups_ + 7) / 8 * 8),
+        scales_(w.scale.data<const uint8_t>()),
+        ld_scale_(w.scale.size(1)),
+        nr_(nr),
+        gsb_(Buffer()) {
+    gsb_.assign(nr * gpad_, 0.0f);
+  }
+  int64_t groups() const { return groups_; }
+  // Rows n.. of a group (nn <= nr of them; rows past n + nn repeat the last) into wp[0..nr),
+  // their scales into gp[0..nr); n1 bounds the prefetch of the next group's scales.
+  void Group(int64_t n, int64_t nn, int64_t n1, const void** wp, const float** gp) {
+    // A whole group of rows whose scale rows hold exactly gpad groups (no padding groups, whose
+    // stored bytes need not be zero) widens in one call.
+    const bool one_call = nn == nr_ && ld_scale_ == groups_ && groups_ == gpad_;
+    if (one_call)
+      kt_.widen_e4m3(scales_ + (w_.row_begin + n) * ld_scale_, gsb_.data(), nr_ * gpad_);
+    for (int j = 0; j < nr_; ++j) {
+      const int64_t row = w_.row_begin + n + std::min<int64_t>(j, nn - 1);
+      wp[j] = w_.data.data<const uint8_t>() + row * w_.data.size(1);
+      if (!one_call) kt_.widen_e4m3(scales_ + row * ld_scale_, &gsb_[j * gpad_], groups_);
+      gp[j] = &gsb_[j * gpad_];
+    }
+    if (n + nr_ < n1)
+      for (int64_t a = (w_.row_begin + n + nr_) * ld_scale_,
+                   e = (w_.row_begin + std::min<int64_t>(n1, n + 2 * nr_)) * ld_scale_;
+           a < e; a += 64)
+        __builtin_prefetch(scales_ + a);
+  }
+
+ private:
+  static std::vector<float>& Buffer() {
+    thread_local std::vector<float> v;  // one Nvfp4GroupRows lives at a time on a thread
+    return v;
+  }
+  const KernelTable& kt_;
+  const Weight& w_;
+  int64_t groups_, gpad_;
+  const uint8_t* scales_;
+  int64_t ld_scale_;
+  int nr_;
+  std::vector<float>& gsb_;
+};
+
 void MatmulNvfp4Fused(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
                       const Weight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
-  const int64_t K = w.cols, groups = (K + 15) / 16;
+  const int64_t K = w.cols;
   const bool one = t1 - t0 == 1;
   const KernelTable::Nvfp4Tile* tiles = x.hi_only ? kt.hi_only.nvfp4 : kt.nvfp4_tiles;
   const int tokens = x.hi_only ? kt.hi_only.nvfp4_tokens : kt.nvfp4_tile_tokens;
   const int NR = one ? tiles[0].nr : tiles[tokens].nr;
-  const int64_t gpad = (groups + 7) / 8 * 8;
   const float s2 = *w.scale2.data<const float>();
-  thread_local std::vector<float> gsb;
-  gsb.assign(NR * gpad, 0.0f);
   const void *wp[16], *xh[4], *xl[4];
   const float* gp[16];
   float out[64];
-  const uint8_t* scales = w.scale.data<const uint8_t>();
-  const int64_t ld_scale = w.scale.size(1);
+  Nvfp4GroupRows rows(kt, w, NR);
   for (int64_t n = n0; n < n1; n += NR) {
     const int64_t nn = std::min<int64_t>(NR, n1 - n);
-    // A whole group of rows whose scale rows hold exactly gpad groups (no padding groups, whose
-    // stored bytes need not be zero) widens in one call.
-    const bool one_call = nn == NR && ld_scale == groups && groups == gpad;
-    if (one_call) kt.widen_e4m3(scales + (w.row_begin + n) * ld_scale, gsb.data(), NR * gpad);
-    for (int j = 0; j < NR; ++j) {
-      const int64_t row = w.row_begin + n + std::min<int64_t>(j, nn - 1);
-      wp[j] = w.data.data<const uint8_t>() + row * w.data.size(1);
-      if (!one_call) kt.widen_e4m3(scales + row * ld_scale, &gsb[j * gpad], groups);
-      gp[j] = &gsb[j * gpad];
-    }
-    // The next row group's scales are read from memory while this group's codes stream.
-    if (n + NR < n1)
-      for (int64_t a = (w.row_begin + n + NR) * ld_scale,
-                   e = (w.row_begin + std::min<int64_t>(n1, n + 2 * NR)) * ld_scale;
-           a < e; a += 64)
-        __builtin_prefetch(scales + a);
+    rows.Group(n, nn, n1, wp, gp);
     for (int64_t t = t0; t < t1; t += tokens) {
       const int64_t mm = std::min<int64_t>(tokens, t1 - t);
       for (int64_t i = 0; i < mm; ++i) {
         xh[i] = &x.hi[(t + i) * x.Kpad];
         xl[i] = x.hi_only ? nullptr : &x.lo[(t + i) * x.Kpad];
       }
-      tiles[one ? 0 : mm].fn(xh, xl, wp, gp, s2, 0, K, groups, out);
+      tiles[one ? 0 : mm].fn(xh, xl, wp, gp, s2, 0, K, rows.groups(), out);
       StoreTile(out, mm, NR, nn, true, y + t * ldy + n, ldy);
     }
+  }
+}
+
+// Up to nvfp4_f32_tokens tokens against NVFP4 rows through the f32-activation tiles: one tile
+// call per row group over all the tokens and whole rows, the tensor scale applied to its sums.
+void MatmulNvfp4F32(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
+                    const Weight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  const int64_t mm = t1 - t0;
+  const KernelTable::Nvfp4F32Tile& tile = kt.nvfp4_f32_tiles[mm - 1];
+  const int NR = tile.nr;
+  const float s2 = *w.scale2.data<const float>();
+  const void* wp[16];
+  const float* gp[16];
+  const float* xp[8];
+  float out[64];
+  for (int64_t i = 0; i < mm; ++i) xp[i] = &x.f32[(t0 + i) * x.Kpad];
+  Nvfp4GroupRows rows(kt, w, NR);
+  for (int64_t n = n0; n < n1; n += NR) {
+    const int64_t nn = std::min<int64_t>(NR, n1 - n);
+    rows.Group(n, nn, n1, wp, gp);
+    tile.fn(xp, reinterpret_cast<const uint8_t* const*>(wp), gp, rows.groups(), out);
+    for (int64_t i = 0; i < mm * NR; ++i) out[i] *= s2;
+    StoreTile(out, mm, NR, nn, true, y + t0 * ldy + n, ldy);
   }
 }
 
@@ -557,6 +613,9 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
   if (w.format == WeightFormat::kFp8Block && w.block_cols == 128 && kt.fp8_f32_tiles[0].fn &&
       t1 - t0 <= kt.fp8_f32_tokens && !x.f32.empty())
     return MatmulFp8F32(kt, x, t0, t1, w, n0, n1, y, ldy);
+  if (w.format == WeightFormat::kNvfp4 && w.block_cols == 16 && kt.nvfp4_f32_tiles[0].fn &&
+      t1 - t0 <= kt.nvfp4_f32_tokens && !x.f32.empty())
+    return MatmulNvfp4F32(kt, x, t0, t1, w, n0, n1, y, ldy);
   if (kt.Fused(w.format) && !x.hi.empty()) {
     if (w.format == WeightFormat::kFp8Block && w.block_cols == 128)
       return MatmulFp8Fused(kt, x, t0, t1, w, n0, n1, y, ldy);

@@ -289,6 +289,57 @@ TEST_P(FastQuantTest, Fp8TokenTilesMatchReferenceWithNonFinite) {
       }
 }
 
+// 1 to 9 tokens (the AVX2 f32-activation NVFP4 tiles take 1 to 8) against NVFP4 rows of odd
+// group counts (a last 16-column group alone, K not a multiple of 16), a NaN group scale in one
+// row and an infinite activation: the reference's non-finite entries, the finite ones close. Then
+// one-hot activations, where each output is one decoded weight times the tensor scale: equal to
+// the reference bit for bit (e2m1 * group scale is exact, as each tile forms it).
+TEST_P(FastQuantTest, Nvfp4TokenTilesMatchReference) {
+  for (int64_t K : {int64_t{1283}, int64_t{256}, int64_t{45}, int64_t{16}})
+    for (int64_t T = 1; T <= 9; ++T) {
+      SCOPED_TRACE("T=" + std::to_string(T) + " K=" + std::to_string(K));
+      const int64_t N = 19;
+      Weight w = Packed(2, N, K, 60 + static_cast<uint32_t>(K), 2);
+      w.scale = w.scale.Clone();
+      w.scale.data<uint8_t>()[(2 + 5) * w.scale.size(1) + (K - 1) / 16] = 0x7F;  // row 5: NaN
+      Tensor x = Random({T, K}, 9 + static_cast<uint32_t>(T));
+      x.data<float>()[(T - 1) * K + K / 3] = std::numeric_limits<float>::infinity();
+      Tensor y = Tensor::Zeros(DType::kF32, {T, N}), r = y.Clone();
+      ops_.Linear(x, w, y);
+      kRef.Linear(x, w, r);
+      double err = 0.0, mag = 1e-30;
+      for (int64_t i = 0; i < T * N; ++i) {
+        const float g = y.data<float>()[i], e = r.data<float>()[i];
+        ASSERT_EQ(std::isfinite(g), std::isfinite(e)) << i << " " << g << " " << e;
+        if (!std::isfinite(e)) continue;
+        err = std::max(err, std::fabs(static_cast<double>(g) - e));
+        mag = std::max(mag, std::fabs(static_cast<double>(e)));
+      }
+      EXPECT_LE(err / mag, 2e-5);
+    }
+  for (int64_t T : {int64_t{1}, int64_t{8}}) {
+    const int64_t N = 11, K = 272;  // 17 groups
+    Weight w = Packed(2, N, K, 77, 1);
+    std::vector<float> row(K);
+    int64_t bad = 0;
+    for (int64_t k0 = 0; k0 < K; k0 += T) {
+      const int64_t tt = std::min(T, K - k0);
+      Tensor x = Tensor::Zeros(DType::kF32, {tt, K});
+      for (int64_t t = 0; t < tt; ++t) x.data<float>()[t * K + k0 + t] = 1.0f;
+      Tensor y = Tensor::Zeros(DType::kF32, {tt, N});
+      ops_.Linear(x, w, y);
+      for (int64_t n = 0; n < N; ++n) {
+        DequantizeRowSpan(w, n, 0, K, row.data());
+        for (int64_t t = 0; t < tt; ++t)
+          if (!(row[k0 + t] == y.data<float>()[t * N + n]) && bad++ < 5)
+            ADD_FAILURE() << "T=" << T << " n=" << n << " k=" << k0 + t << " " << row[k0 + t]
+                          << " vs " << y.data<float>()[t * N + n];
+      }
+    }
+    EXPECT_EQ(bad, 0);
+  }
+}
+
 // The AVX2 FP8 tiles' in-register decode on all 256 codes, bit for bit against F8E4M3ToF32 (the
 // two NaN codes stand for the tiles' NaN check, which flags exactly the 32-code runs with one).
 TEST(Fp8Avx2DecodeTest, EveryCodeMatchesTheReference) {

@@ -188,17 +188,21 @@ void LinearManyOnThree(Suite& s, std::array<const Weight*, 3> ws, const std::str
 
 namespace {
 
-// FP8-block weights against 1 to 9 tokens (at avx2 the f32-activation tiles, one per token count,
-// take 1 to 8) over columns that are neither a multiple of 128 nor of 32, NaN / Inf activations,
-// and weights with NaN codes in two rows ("nan-code").
-void LinearFp8TokensCases(Suite& s) {
+// Packed weights against 1 to 9 tokens (at avx2 the f32-activation tiles, one per token count,
+// take 1 to 8) over columns that are neither a multiple of 128 nor of 32 (NVFP4: an odd group
+// count with a partial last group), NaN / Inf activations, and a planted non-finite weight
+// ("nan-code"): FP8 NaN codes in two rows, an NVFP4 NaN group scale in one.
+void LinearTokensCases(Suite& s) {
   const int64_t N = 19, K = 1283;
-  for (int kind : {2, 3})
+  for (int kind : {2, 3, 4})
     for (int64_t T = 1; T <= 9; ++T)
       for (int plant = 0; plant < 4; ++plant) {
         const Plant p = plant == 3 ? Plant::kNone : kPlants[plant];
         Weight w = RandomWeight(kind, N + 1, K, 80 + kind).RowRange(1, N);
-        if (plant == 3) {  // e4m3 NaN codes, one in row 4, one at the last column of row 13
+        if (plant == 3 && kind == 4) {  // row 6's group holding column 700
+          w.scale = w.scale.Clone();
+          w.scale.data<uint8_t>()[7 * w.scale.size(1) + 700 / 16] = 0x7F;
+        } else if (plant == 3) {  // e4m3 NaN codes, one in row 4, one at the last column of row 13
           w.data = w.data.Clone();
           w.data.data<uint8_t>()[5 * K + 700] = 0x7F;
           w.data.data<uint8_t>()[14 * K + K - 1] = 0xFF;
@@ -232,7 +236,7 @@ void LinearCases(Suite& s) {
         s.Add("Linear", WeightKindName(kind), Shape3("T", c.T, "N", c.N, "K", c.K), p,
               y.data<float>(), r.data<float>(), y.numel(), 2e-5);
       }
-  LinearFp8TokensCases(s);
+  LinearTokensCases(s);
 }
 
 void LinearManyCases(Suite& s) {

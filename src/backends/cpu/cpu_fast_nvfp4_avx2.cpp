@@ -1,0 +1,161 @@
+// AVX2 + FMA tiles for NVFP4 weights (e2m1 codes, 16-column groups with e4m3 scales already in
+// f32) against f32 activations, the codes decoded in registers (KernelTable::nvfp4_f32_tiles).
+//
+// Decode, 32 codes (16 bytes) at a time: the low and high nibbles split (vpand, vpsrlw), each
+// looked up by vpshufb in a 16-entry table of the high bytes of the e2m1 values' f16 (whose low
+// bytes are zero), interleaved back into column order (vpunpck{l,h}bw), made f16 words by
+// vpunpck{l,h}bw with zero and widened by vcvtph2ps, then multiplied by the group's scale: e2m1 *
+// gs, exactly as the reference (one rounding of the same product). The tensor scale s2 is the
+// driver's, applied to the tile's sums. e2m1 has no NaN; a NaN group scale makes its products NaN.
+//
+// One token reads each row of its group from start to end (TileNvfp4Rows: one ascending stream
+// per row, the line kAheadBytes ahead asked for in L2 each 128 columns); 2 to 8 tokens walk their
+// rows 128 columns at a time (TileNvfp4: each decoded vector serves every token, the tokens' x
+// block stays in L1 over the rows).
+#include "backends/cpu/cpu_fast_avx2_common.h"
+#include "backends/cpu/cpu_fast_kernels.h"
+
+namespace lucid::fast {
+namespace {
+
+using avx2::Hsum;
+
+struct Decoder {
+  __m128i table, low4;
+  LUCID_AVX2 static Decoder Make() {
+    // The high byte of each e2m1 value's f16 (its low byte is zero): 0, 0.5, 1, 1.5, 2, 3, 4, 6
+    // and their negatives.
+    return {_mm_setr_epi8(0x00, 0x38, 0x3C, 0x3E, 0x40, 0x42, 0x44, 0x46, static_cast<char>(0x80),
+                          static_cast<char>(0xB8), static_cast<char>(0xBC), static_cast<char>(0xBE),
+                          static_cast<char>(0xC0), static_cast<char>(0xC2), static_cast<char>(0xC4),
+                          static_cast<char>(0xC6)),
+            _mm_set1_epi8(0x0F)};
+  }
+  // 8 f16 high bytes (the low 8 bytes of c) as f32 times h.
+  LUCID_AVX2 __attribute__((always_inline)) static __m256 Widen(__m128i f16, __m256 h) {
+    return _mm256_mul_ps(_mm256_cvtph_ps(f16), h);
+  }
+  // 16 codes' bytes b (32 values, columns 0..31) as v[0..3] (8 columns each, in order) times s0
+  // (columns 0..15) and s1 (16..31), their groups' scales.
+  LUCID_AVX2 __attribute__((always_inline)) void Decode32(__m128i b, __m256 s0, __m256 s1,
+                                                          __m256 (&v)[4]) const {
+    const __m128i lo = _mm_shuffle_epi8(table, _mm_and_si128(b, low4));
+    const __m128i hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(b, 4), low4));
+    const __m128i c0 = _mm_unpacklo_epi8(lo, hi), c1 = _mm_unpackhi_epi8(lo, hi);
+    const __m128i z = _mm_setzero_si128();
+    v[0] = Widen(_mm_unpacklo_epi8(z, c0), s0);
+    v[1] = Widen(_mm_unpackhi_epi8(z, c0), s0);
+    v[2] = Widen(_mm_unpacklo_epi8(z, c1), s1);
+    v[3] = Widen(_mm_unpackhi_epi8(z, c1), s1);
+  }
+  // One group (8 bytes, 16 values) as v[0..1].
+  LUCID_AVX2 __attribute__((always_inline)) void Decode16(const uint8_t* q, __m256 s,
+                                                          __m256 (&v)[2]) const {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
+    const __m128i lo = _mm_shuffle_epi8(table, _mm_and_si128(b, low4));
+    const __m128i hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(b, 4), low4));
+    const __m128i c0 = _mm_unpacklo_epi8(lo, hi), z = _mm_setzero_si128();
+    v[0] = Widen(_mm_unpacklo_epi8(z, c0), s);
+    v[1] = Widen(_mm_unpackhi_epi8(z, c0), s);
+  }
+};
+
+LUCID_AVX2 inline __m256 Scale(const float* gs, int64_t g) { return _mm256_set1_ps(gs[g]); }
+
+// M tokens against NR rows, groups [g0, g1) of each row (g1 - g0 <= 8), into acc[i][j] (one sum
+// per token and row): V sums per token for independent FMA chains, folded at the end.
+template <int M, int NR, int V>
+LUCID_AVX2 __attribute__((always_inline)) inline void Block(const Decoder& d, const float* const* x,
+                                                            const uint8_t* const* w,
+                                                            const float* const* gs, int64_t g0,
+                                                            int64_t g1, __m256 (&tot)[M][NR]) {
+#pragma GCC unroll 8
+  for (int j = 0; j < NR; ++j) {
+    __m256 acc[M][V];
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+      for (int u = 0; u < V; ++u) acc[i][u] = _mm256_setzero_ps();
+    int64_t g = g0;
+    for (; g + 2 <= g1; g += 2) {
+      __m256 v[4];
+      d.Decode32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[j] + 8 * g)), Scale(gs[j], g),
+                 Scale(gs[j], g + 1), v);
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p)
+#pragma GCC unroll 8
+        for (int i = 0; i < M; ++i)
+          acc[i][p % V] =
+              _mm256_fmadd_ps(_mm256_loadu_ps(x[i] + 16 * g + 8 * p), v[p], acc[i][p % V]);
+    }
+    if (g < g1) {  // an odd last group
+      __m256 v[2];
+      d.Decode16(w[j] + 8 * g, Scale(gs[j], g), v);
+#pragma GCC unroll 2
+      for (int p = 0; p < 2; ++p)
+#pragma GCC unroll 8
+        for (int i = 0; i < M; ++i)
+          acc[i][p % V] =
+              _mm256_fmadd_ps(_mm256_loadu_ps(x[i] + 16 * g + 8 * p), v[p], acc[i][p % V]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      __m256 a = acc[i][0];
+#pragma GCC unroll 4
+      for (int u = 1; u < V; ++u) a = _mm256_add_ps(a, acc[i][u]);
+      tot[i][j] = _mm256_add_ps(tot[i][j], a);
+    }
+  }
+}
+
+// 2 to 8 tokens: the rows walked 8 groups (128 columns) at a time.
+template <int M, int NR>
+LUCID_AVX2 void TileNvfp4(const float* const* x, const uint8_t* const* w, const float* const* gs,
+                          int64_t groups, float* out) {
+  constexpr int V = M <= 2 ? 4 : M <= 4 ? 2 : 1;
+  const Decoder d = Decoder::Make();
+  __m256 tot[M][NR];
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) tot[i][j] = _mm256_setzero_ps();
+  for (int64_t g0 = 0; g0 < groups; g0 += 8)
+    Block<M, NR, V>(d, x, w, gs, g0, g0 + 8 < groups ? g0 + 8 : groups, tot);
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) out[i * NR + j] = Hsum(tot[i][j]);
+}
+
+// One token: each row from start to end.
+constexpr int64_t kAheadBytes = 2048;
+template <int NR>
+LUCID_AVX2 void TileNvfp4Rows(const float* const* x, const uint8_t* const* w,
+                              const float* const* gs, int64_t groups, float* out) {
+  const Decoder d = Decoder::Make();
+  for (int j = 0; j < NR; ++j) {
+    const uint8_t* wj = w[j];
+    __m256 tot[1][1] = {{_mm256_setzero_ps()}};
+    for (int64_t g0 = 0; g0 < groups; g0 += 8) {
+      _mm_prefetch(reinterpret_cast<const char*>(wj + 8 * g0) + kAheadBytes, _MM_HINT_T1);
+      Block<1, 1, 4>(d, x, &w[j], &gs[j], g0, g0 + 8 < groups ? g0 + 8 : groups, tot);
+    }
+    out[j] = Hsum(tot[0][0]);
+  }
+}
+
+}  // namespace
+
+void AddNvfp4TilesAvx2(KernelTable& t) {
+  t.nvfp4_f32_tiles[0] = {&TileNvfp4Rows<8>, 8};
+  t.nvfp4_f32_tiles[1] = {&TileNvfp4<2, 4>, 4};
+  t.nvfp4_f32_tiles[2] = {&TileNvfp4<3, 4>, 4};
+  t.nvfp4_f32_tiles[3] = {&TileNvfp4<4, 4>, 4};
+  t.nvfp4_f32_tiles[4] = {&TileNvfp4<5, 4>, 4};
+  t.nvfp4_f32_tiles[5] = {&TileNvfp4<6, 4>, 4};
+  t.nvfp4_f32_tiles[6] = {&TileNvfp4<7, 4>, 4};
+  t.nvfp4_f32_tiles[7] = {&TileNvfp4<8, 4>, 4};
+  t.nvfp4_f32_tokens = 8;
+}
+
+}  // namespace lucid::fast
