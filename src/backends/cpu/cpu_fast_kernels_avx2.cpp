@@ -222,39 +222,86 @@ LUCID_AVX2 void WeightedRows(const float* const* rows, const float* p, int64_t n
   }
 }
 
+// dst[d * 16 + r] = rows[r][d] for r < n (0 for n <= r < 16), d < D: 8 x 8 blocks transposed in
+// registers (avx2::Transpose8x8), rows 0-7 then 8-15 of each 8 columns.
+LUCID_AVX2 void Transpose16(const float* const* rows, int64_t n, int64_t D, float* dst) {
+  for (int64_t d0 = 0; d0 < D; d0 += 8) {
+    const int64_t cols = D - d0 < 8 ? D - d0 : 8;
+    const __m256i m = avx2::TailMask8(cols);
+#pragma GCC unroll 2
+    for (int half = 0; half < 2; ++half) {
+      __m256 r[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const int64_t row = 8 * half + i;
+        r[i] = row >= n    ? _mm256_setzero_ps()
+               : cols == 8 ? _mm256_loadu_ps(rows[row] + d0)
+                           : _mm256_maskload_ps(rows[row] + d0, m);
+      }
+      avx2::Transpose8x8(r);
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c)
+        if (c < cols) _mm256_storeu_ps(dst + (d0 + c) * 16 + 8 * half, r[c]);
+    }
+  }
+}
+
+// HB heads from j against the 16 keys (both 8-key halves at once: 2 * HB independent FMA chains,
+// each head's dot products summed over d in order), then total += w[j] * relu(dot) head by head.
 // relu(d) as max(0, d): a NaN d stays NaN (max returns its second operand when one is NaN).
+template <int HB>
+LUCID_AVX2 __attribute__((always_inline)) inline void IndexerHeads(const float* q, const float* w,
+                                                                   int64_t D, const float* kt,
+                                                                   __m256 (&total)[2]) {
+  __m256 a[HB][2];
+#pragma GCC unroll 6
+  for (int h = 0; h < HB; ++h) a[h][0] = a[h][1] = _mm256_setzero_ps();
+  for (int64_t d = 0; d < D; ++d) {
+    const __m256 k0 = _mm256_loadu_ps(kt + d * 16), k1 = _mm256_loadu_ps(kt + d * 16 + 8);
+#pragma GCC unroll 6
+    for (int h = 0; h < HB; ++h) {
+      const __m256 qh = _mm256_broadcast_ss(q + h * D + d);
+      a[h][0] = _mm256_fmadd_ps(qh, k0, a[h][0]);
+      a[h][1] = _mm256_fmadd_ps(qh, k1, a[h][1]);
+    }
+  }
+  const __m256 z = _mm256_setzero_ps();
+#pragma GCC unroll 6
+  for (int h = 0; h < HB; ++h) {
+    const __m256 wh = _mm256_set1_ps(w[h]);
+    total[0] = _mm256_fmadd_ps(wh, _mm256_max_ps(z, a[h][0]), total[0]);
+    total[1] = _mm256_fmadd_ps(wh, _mm256_max_ps(z, a[h][1]), total[1]);
+  }
+}
+
 LUCID_AVX2 void IndexerBlock(const float* q, const float* w, int64_t heads, int64_t D,
                              const float* kt, float* out, const void* const* warm,
                              int64_t warm_bytes) {
   WarmAll16(warm, warm_bytes);
-  for (int half = 0; half < 2; ++half) {
-    __m256 total = _mm256_loadu_ps(out + 8 * half);
-    int64_t j = 0;
-    for (; j + 4 <= heads; j += 4) {
-      const float* q0 = q + j * D;
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      for (int64_t d = 0; d < D; ++d) {
-        const __m256 kv = _mm256_loadu_ps(kt + d * 16 + 8 * half);
-        a0 = _mm256_fmadd_ps(_mm256_set1_ps(q0[d]), kv, a0);
-        a1 = _mm256_fmadd_ps(_mm256_set1_ps(q0[D + d]), kv, a1);
-        a2 = _mm256_fmadd_ps(_mm256_set1_ps(q0[2 * D + d]), kv, a2);
-        a3 = _mm256_fmadd_ps(_mm256_set1_ps(q0[3 * D + d]), kv, a3);
-      }
-      const __m256 z = _mm256_setzero_ps();
-      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_max_ps(z, a0), total);
-      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j + 1]), _mm256_max_ps(z, a1), total);
-      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j + 2]), _mm256_max_ps(z, a2), total);
-      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j + 3]), _mm256_max_ps(z, a3), total);
-    }
-    for (; j < heads; ++j) {
-      __m256 a = _mm256_setzero_ps();
-      for (int64_t d = 0; d < D; ++d)
-        a = _mm256_fmadd_ps(_mm256_set1_ps(q[j * D + d]), _mm256_loadu_ps(kt + d * 16 + 8 * half),
-                            a);
-      total = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_max_ps(_mm256_setzero_ps(), a), total);
-    }
-    _mm256_storeu_ps(out + 8 * half, total);
+  __m256 total[2] = {_mm256_loadu_ps(out), _mm256_loadu_ps(out + 8)};
+  int64_t j = 0;
+  for (; j + 6 <= heads; j += 6) IndexerHeads<6>(q + j * D, w + j, D, kt, total);
+  switch (heads - j) {
+    case 5:
+      IndexerHeads<5>(q + j * D, w + j, D, kt, total);
+      break;
+    case 4:
+      IndexerHeads<4>(q + j * D, w + j, D, kt, total);
+      break;
+    case 3:
+      IndexerHeads<3>(q + j * D, w + j, D, kt, total);
+      break;
+    case 2:
+      IndexerHeads<2>(q + j * D, w + j, D, kt, total);
+      break;
+    case 1:
+      IndexerHeads<1>(q + j * D, w + j, D, kt, total);
+      break;
+    default:
+      break;
   }
+  _mm256_storeu_ps(out, total[0]);
+  _mm256_storeu_ps(out + 8, total[1]);
 }
 
 KernelTable MakeTable() {
@@ -272,6 +319,7 @@ KernelTable MakeTable() {
   t.sum_squares = &SumSquares;
   t.swiglu = &SwiGlu;
   t.indexer_block = &IndexerBlock;
+  t.transpose16 = &Transpose16;
   t.exp_sum = &ExpSum;
   t.weighted_rows = &WeightedRows;
   t.widen_bf16 = &WidenBf16;

@@ -9,6 +9,10 @@
 #   LUCID_KERNELS=fast ... bash tools/compare/llama_cpp/run.sh             # lucid's ~16-bit activations
 #   SUMMARY_ONLY=1 OUT=/tmp/llama_compare.X THREADS=2 bash tools/compare/llama_cpp/run.sh  # re-summarize
 #   LUCID_ISA=avx2 ... bash tools/compare/llama_cpp/run.sh                 # cap lucid's ISA (LUCID_CPU_ISA)
+#   ISA=avx2 LLAMA_BIN=build-llama-avx2/bin ... bash tools/compare/llama_cpp/run.sh
+#       # both engines at the AVX2 level on any x86-64: lucid capped with LUCID_CPU_ISA=avx2, llama.cpp
+#       # built with GGML_NATIVE=OFF GGML_AVX2=ON (README.md); the summary fails (exit 2) if lucid's
+#       # machine lines or llama.cpp's system_info lines show another level
 #   smollm2.sh: the same for SmolLM2-135M-Instruct's Q4_1 GGUF, one file for both engines
 #
 # Rounds alternate the order (odd: lucid first, even: llama.cpp first) and every run is preceded by
@@ -30,6 +34,8 @@ FORMATS=${FORMATS:-"bf16 fp8 nvfp4 q4_0"}   # which PAIRS rows to run
 THREADS=${THREADS:-2}
 LUCID_KERNELS=${LUCID_KERNELS:-auto}         # lucid bench --cpu-kernels (auto: bf16 inputs, as llama.cpp)
 LUCID_ISA=${LUCID_ISA:-}                     # LUCID_CPU_ISA cap for lucid (scalar|avx2|avx512|avx512bf16; empty: none)
+ISA=${ISA:-}                                 # avx2: both engines at AVX2 (sets LUCID_ISA, checks llama.cpp's build)
+[ -n "$ISA" ] && LUCID_ISA=$ISA
 ROUNDS=${ROUNDS:-2}
 FA=${FA:-1}                                  # llama.cpp flash attention (auto resolves to 1 on CPU)
 OUT=${OUT:-/tmp/llama_compare.$(date -u +%Y%m%dT%H%M%S)}
@@ -136,3 +142,18 @@ for fmt, L, G in rows:
         print(f"| {fmt} | lucid | {mb(L['pp'])} | {mb(L['b1'])} | {mb(L['b8'])} | {mb(L['b32'])} | | {mb(L['cpu'])} |")
     print(f"| {fmt} | llama.cpp | bench {mb(G['pp'])}; batched {mb(G['bpp'])} | {mb(G['b1'])} | {mb(G['b8'])} | {mb(G['b32'])} | {mb(G['tg64'])} | {mb(G['cpu'])} |")
 EOF
+
+# ISA=avx2: every lucid log's machine line must say "isa avx2" and every llama.cpp system_info line
+# must list AVX2 and no AVX-512 (llama-batched-bench prints the instruction sets its CPU backend
+# was compiled for).
+if [ -n "$ISA" ]; then
+  echo "lucid machine lines: $(grep -ho 'isa [a-z0-9]*' "$OUT"/lucid.*.log | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+  si=$(grep -h 'system_info' "$OUT"/llamab.*.log | sed 's/.*CPU : //' | sort -u)
+  echo "llama.cpp system_info: $si"
+  bad=0
+  grep -ho 'isa [a-z0-9]*' "$OUT"/lucid.*.log | grep -qv "isa $ISA" && bad=1
+  if [ "$ISA" = avx2 ]; then
+    { [ -n "$si" ] && echo "$si" | grep -q 'AVX2 = 1' && ! echo "$si" | grep -q 'AVX512'; } || bad=1
+  fi
+  [ "$bad" = 0 ] || { echo "run.sh: not both engines at $ISA (see the lines above)" >&2; exit 2; }
+fi
