@@ -273,6 +273,67 @@ LUCID_AVX2 void WeightedRowsHeads(const float* const* rows, const float* p, int6
   for (int64_t h = 0; h < H; ++h) WeightedRows(tail, p + h * ldp, nb, out + h * ldo + Rv, R - Rv);
 }
 
+// 8 weights of row `src` as f32 (bf16 widened exactly, or f32), of which the first `left` (< 8:
+// the row's last columns) are read, the rest zero.
+template <typename W>
+LUCID_AVX2 inline __m256 LoadW8(const W* src, int64_t left) {
+  if constexpr (sizeof(W) == 2) {
+    if (left >= 8) return LoadBf16(src);
+    uint16_t b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < left; ++i) b[i] = src[i];
+    return LoadBf16(b);
+  } else {
+    return left >= 8 ? _mm256_loadu_ps(src) : _mm256_maskload_ps(src, avx2::TailMask8(left));
+  }
+}
+
+// KernelTable::rows_axpy_bf16 / rows_axpy_f32 for T (1 or 2) tokens: 32 columns at a time, the
+// sum over rows in order from zero, each weight vector used by both tokens.
+template <int T, typename W>
+LUCID_AVX2 void RowsAxpyT(const W* w, int64_t ldw, int64_t rows, const float* x, int64_t ldx,
+                          int64_t C, float* y, int64_t ldy) {
+  for (int64_t c0 = 0; c0 < C; c0 += 32) {
+    const int64_t left = C - c0;
+    __m256 acc[T][4];
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t)
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) acc[t][v] = _mm256_setzero_ps();
+    for (int64_t r = 0; r < rows; ++r) {
+      __m256 xv[T];
+#pragma GCC unroll 2
+      for (int t = 0; t < T; ++t) xv[t] = _mm256_broadcast_ss(x + t * ldx + r);
+      const W* src = w + r * ldw + c0;
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        if (left <= 8 * v) break;
+        const __m256 wv = LoadW8(src + 8 * v, left - 8 * v);
+#pragma GCC unroll 2
+        for (int t = 0; t < T; ++t) acc[t][v] = _mm256_fmadd_ps(xv[t], wv, acc[t][v]);
+      }
+    }
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t)
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        if (left <= 8 * v) break;
+        float* dst = y + t * ldy + c0 + 8 * v;
+        if (left - 8 * v >= 8)
+          _mm256_storeu_ps(dst, acc[t][v]);
+        else
+          _mm256_maskstore_ps(dst, avx2::TailMask8(left - 8 * v), acc[t][v]);
+      }
+  }
+}
+
+template <typename W>
+LUCID_AVX2 void RowsAxpy(const W* w, int64_t ldw, int64_t rows, const float* x, int64_t ldx,
+                         int64_t T, int64_t C, float* y, int64_t ldy) {
+  int64_t t = 0;
+  for (; t + 2 <= T; t += 2) RowsAxpyT<2>(w, ldw, rows, x + t * ldx, ldx, C, y + t * ldy, ldy);
+  if (t < T) RowsAxpyT<1>(w, ldw, rows, x + t * ldx, ldx, C, y + t * ldy, ldy);
+}
+
 // dst[d * 16 + r] = rows[r][d] for r < n (0 for n <= r < 16), d < D: 8 x 8 blocks transposed in
 // registers (avx2::Transpose8x8), rows 0-7 then 8-15 of each 8 columns.
 LUCID_AVX2 void Transpose16(const float* const* rows, int64_t n, int64_t D, float* dst) {
@@ -371,6 +432,8 @@ KernelTable MakeTable() {
   t.swiglu = &SwiGlu;
   t.indexer_block = &IndexerBlock;
   t.transpose16 = &Transpose16;
+  t.rows_axpy_bf16 = &RowsAxpy<uint16_t>;
+  t.rows_axpy_f32 = &RowsAxpy<float>;
   t.exp_sum = &ExpSum;
   t.weighted_rows = &WeightedRows;
   t.weighted_rows_heads = &WeightedRowsHeads;
