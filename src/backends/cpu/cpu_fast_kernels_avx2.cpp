@@ -1,4 +1,6 @@
 // AVX2 + FMA kernels (8 lanes). Tiles cover K rounded down to 8; the driver adds the tail.
+#include <cstddef>
+
 #include "backends/cpu/cpu_fast_avx2_common.h"
 #include "backends/cpu/cpu_fast_kernels.h"
 
@@ -18,7 +20,17 @@ LUCID_AVX2 void TileFma(const void* const* xv, const void* const*, const void* c
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+  // bf16 weights (MatmulRows' row groups, NR consecutive rows): each 64 bytes of a row, the same
+  // columns of the next group's row asked for in L2 (the hardware prefetcher alone leaves the
+  // tile waiting on memory at 4-8 tokens).
+  const std::ptrdiff_t ahead =
+      kBf16 && NR > 1 ? (static_cast<const char*>(wv[1]) - static_cast<const char*>(wv[0])) * NR
+                      : 0;
   for (int64_t k = k0; k < k1; k += 8) {
+    if (kBf16 && ahead != 0 && k % 32 == 0)
+#pragma GCC unroll 8
+      for (int j = 0; j < NR; ++j)
+        _mm_prefetch(static_cast<const char*>(wv[j]) + 2 * k + ahead, _MM_HINT_T1);
     __m256 w[NR];
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
@@ -36,6 +48,34 @@ LUCID_AVX2 void TileFma(const void* const* xv, const void* const*, const void* c
   }
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) out[i * NR + j] = Hsum(acc[i][j]);
+}
+
+// One token against NR bf16 rows read one after another, each from start to end (the row group
+// is one ascending stream, where TileFma<1, 4, true> steps through 4 rows side by side): per 64
+// columns the two lines 4 KB ahead are asked for in L2, eight vectors widened and multiplied into
+// four sums, reduced per row. MatmulRows takes it for one token from kRowsGemvMinK columns.
+constexpr int64_t kRowsAheadBytes = 4096;
+template <int NR>
+LUCID_AVX2 void TileBf16Rows(const void* const* xv, const void* const*, const void* const* wv,
+                             int64_t k0, int64_t k1, int64_t, float* out) {
+  const float* x = static_cast<const float*>(xv[0]);
+  const int64_t full = k0 + (k1 - k0) / 64 * 64;
+  for (int j = 0; j < NR; ++j) {
+    const uint16_t* w = static_cast<const uint16_t*>(wv[j]);
+    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+    int64_t k = k0;
+    for (; k < full; k += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + k) + kRowsAheadBytes, _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(w + k + 32) + kRowsAheadBytes, _MM_HINT_T1);
+#pragma GCC unroll 8
+      for (int u = 0; u < 8; ++u)
+        a[u % 4] =
+            _mm256_fmadd_ps(_mm256_loadu_ps(x + k + 8 * u), LoadBf16(w + k + 8 * u), a[u % 4]);
+    }
+    for (; k < k1; k += 8) a[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + k), LoadBf16(w + k), a[0]);
+    out[j] = Hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
+  }
 }
 
 LUCID_AVX2 void WidenBf16(const uint16_t* src, float* dst, int64_t n) {
@@ -358,17 +398,36 @@ LUCID_AVX2 void Transpose16(const float* const* rows, int64_t n, int64_t D, floa
   }
 }
 
+// The next block's stored keys (KernelTable::indexer_block's warm rows), asked for in L2 one
+// cache line per call of Next(), row after row: spread over a pass's FMAs rather than asked for
+// all at once (a burst of 16 rows' lines queues up and stalls the thread).
+struct WarmLines {
+  const void* const* rows = nullptr;
+  int64_t bytes = 0, row = 0, off = 0;
+  LUCID_AVX2 inline void Next() {
+    if (!rows || row >= 16) return;
+    _mm_prefetch(static_cast<const char*>(rows[row]) + off, _MM_HINT_T1);
+    off += 64;
+    if (off >= bytes) off = 0, ++row;
+  }
+  LUCID_AVX2 void Rest() {
+    while (rows && row < 16) Next();
+  }
+};
+
 // HB heads from j against the 16 keys (both 8-key halves at once: 2 * HB independent FMA chains,
 // each head's dot products summed over d in order), then total += w[j] * relu(dot) head by head.
 // relu(d) as max(0, d): a NaN d stays NaN (max returns its second operand when one is NaN).
 template <int HB>
 LUCID_AVX2 __attribute__((always_inline)) inline void IndexerHeads(const float* q, const float* w,
                                                                    int64_t D, const float* kt,
+                                                                   WarmLines& warm,
                                                                    __m256 (&total)[2]) {
   __m256 a[HB][2];
 #pragma GCC unroll 6
   for (int h = 0; h < HB; ++h) a[h][0] = a[h][1] = _mm256_setzero_ps();
   for (int64_t d = 0; d < D; ++d) {
+    warm.Next();
     const __m256 k0 = _mm256_loadu_ps(kt + d * 16), k1 = _mm256_loadu_ps(kt + d * 16 + 8);
 #pragma GCC unroll 6
     for (int h = 0; h < HB; ++h) {
@@ -389,29 +448,30 @@ LUCID_AVX2 __attribute__((always_inline)) inline void IndexerHeads(const float* 
 LUCID_AVX2 void IndexerBlock(const float* q, const float* w, int64_t heads, int64_t D,
                              const float* kt, float* out, const void* const* warm,
                              int64_t warm_bytes) {
-  WarmAll16(warm, warm_bytes);
+  WarmLines lines{warm, (warm_bytes + 63) / 64 * 64};
   __m256 total[2] = {_mm256_loadu_ps(out), _mm256_loadu_ps(out + 8)};
   int64_t j = 0;
-  for (; j + 6 <= heads; j += 6) IndexerHeads<6>(q + j * D, w + j, D, kt, total);
+  for (; j + 6 <= heads; j += 6) IndexerHeads<6>(q + j * D, w + j, D, kt, lines, total);
   switch (heads - j) {
     case 5:
-      IndexerHeads<5>(q + j * D, w + j, D, kt, total);
+      IndexerHeads<5>(q + j * D, w + j, D, kt, lines, total);
       break;
     case 4:
-      IndexerHeads<4>(q + j * D, w + j, D, kt, total);
+      IndexerHeads<4>(q + j * D, w + j, D, kt, lines, total);
       break;
     case 3:
-      IndexerHeads<3>(q + j * D, w + j, D, kt, total);
+      IndexerHeads<3>(q + j * D, w + j, D, kt, lines, total);
       break;
     case 2:
-      IndexerHeads<2>(q + j * D, w + j, D, kt, total);
+      IndexerHeads<2>(q + j * D, w + j, D, kt, lines, total);
       break;
     case 1:
-      IndexerHeads<1>(q + j * D, w + j, D, kt, total);
+      IndexerHeads<1>(q + j * D, w + j, D, kt, lines, total);
       break;
     default:
       break;
   }
+  lines.Rest();
   _mm256_storeu_ps(out, total[0]);
   _mm256_storeu_ps(out + 8, total[1]);
 }
@@ -424,6 +484,7 @@ KernelTable MakeTable() {
   t.gemm_f32 = {&TileFma<4, 3, false>, 4, 3};
   t.gemv_bf16 = {&TileFma<1, 4, true>, 1, 4};
   t.gemm_bf16 = {&TileFma<4, 3, true>, 4, 3};
+  t.gemv_bf16_rows = {&TileBf16Rows<8>, 1, 8};
   t.dot = &Dot;
   t.axpy = &Axpy;
   t.scale = &Scale;
