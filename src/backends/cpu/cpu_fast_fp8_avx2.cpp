@@ -14,6 +14,8 @@
 // ascending stream, as the AVX-512 TileFp8Rows); 2 to 8 tokens walk their rows block by block
 // (TileFp8F32: each decoded vector serves every token, the tokens' 128-column block of x stays in
 // L1 over the rows).
+#include <cstddef>
+
 #include "backends/cpu/cpu_fast_avx2_common.h"
 #include "backends/cpu/cpu_fast_kernels.h"
 
@@ -76,12 +78,20 @@ LUCID_AVX2 void TileFp8F32(const float* const* x, const uint8_t* const* w, const
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) tot[i][j] = _mm256_setzero_ps();
   const __m256i low7 = _mm256_set1_epi8(0x7F);
+  // The same block of the next row group's rows (MatmulFp8F32 passes NR consecutive rows) asked
+  // for in L2 as each row's block starts: the hardware prefetcher alone leaves 2-8 tokens waiting
+  // on memory.
+  const std::ptrdiff_t ahead = NR > 1 ? (w[1] - w[0]) * NR : 0;
   for (int64_t b0 = 0, blk = 0; b0 < K; b0 += 128, ++blk) {
     const int64_t b1 = b0 + 128 < K ? b0 + 128 : K;
     __m256i nan = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
       const uint8_t* wj = w[j];
+      if (ahead != 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(wj + b0 + ahead), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(wj + b0 + ahead) + 64, _MM_HINT_T1);
+      }
       __m256 acc[M][V];
 #pragma GCC unroll 8
       for (int i = 0; i < M; ++i)

@@ -12,6 +12,8 @@
 // per row, the line kAheadBytes ahead asked for in L2 each 128 columns); 2 to 8 tokens walk their
 // rows 128 columns at a time (TileNvfp4: each decoded vector serves every token, the tokens' x
 // block stays in L1 over the rows).
+#include <cstddef>
+
 #include "backends/cpu/cpu_fast_avx2_common.h"
 #include "backends/cpu/cpu_fast_kernels.h"
 
@@ -119,8 +121,16 @@ LUCID_AVX2 void TileNvfp4(const float* const* x, const uint8_t* const* w, const 
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) tot[i][j] = _mm256_setzero_ps();
-  for (int64_t g0 = 0; g0 < groups; g0 += 8)
+  // The same 128 columns of the next row group's rows (MatmulNvfp4F32 passes NR consecutive
+  // rows) asked for in L2 as each block starts.
+  const std::ptrdiff_t ahead = NR > 1 ? (w[1] - w[0]) * NR : 0;
+  for (int64_t g0 = 0; g0 < groups; g0 += 8) {
+    if (ahead != 0)
+#pragma GCC unroll 8
+      for (int j = 0; j < NR; ++j)
+        _mm_prefetch(reinterpret_cast<const char*>(w[j] + 8 * g0 + ahead), _MM_HINT_T1);
     Block<M, NR, V>(d, x, w, gs, g0, g0 + 8 < groups ? g0 + 8 : groups, tot);
+  }
 #pragma GCC unroll 8
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 8
