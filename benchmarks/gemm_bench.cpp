@@ -84,7 +84,7 @@ void BM_Rows(benchmark::State& st) {
       p.T = T;
       p.K = K;
       p.Kpad = (K + fast::kPadK - 1) / fast::kPadK * fast::kPadK;
-      fast::GemmPackX(kt, x.data<const float>(), K, false, &p);
+      fast::GemmPackX(kt, x.data<const float>(), K, fast::GemmX::kF32, &p);
     } else {
       fast::PackX(kt, x.data<const float>(), K, T, K, w.format, FastActivations::kF32, &p);
     }

@@ -215,6 +215,8 @@ BENCHMARK(BM_MlaHeadOps)
     ->Args({1, 1, 2})
     ->Args({2, 1, 1})
     ->Args({2, 1, 2})
+    ->Args({0, 512, 1})  // a 512-token prefill's absorption and projection
+    ->Args({0, 512, 2})
     ->Unit(benchmark::kMicrosecond);
 
 // MLA attention of `tokens` query rows of `heads` heads (ql: [.., R], qr: [.., P], out like ql)

@@ -59,6 +59,23 @@ LUCID_AVX2 inline __m256 E2m1x8(const uint8_t* q, __m256 lut) {
                        _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(idx, 28), sign)));
 }
 
+// v rounded to bf16 as Bf16Rne does (nearest even; Inf kept; NaN kept a NaN, quieted), returned as
+// the f32 whose top half is the bf16 (low half zero).
+LUCID_AVX2 inline __m256 RoundBf16(__m256 v) {
+  const __m256i b = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+  const __m256i rne = _mm256_add_epi32(b, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF)));
+  const __m256i exp = _mm256_set1_epi32(0x7F800000);
+  const __m256i special = _mm256_cmpeq_epi32(_mm256_and_si256(b, exp), exp);  // Inf or NaN
+  const __m256i zero_mant =
+      _mm256_cmpeq_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7FFFFF)), _mm256_setzero_si256());
+  const __m256i quiet =
+      _mm256_or_si256(b, _mm256_andnot_si256(zero_mant, _mm256_set1_epi32(0x400000)));
+  const __m256i r = _mm256_blendv_epi8(rne, quiet, special);
+  return _mm256_castsi256_ps(
+      _mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
 // Lanes below `left` (clamped to 0..8) all ones: the mask of vmaskmov loads and stores.
 LUCID_AVX2 inline __m256i TailMask8(int64_t left) {
   const int n = left <= 0 ? 0 : left >= 8 ? 8 : static_cast<int>(left);

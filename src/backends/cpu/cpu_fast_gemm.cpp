@@ -219,7 +219,13 @@ bool GemmPairs(const KernelTable& kt, WeightFormat f, FastActivations act) {
 
 void GemmPanelsFree::operator()(float* p) const { PoolFree(p); }
 
-void GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, bool pairs, PackedX* p) {
+bool GemmRoundsX(const KernelTable& kt) {
+  const GemmKernels* g = KernelsFor(kt.isa);
+  return g && g->pack_x_bf16;
+}
+
+void GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, GemmX mode, PackedX* p) {
+  const bool pairs = mode == GemmX::kBf16Pairs;
   const GemmKernels* g = KernelsFor(kt.isa);
   const int64_t T = p->T, K = p->K, mr = g->mr, panels = (T + mr - 1) / mr;
   const int64_t Kp = pairs ? (K + 1) / 2 : K;  // panel length in 32-bit words per token
@@ -234,6 +240,8 @@ void GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, bool pairs, P
                   float* dst = out + q * Kp * mr;
                   if (pairs)
                     g->pack_x_pairs(x + q * mr * ldx, ldx, m, K, reinterpret_cast<uint32_t*>(dst));
+                  else if (mode == GemmX::kRoundedToBf16)
+                    g->pack_x_bf16(x + q * mr * ldx, ldx, m, K, dst);
                   else
                     g->pack_x(x + q * mr * ldx, ldx, m, K, dst);
                 }

@@ -39,6 +39,10 @@ struct GemmKernels {
                        float* wp) = nullptr;
   // xp[k * mr + i] = x[i * ldx + k] for k < kc, i < m; rows i >= m give zeros.
   void (*pack_x)(const float* x, int64_t ldx, int m, int64_t kc, float* xp) = nullptr;
+  // The same with each value rounded to bf16 as it packs (Bf16Rne: nearest even, NaN kept a
+  // NaN): activations rounded to bf16 (FastActivations::kBf16) where there are no bf16 pairs.
+  // Optional.
+  void (*pack_x_bf16)(const float* x, int64_t ldx, int m, int64_t kc, float* xp) = nullptr;
 
   // bf16 pairs (avx512bf16; for activations rounded to bf16, FastActivations::kBf16): the same
   // panels with columns 2p and 2p + 1 side by side in one 32-bit word (bf16, low half first), so

@@ -173,7 +173,9 @@ LUCID_AVX2 void PackWNvfp4(const uint8_t* const* rows, const float* const* gs, f
   PackW(Nvfp4Rows{rows, gs, s2}, kc, wp);
 }
 
-// xp[k * kMr + i] = x[i * ldx + k] for k < kc, i < m; rows i >= m give zeros.
+// xp[k * kMr + i] = x[i * ldx + k] for k < kc, i < m; rows i >= m give zeros. kRound: each value
+// rounded to bf16 first.
+template <bool kRound>
 LUCID_AVX2 void PackX(const float* x, int64_t ldx, int m, int64_t kc, float* xp) {
   const __m256i out = TailMask8(kMr);
   for (int64_t k0 = 0; k0 < kc; k0 += 8) {
@@ -185,6 +187,10 @@ LUCID_AVX2 void PackX(const float* x, int64_t ldx, int m, int64_t kc, float* xp)
       r[i] = i >= m      ? _mm256_setzero_ps()
              : left >= 8 ? _mm256_loadu_ps(x + i * ldx + k0)
                          : _mm256_maskload_ps(x + i * ldx + k0, mk);
+    if constexpr (kRound) {
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) r[i] = avx2::RoundBf16(r[i]);
+    }
     avx2::Transpose8x8(r);
     for (int64_t c = 0; c < cols; ++c) _mm256_maskstore_ps(xp + (k0 + c) * kMr, out, r[c]);
   }
@@ -202,7 +208,8 @@ const GemmKernels* Avx2GemmKernels() {
     t.pack_w_bf16 = &PackWBf16;
     t.pack_w_fp8 = &PackWFp8;
     t.pack_w_nvfp4 = &PackWNvfp4;
-    t.pack_x = &PackX;
+    t.pack_x = &PackX<false>;
+    t.pack_x_bf16 = &PackX<true>;
     return t;
   }();
   return &g;

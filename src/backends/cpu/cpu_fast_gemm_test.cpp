@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -148,6 +149,50 @@ TEST_P(FastGemmTest, GemmRowsDecodesWeightsExactly) {
           ADD_FAILURE() << "n=" << n << " k=" << k << " " << row[k] << " vs " << y[k * N + n];
     }
     EXPECT_EQ(bad, 0);
+  }
+}
+
+// Activations rounded to bf16 (FastActivations::kBf16) where the panels stay f32 (no bf16 pairs
+// for the format at this level): the GEMM's result is bit for bit that of f32 activations rounded
+// beforehand by the scalar split, whether the level rounds as it packs (AVX2) or from a rounded
+// copy; with ties, the largest float (rounds to Inf), subnormals, Inf and NaN among them.
+TEST_P(FastGemmTest, GemmRowsRoundsBf16ActivationsAsTheScalarSplit) {
+  const fast::KernelTable& kt = fast::Kernels(ops_.isa());
+  const fast::KernelTable& scalar = fast::ScalarKernels();
+  const int64_t T = 129, N = 37, K = 203;
+  Tensor x = Random({T, K}, 51);
+  float* xs = x.data<float>();
+  xs[3] = 3.0f + 1.0f / 128.0f + 1.0f / 256.0f;  // a tie: to even (3.0078125 -> 3.015625)
+  xs[5 * K + 7] = -(1.0f + 1.0f / 256.0f);       // a tie at the other parity
+  xs[9 * K + 1] = std::numeric_limits<float>::max();
+  xs[11 * K + 2] = 3 * std::numeric_limits<float>::denorm_min();
+  xs[40 * K + 200] = std::numeric_limits<float>::infinity();
+  xs[41 * K + 17] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<uint16_t> hi(T * K), lo(T * K);
+  scalar.split_bf16(xs, hi.data(), lo.data(), T * K);
+  Tensor rounded = Tensor::Zeros(DType::kF32, {T, K});
+  scalar.widen_bf16(hi.data(), rounded.data<float>(), T * K);
+  for (int f = 0; f < kFormats; ++f) {
+    SCOPED_TRACE(FormatName(f));
+    Weight w = MakeWeight(f, N, K, 61 + static_cast<uint32_t>(f));
+    if (fast::GemmPairs(kt, w.format, FastActivations::kBf16) ||
+        T < fast::GemmMinTokens(kt, w.format, FastActivations::kBf16) ||
+        fast::GemmMinTokens(kt, w.format, FastActivations::kBf16) == 0)
+      continue;  // bf16-pair panels (another kernel), or no GEMM here for this x
+    fast::PackedX a, b;
+    fast::PackX(kt, xs, K, T, K, w.format, FastActivations::kBf16, &a);
+    fast::PackX(kt, rounded.data<const float>(), K, T, K, w.format, FastActivations::kF32, &b);
+    std::vector<float> ya(T * N), yb(T * N);
+    ASSERT_TRUE(fast::GemmRows(kt, a, 0, T, w, 0, N, ya.data(), N));
+    ASSERT_TRUE(fast::GemmRows(kt, b, 0, T, w, 0, N, yb.data(), N));
+    int64_t bad = 0, nonfinite = 0;
+    for (int64_t i = 0; i < T * N; ++i) {
+      nonfinite += !std::isfinite(yb[i]);
+      const bool same = std::isnan(ya[i]) ? std::isnan(yb[i]) : ya[i] == yb[i];
+      if (!same && bad++ < 5) ADD_FAILURE() << "i=" << i << " " << ya[i] << " vs " << yb[i];
+    }
+    EXPECT_EQ(bad, 0);
+    EXPECT_GE(nonfinite, 3 * N);  // the rows holding max (-> Inf), Inf and NaN
   }
 }
 

@@ -308,8 +308,12 @@ int64_t GemmMinTokens(const KernelTable& kt, WeightFormat f, FastActivations act
 // the tile applies to its sums: bf16 (1), NVFP4 with 16-column groups (s2), FP8 blocks (the
 // block scale: one tile call per scale block).
 bool GemmPairs(const KernelTable& kt, WeightFormat f, FastActivations act);
-// PackX's part for such an x: p->gemm_panels (p->T, K, Kpad set by the caller; pairs as
-// GemmPairs for the weight's format), split across threads outside parallel regions.
-void GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, bool pairs, PackedX* p);
+// How GemmPackX writes x: f32 values as they are, rounded to bf16 (GemmRoundsX: this level
+// rounds as it packs), or as bf16 pairs (GemmPairs for the weight's format).
+enum class GemmX { kF32, kRoundedToBf16, kBf16Pairs };
+bool GemmRoundsX(const KernelTable& kt);
+// PackX's part for such an x: p->gemm_panels (p->T, K, Kpad set by the caller), split across
+// threads outside parallel regions.
+void GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, GemmX mode, PackedX* p);
 
 }  // namespace lucid::fast

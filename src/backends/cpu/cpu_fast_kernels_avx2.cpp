@@ -9,6 +9,8 @@ namespace {
 
 using avx2::Hsum;
 using avx2::LoadBf16;
+using avx2::RoundBf16;
+using avx2::TailMask8;
 
 template <int MR, int NR, bool kBf16>
 LUCID_AVX2 void TileFma(const void* const* xv, const void* const*, const void* const* wv,
@@ -84,6 +86,35 @@ LUCID_AVX2 void WidenBf16(const uint16_t* src, float* dst, int64_t n) {
   for (; k < n; ++k) {
     const uint32_t b = static_cast<uint32_t>(src[k]) << 16;
     __builtin_memcpy(dst + k, &b, 4);
+  }
+}
+
+// hi = x rounded to bf16, lo = (x - hi) rounded to bf16 (KernelTable::split_bf16), 16 values a
+// pass: the top halves packed to 16 bits in lane order (vpackusdw within 128-bit lanes, then the
+// quarters back in order).
+LUCID_AVX2 inline __m256i TopHalves(__m256 a, __m256 b) {
+  const __m256i p = _mm256_packus_epi32(_mm256_srli_epi32(_mm256_castps_si256(a), 16),
+                                        _mm256_srli_epi32(_mm256_castps_si256(b), 16));
+  return _mm256_permute4x64_epi64(p, 0xD8);
+}
+
+LUCID_AVX2 void SplitBf16(const float* x, uint16_t* hi, uint16_t* lo, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t left = n - i;
+    const __m256 a = _mm256_maskload_ps(x + i, TailMask8(left)),
+                 b = _mm256_maskload_ps(x + i + 8, TailMask8(left - 8));
+    const __m256 ha = RoundBf16(a), hb = RoundBf16(b);
+    const __m256i h = TopHalves(ha, hb),
+                  l = TopHalves(RoundBf16(_mm256_sub_ps(a, ha)), RoundBf16(_mm256_sub_ps(b, hb)));
+    if (left >= 16) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + i), h);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + i), l);
+      continue;
+    }
+    alignas(32) uint16_t th[16], tl[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(th), h);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(tl), l);
+    for (int64_t k = 0; k < left; ++k) hi[i + k] = th[k], lo[i + k] = tl[k];
   }
 }
 
@@ -500,6 +531,7 @@ KernelTable MakeTable() {
   t.weighted_rows_heads = &WeightedRowsHeads;
   t.widen_bf16 = &WidenBf16;
   t.widen_e4m3 = &WidenE4m3;
+  t.split_bf16 = &SplitBf16;
   t.dequant_fp8 = &DequantFp8;
   t.dequant_nvfp4 = &DequantNvfp4;
   t.dequant_ggml = &DequantGgmlAvx2;

@@ -341,17 +341,19 @@ void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_
   // Many tokens go to GemmRows (callers pass all T rows, or at least kGemmMinTokens of them, to
   // each MatmulRows call): it wants only its panels.
   if (const int64_t g = GemmMinTokens(kt, format, act); g > 0 && T >= g) {
-    if (!bf16) return GemmPackX(kt, x, ldx, false, p);
-    // bf16 pairs round as they pack (the same vcvtne2ps2bf16 as the split); f32 panels (f32
-    // weights) are packed from a rounded copy.
-    if (GemmPairs(kt, format, act)) return GemmPackX(kt, x, ldx, true, p);
+    if (!bf16) return GemmPackX(kt, x, ldx, GemmX::kF32, p);
+    // bf16 pairs round as they pack (the same vcvtne2ps2bf16 as the split), and so do the f32
+    // panels of a level with a rounding pack_x; elsewhere f32 panels are packed from a rounded
+    // copy.
+    if (GemmPairs(kt, format, act)) return GemmPackX(kt, x, ldx, GemmX::kBf16Pairs, p);
+    if (GemmRoundsX(kt)) return GemmPackX(kt, x, ldx, GemmX::kRoundedToBf16, p);
     thread_local std::vector<float> rounded;
     thread_local std::vector<uint16_t> bits;
     rounded.resize(T * K);
     bits.resize(T * K);
     for (int64_t t = 0; t < T; ++t) std::memcpy(&rounded[t * K], x + t * ldx, K * sizeof(float));
     RoundToBf16(kt, rounded.data(), bits.data(), T * K);
-    return GemmPackX(kt, rounded.data(), K, false, p);
+    return GemmPackX(kt, rounded.data(), K, GemmX::kF32, p);
   }
   p->f32.assign(T * p->Kpad, 0.0f);
   for (int64_t t = 0; t < T; ++t) std::memcpy(&p->f32[t * p->Kpad], x + t * ldx, K * sizeof(float));

@@ -75,6 +75,63 @@ bool FusedAbsorb(const fast::KernelTable& kt, const Weight& uk, int64_t rows, co
   return false;
 }
 
+// Many tokens (T >= the GEMM's threshold for the copy's format): work items are (head, chunk of
+// cw latent columns); an item writes W_uk^T's chunk (cw rows of nope values: bf16 copied exactly,
+// other formats decoded to f32 by DequantSpan) into a thread buffer and runs the outer-product
+// GEMM of all T query rows against it, the query kept in f32 as on the per-token path. Returns
+// false, writing nothing, where the GEMM does not take T tokens of that format at this level.
+bool AbsorbByGemm(const fast::KernelTable& kt, const float* qs, int64_t T, int64_t heads,
+                  int64_t q_stride, int64_t nope_dim, int64_t v_dim, const Weight& kv_b,
+                  int64_t cw, float* ys) {
+  const bool bf16 = kv_b.format == WeightFormat::kBF16;
+  const WeightFormat copy = bf16 ? WeightFormat::kBF16 : WeightFormat::kF32;
+  const int64_t g = fast::GemmMinTokens(kt, copy, FastActivations::kF32);
+  if (g <= 0 || T < g) return false;
+  const int64_t R = kv_b.cols, chunks = (R + cw - 1) / cw;
+  ParallelFor(heads * chunks, 1, [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> span;
+    fast::PackedX px;
+    int64_t packed_head = -1;
+    Weight wt;
+    wt.format = copy;
+    wt.name = kv_b.name + " (W_uk^T)";
+    wt.cols = nope_dim;
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t h = item / chunks, c0 = (item % chunks) * cw, c1 = std::min(R, c0 + cw);
+      const Weight uk = kv_b.RowRange(h * (nope_dim + v_dim), nope_dim);
+      wt.rows = c1 - c0;
+      if (!wt.data.valid() || wt.data.size(0) < wt.rows)
+        wt.data = Tensor::Empty(bf16 ? DType::kBF16 : DType::kF32, {cw, nope_dim});
+      if (bf16) {
+        const uint16_t* src = kv_b.data.data<const uint16_t>() + uk.row_begin * R;
+        uint16_t* dst = wt.data.data<uint16_t>();
+        for (int64_t r = 0; r < nope_dim; ++r)
+          for (int64_t c = c0; c < c1; ++c) dst[(c - c0) * nope_dim + r] = src[r * R + c];
+      } else {
+        float* dst = wt.data.data<float>();
+        span.resize((c1 - c0 + 15) / 16 * 16 + 16);  // NVFP4 writes whole groups
+        for (int64_t r = 0; r < nope_dim; ++r) {
+          const float* row;
+          if (kv_b.format == WeightFormat::kF32) {
+            row = kv_b.data.data<const float>() + (uk.row_begin + r) * R + c0;
+          } else {
+            fast::DequantSpan(kt, uk, r, c0, c1, span.data());
+            row = span.data();
+          }
+          for (int64_t c = 0; c < c1 - c0; ++c) dst[c * nope_dim + r] = row[c];
+        }
+      }
+      if (h != packed_head) {
+        fast::PackX(kt, qs + h * q_stride, heads * q_stride, T, nope_dim, copy,
+                    FastActivations::kF32, &px);
+        packed_head = h;
+      }
+      fast::MatmulRows(kt, px, 0, T, wt, 0, c1 - c0, ys + h * R + c0, heads * R);
+    }
+  });
+  return true;
+}
+
 }  // namespace
 
 void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride, int64_t nope_dim,
@@ -95,6 +152,9 @@ void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride
   const int64_t chunks = (R + cw - 1) / cw;
   const float* qs = q.data<const float>();
   float* ys = q_latent.data<float>();
+  if (AbsorbByGemm(kt, qs, T, heads, q_stride, nope_dim, v_dim, kv_b,
+                   std::max<int64_t>(128, (128 + align - 1) / align * align), ys))
+    return;
   ParallelFor(heads * chunks, 1, [&](int64_t b, int64_t e) {
     std::vector<float> row(cw + 16);
     thread_local std::vector<float> rows;  // the item's decoded rows (reused: no page faults)
