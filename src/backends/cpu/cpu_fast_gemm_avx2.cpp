@@ -192,7 +192,15 @@ LUCID_AVX2 void PackX(const float* x, int64_t ldx, int m, int64_t kc, float* xp)
       for (int i = 0; i < 8; ++i) r[i] = avx2::RoundBf16(r[i]);
     }
     avx2::Transpose8x8(r);
-    for (int64_t c = 0; c < cols; ++c) _mm256_maskstore_ps(xp + (k0 + c) * kMr, out, r[c]);
+    // Column c's 6 values with a full 8-float store, whose last 2 the next column's store
+    // overwrites (a masked store is microcoded on AMD cores: it was most of this function's
+    // time); the panel's last column is stored masked, so nothing past the panel is written.
+    for (int64_t c = 0; c < cols; ++c) {
+      if (k0 + c + 1 < kc)
+        _mm256_storeu_ps(xp + (k0 + c) * kMr, r[c]);
+      else
+        _mm256_maskstore_ps(xp + (k0 + c) * kMr, out, r[c]);
+    }
   }
 }
 
