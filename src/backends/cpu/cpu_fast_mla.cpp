@@ -148,7 +148,9 @@ void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride
   // as large as its decode), the item's rows then summed from L2 by rows_axpy_f32.
   const bool packed = kv_b.format == WeightFormat::kFp8Block || kv_b.format == WeightFormat::kNvfp4;
   const int64_t align = fast::DequantAlign(kv_b);
-  const int64_t cw = packed ? R : std::max<int64_t>(128, (128 + align - 1) / align * align);
+  // One token against bf16 rows: whole rows too (rows_axpy_bf16 reads them one after another).
+  const bool whole_rows = packed || (T == 1 && kv_b.format == WeightFormat::kBF16);
+  const int64_t cw = whole_rows ? R : std::max<int64_t>(128, (128 + align - 1) / align * align);
   const int64_t chunks = (R + cw - 1) / cw;
   const float* qs = q.data<const float>();
   float* ys = q_latent.data<float>();
