@@ -7,8 +7,8 @@
 # random-weight GLM-5 checkpoint under tests/fixtures (paired, in build/serve-model/, with a
 # byte-level tokenizer and a small chat template; its output is random bytes).
 # Extra arguments go to `lucid serve` (e.g. --port 8000 --api-key secret). Ctrl-C stops it.
-# LUCID_TP=N serves over N ranks (tensor parallelism, the DeepSeek-V3 family only; docs/SERVING.md
-# "Several processes"): a two-rank example, one kernel thread per rank,
+# LUCID_TP=N serves over N ranks (tensor parallelism, the DeepSeek-V3 family only;
+# docs/PARALLEL.md): a two-rank example, one kernel thread per rank,
 #   LUCID_MODEL=tiny-glm5 LUCID_TP=2 scripts/serve.sh
 # runs `OMP_NUM_THREADS=1 mpirun --enable-recovery -np 2 build/lucid serve --tp-size 2 ...`: rank 0
 # serves HTTP, rank 1 runs its shard of every step. (As root, mpirun also wants

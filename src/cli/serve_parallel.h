@@ -1,4 +1,4 @@
-// The parts of `lucid serve` that several ranks share (docs/SERVING.md "Several processes"):
+// The parts of `lucid serve` that several ranks share (docs/PARALLEL.md):
 // joining the MPI world (`lucid generate` joins it the same way), loading this rank's model (its
 // shard under tensor parallelism), the meeting after loading, and a worker rank's whole life.
 //

@@ -1,6 +1,6 @@
 // Communicator: the collectives that tie the processes (ranks) of one parallel run together.
 //
-// A run of `size()` ranks (tensor / expert parallelism, docs/SERVING.md "Parallel serving") has one
+// A run of `size()` ranks (tensor / expert parallelism, docs/PARALLEL.md) has one
 // Communicator per process; every rank calls the same collectives in the same order with the same
 // sizes (a collective is entered by all ranks or it does not complete). Buffers are host memory,
 // except for a communicator whose device_buffers() is true (NCCL, dist/nccl/nccl_communicator.h):

@@ -6,7 +6,7 @@
 // reductions are all-gathers (all-to-alls for reduce-scatter) summed in rank order, so they are
 // deterministic and identical on every rank.
 // mpirun kills the whole job when one rank dies unless it is started with `--enable-recovery`
-// (docs/SERVING.md); with it, the survivors see the failure through this communicator.
+// (docs/PARALLEL.md); with it, the survivors see the failure through this communicator.
 // Built without MPI (no libopenmpi-dev at configure time: LUCID_MPI undefined), MakeMpiCommunicator
 // returns kUnimplemented saying so.
 #pragma once

@@ -101,7 +101,7 @@ struct EngineOptions {
   // KV pool size (from the memory planner). 0 = a small fallback for tools and tests: pages for
   // min(max_running_requests, 4) sequences of min(context_length, 8192) tokens.
   int64_t num_pages = 0;
-  // Data-parallel attention (docs/SERVING.md): the pool is split into this many partitions of
+  // Data-parallel attention (docs/PARALLEL.md): the pool is split into this many partitions of
   // num_pages / kv_partitions pages, one per attention rank (KvBlockManager); this process's
   // KvStorage holds one partition's pages (rank 0's; each other rank holds its own), and the
   // model maps a sequence's page ids to its rank. num_pages must divide by it. 1: one pool.

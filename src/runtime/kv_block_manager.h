@@ -14,7 +14,7 @@
 // are full. Eviction: when the free list is empty, Grow takes the least recently released cached
 // page. Pages of a released sequence enter the LRU last page first, so a chain is evicted from its
 // tail.
-// Partitions (data-parallel attention, docs/SERVING.md): the pages are split into `partitions`
+// Partitions (data-parallel attention, docs/PARALLEL.md): the pages are split into `partitions`
 // equal ranges of consecutive ids, partition k holding [k * P, (k + 1) * P) where P is
 // num_pages / partitions; partition k's KV lives on attention rank k. A sequence takes every page
 // from its own partition (SequenceKv::partition): Grow takes and evicts only there, and a prefix

@@ -7,7 +7,7 @@ alphabet), no merges, no added tokens, so every id of the model's vocabulary dec
 and any text encodes to ids < 256. A tiny chat template is written to tokenizer_config.json.
 Everything is bounded: start-up, requests and shutdown have timeouts, and the process is killed
 if it does not stop. `make_model_dir(root, fixture)` pairs another tiny fixture the same way, and
-TpLucidServer starts a tensor-parallel server under mpirun (docs/SERVING.md "Several processes").
+TpLucidServer starts a tensor-parallel server under mpirun (docs/PARALLEL.md).
 """
 
 import json

@@ -10,7 +10,7 @@ DeepSeek-V3 fixture) whose worker rank is killed (SIGKILL).
 Rank 0's exit status is read from lucid_server.RANK_WRAPPER's line (mpirun --enable-recovery
 exits 0 whatever its ranks' statuses). Under a plain mpirun (no --enable-recovery), a worker that
 stalls (SIGSTOP) is noticed by the heartbeat the same way, and mpirun itself exits non-zero.
-The stated bound (docs/SERVING.md "Several processes"): the collective timeout (2 s here, through
+The stated bound (docs/PARALLEL.md): the collective timeout (2 s here, through
 LUCID_COLLECTIVE_TIMEOUT_MS) + 1 s of heartbeat period + 2 s answering 503 + stopping; asserted
 with SLACK seconds more for a loaded 2-core machine.
 Run: .venv-e2e/bin/python tests/e2e/test_serve_tp_failure.py (ctest: mpi/e2e_serve_tp_failure).
