@@ -120,9 +120,12 @@ struct KernelTable {
   // over its 16 columns k of x_i[k] * (e2m1(w_j[k]) * gs[j][g]), without the tensor scale. w[j]
   // at the row's first byte (groups whole groups readable), gs[j] its groups' scales in f32; x
   // rows readable up to 16 * groups, zero from the true K.
+  // order_x (optional): the tile reads each x row in this order, written by the driver once per
+  // call: xo[p] = x[order position p] for the first 16 * groups values.
   struct Nvfp4F32Tile {
     Nvfp4F32TileFn fn = nullptr;
     int nr = 0;
+    void (*order_x)(const float* x, int64_t groups, float* xo) = nullptr;
   };
   Nvfp4F32Tile nvfp4_f32_tiles[8];
   int nvfp4_f32_tokens = 0;

@@ -594,6 +594,15 @@ void MatmulNvfp4F32(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t
   float out[64];
   for (int64_t i = 0; i < mm; ++i) xp[i] = &x.f32[(t0 + i) * x.Kpad];
   Nvfp4GroupRows rows(kt, w, NR);
+  if (tile.order_x) {  // the tile's column order, once per call and token
+    thread_local std::vector<float> ordered;
+    const int64_t n = rows.groups() * 16;
+    ordered.resize(mm * n);
+    for (int64_t i = 0; i < mm; ++i) {
+      tile.order_x(xp[i], rows.groups(), &ordered[i * n]);
+      xp[i] = &ordered[i * n];
+    }
+  }
   for (int64_t n = n0; n < n1; n += NR) {
     const int64_t nn = std::min<int64_t>(NR, n1 - n);
     rows.Group(n, nn, n1, wp, gp);

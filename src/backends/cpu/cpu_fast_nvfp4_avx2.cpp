@@ -154,10 +154,103 @@ LUCID_AVX2 void TileNvfp4Rows(const float* const* x, const uint8_t* const* w,
   }
 }
 
+// One token, 64 columns (4 groups, 32 bytes) a step in a ymm register: each nibble looked up
+// twice by vpshufb (the low and the high byte of the e2m1 value's bf16), the two bytes
+// interleaved into words (vpunpck{l,h}bw) and the words made f32 by vpunpck{l,h}wd with zero:
+// eight vectors of exact e2m1 values, every operation a single-uop shuffle, where the f16 path
+// above spends two on each vcvtph2ps. The vectors come out in kOrder64's column order (in-lane
+// unpacking: lane 0 holds columns of groups 0 and 1, lane 1 of groups 2 and 3), which the driver
+// gives x beforehand (order_x), so no unpacking back is needed. Each vector's products go into
+// the partial sum of its pair of groups (a: groups 0 and 2, b: 1 and 3), which is then multiplied
+// by those groups' scales: sum over the step of x * e2m1, times gs, where the per-group path
+// multiplies each value by gs first (the same real sum; roundings differ, the products with a
+// one-hot x are exact either way). The last groups past a multiple of 4 take Block, in column
+// order (order_x leaves them there).
+struct Order64 {
+  int col[64];
+  constexpr Order64() : col() {
+    for (int v = 0; v < 8; ++v)
+      for (int e = 0; e < 8; ++e) {
+        const int q = v % 4, lane = e / 4, byte = 16 * lane + 8 * (q / 2) + 4 * (q % 2) + e % 4;
+        col[8 * v + e] = 2 * byte + v / 4;  // v < 4: low nibbles (even columns)
+      }
+  }
+};
+constexpr Order64 kOrder64;
+
+void OrderX64(const float* x, int64_t groups, float* xo) {
+  const int64_t body = groups / 4 * 64;
+  for (int64_t b = 0; b < body; b += 64)
+    for (int p = 0; p < 64; ++p) xo[b + p] = x[b + kOrder64.col[p]];
+  for (int64_t k = body; k < groups * 16; ++k) xo[k] = x[k];
+}
+
+template <int NR>
+LUCID_AVX2 void TileNvfp4Rows64(const float* const* x, const uint8_t* const* w,
+                                const float* const* gs, int64_t groups, float* out) {
+  // Low / high bytes of bf16(e2m1(n)), n = sign << 3 | magnitude index, in both lanes.
+  const __m256i lo_byte = _mm256_setr_epi8(
+      0, 0, static_cast<char>(0x80), static_cast<char>(0xC0), 0, 0x40, static_cast<char>(0x80),
+      static_cast<char>(0xC0), 0, 0, static_cast<char>(0x80), static_cast<char>(0xC0), 0, 0x40,
+      static_cast<char>(0x80), static_cast<char>(0xC0), 0, 0, static_cast<char>(0x80),
+      static_cast<char>(0xC0), 0, 0x40, static_cast<char>(0x80), static_cast<char>(0xC0), 0, 0,
+      static_cast<char>(0x80), static_cast<char>(0xC0), 0, 0x40, static_cast<char>(0x80),
+      static_cast<char>(0xC0));
+  const __m256i hi_byte = _mm256_setr_epi8(
+      0, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, static_cast<char>(0x80),
+      static_cast<char>(0xBF), static_cast<char>(0xBF), static_cast<char>(0xBF),
+      static_cast<char>(0xC0), static_cast<char>(0xC0), static_cast<char>(0xC0),
+      static_cast<char>(0xC0), 0, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40,
+      static_cast<char>(0x80), static_cast<char>(0xBF), static_cast<char>(0xBF),
+      static_cast<char>(0xBF), static_cast<char>(0xC0), static_cast<char>(0xC0),
+      static_cast<char>(0xC0), static_cast<char>(0xC0));
+  const __m256i low4 = _mm256_set1_epi8(0x0F), z = _mm256_setzero_si256();
+  const __m256i pick_a = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
+  const __m256i pick_b = _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3);
+  const Decoder d = Decoder::Make();
+  const int64_t body = groups / 4 * 4;
+  const float* xr = x[0];
+  for (int j = 0; j < NR; ++j) {
+    const uint8_t* wj = w[j];
+    const float* g = gs[j];
+    __m256 acc_a = _mm256_setzero_ps(), acc_b = _mm256_setzero_ps();
+    for (int64_t g0 = 0; g0 < body; g0 += 4) {
+      if (g0 % 16 == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(wj + 8 * g0) + kAheadBytes, _MM_HINT_T1);
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wj + 8 * g0));
+      const __m256i nib[2] = {_mm256_and_si256(b, low4),
+                              _mm256_and_si256(_mm256_srli_epi16(b, 4), low4)};
+      const float* xb = xr + 16 * g0;
+      __m256 pa = _mm256_setzero_ps(), pb = _mm256_setzero_ps();
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m256i lb = _mm256_shuffle_epi8(lo_byte, nib[h]);
+        const __m256i hb = _mm256_shuffle_epi8(hi_byte, nib[h]);
+        const __m256i w0 = _mm256_unpacklo_epi8(lb, hb), w1 = _mm256_unpackhi_epi8(lb, hb);
+        const float* xv = xb + 32 * h;
+        pa = _mm256_fmadd_ps(_mm256_loadu_ps(xv),
+                             _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, w0)), pa);
+        pa = _mm256_fmadd_ps(_mm256_loadu_ps(xv + 8),
+                             _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, w0)), pa);
+        pb = _mm256_fmadd_ps(_mm256_loadu_ps(xv + 16),
+                             _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, w1)), pb);
+        pb = _mm256_fmadd_ps(_mm256_loadu_ps(xv + 24),
+                             _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, w1)), pb);
+      }
+      const __m256 s = _mm256_castps128_ps256(_mm_loadu_ps(g + g0));
+      acc_a = _mm256_fmadd_ps(pa, _mm256_permutevar8x32_ps(s, pick_a), acc_a);
+      acc_b = _mm256_fmadd_ps(pb, _mm256_permutevar8x32_ps(s, pick_b), acc_b);
+    }
+    __m256 tail[1][1] = {{_mm256_add_ps(acc_a, acc_b)}};
+    if (body < groups) Block<1, 1, 4>(d, x, &w[j], &gs[j], body, groups, tail);
+    out[j] = Hsum(tail[0][0]);
+  }
+}
+
 }  // namespace
 
 void AddNvfp4TilesAvx2(KernelTable& t) {
-  t.nvfp4_f32_tiles[0] = {&TileNvfp4Rows<8>, 8};
+  t.nvfp4_f32_tiles[0] = {&TileNvfp4Rows64<8>, 8, &OrderX64};
   t.nvfp4_f32_tiles[1] = {&TileNvfp4<2, 4>, 4};
   t.nvfp4_f32_tiles[2] = {&TileNvfp4<3, 4>, 4};
   t.nvfp4_f32_tiles[3] = {&TileNvfp4<4, 4>, 4};
