@@ -451,82 +451,92 @@ LUCID_AVX2 void Transpose16(const float* const* rows, int64_t n, int64_t D, floa
   }
 }
 
-// The next block's stored keys (KernelTable::indexer_block's warm rows), asked for in L2 one
-// cache line per call of Next(), row after row: spread over a pass's FMAs rather than asked for
-// all at once (a burst of 16 rows' lines queues up and stalls the thread).
-struct WarmLines {
-  const void* const* rows = nullptr;
-  int64_t bytes = 0, row = 0, off = 0;
-  LUCID_AVX2 inline void Next() {
-    if (!rows || row >= 16) return;
-    _mm_prefetch(static_cast<const char*>(rows[row]) + off, _MM_HINT_T1);
-    off += 64;
-    if (off >= bytes) off = 0, ++row;
-  }
-  LUCID_AVX2 void Rest() {
-    while (rows && row < 16) Next();
-  }
-};
-
-// HB heads from j against the 16 keys (both 8-key halves at once: 2 * HB independent FMA chains,
-// each head's dot products summed over d in order), then total += w[j] * relu(dot) head by head.
-// relu(d) as max(0, d): a NaN d stays NaN (max returns its second operand when one is NaN).
-template <int HB>
-LUCID_AVX2 __attribute__((always_inline)) inline void IndexerHeads(const float* q, const float* w,
-                                                                   int64_t D, const float* kt,
-                                                                   WarmLines& warm,
-                                                                   __m256 (&total)[2]) {
-  __m256 a[HB][2];
+// Scores of up to 16 heads against N rows, heads in the lanes (two vectors): acc[i][v] lane h =
+// sum over k of qT[16 k + 8 v + h] * rows[i][k], in k order from zero. Per k the heads' two q
+// vectors are loaded once and each row's value is broadcast from memory into its two FMAs (no
+// transpose of the rows, no reduction). Every 16 k (a cache line of each f32 row), line k / 16 of
+// each warm row is asked for in L2, if it lies within warm_bytes.
+template <int N>
+LUCID_AVX2 __attribute__((always_inline)) inline void ScoreRows(const float* qT, int64_t K,
+                                                                const float* const* rows,
+                                                                __m256 (*acc)[2],
+                                                                const char* const* warm,
+                                                                int64_t warm_bytes) {
+  __m256 a[N][2];
+  const float* r[N];
 #pragma GCC unroll 6
-  for (int h = 0; h < HB; ++h) a[h][0] = a[h][1] = _mm256_setzero_ps();
-  for (int64_t d = 0; d < D; ++d) {
-    warm.Next();
-    const __m256 k0 = _mm256_loadu_ps(kt + d * 16), k1 = _mm256_loadu_ps(kt + d * 16 + 8);
+  for (int i = 0; i < N; ++i) {
+    r[i] = rows[i];
+    a[i][0] = a[i][1] = _mm256_setzero_ps();
+  }
+  int64_t k = 0;
+  for (int64_t line = 0; k < K; ++line) {
+    if (warm && 64 * line < warm_bytes) {
 #pragma GCC unroll 6
-    for (int h = 0; h < HB; ++h) {
-      const __m256 qh = _mm256_broadcast_ss(q + h * D + d);
-      a[h][0] = _mm256_fmadd_ps(qh, k0, a[h][0]);
-      a[h][1] = _mm256_fmadd_ps(qh, k1, a[h][1]);
+      for (int i = 0; i < N; ++i) _mm_prefetch(warm[i] + 64 * line, _MM_HINT_T1);
+    }
+    for (const int64_t k1 = k + 16 < K ? k + 16 : K; k < k1; ++k) {
+      const __m256 q0 = _mm256_loadu_ps(qT + 16 * k), q1 = _mm256_loadu_ps(qT + 16 * k + 8);
+#pragma GCC unroll 6
+      for (int i = 0; i < N; ++i) {
+        const __m256 x = _mm256_broadcast_ss(r[i] + k);
+        a[i][0] = _mm256_fmadd_ps(x, q0, a[i][0]);
+        a[i][1] = _mm256_fmadd_ps(x, q1, a[i][1]);
+      }
     }
   }
-  const __m256 z = _mm256_setzero_ps();
 #pragma GCC unroll 6
-  for (int h = 0; h < HB; ++h) {
-    const __m256 wh = _mm256_set1_ps(w[h]);
-    total[0] = _mm256_fmadd_ps(wh, _mm256_max_ps(z, a[h][0]), total[0]);
-    total[1] = _mm256_fmadd_ps(wh, _mm256_max_ps(z, a[h][1]), total[1]);
+  for (int i = 0; i < N; ++i) acc[i][0] = a[i][0], acc[i][1] = a[i][1];
+}
+
+// KernelTable::scores16: s[h * ld + j] = sum_k qT[16 k + h] * rows[j][k] for h < H <= 16, j < nb
+// <= 16. Passes of 6, 6 and 4 rows (12 accumulators at most), then each 8 rows x 8 heads quarter
+// transposed in registers and stored head by head (masked past nb).
+LUCID_AVX2 void Scores16(const float* qT, int64_t K, const float* const* rows, int64_t nb,
+                         int64_t H, float* s, int64_t ld, const void* const* warm,
+                         int64_t warm_bytes) {
+  const float* rr[16];
+  for (int i = 0; i < 16; ++i) rr[i] = rows[i < nb ? i : nb - 1];
+  const char* const* wr = reinterpret_cast<const char* const*>(warm);
+  __m256 acc[16][2];
+  ScoreRows<6>(qT, K, rr, acc, wr, warm_bytes);
+  if (nb > 6) ScoreRows<6>(qT, K, rr + 6, acc + 6, wr ? wr + 6 : nullptr, warm_bytes);
+  if (nb > 12) ScoreRows<4>(qT, K, rr + 12, acc + 12, wr ? wr + 12 : nullptr, warm_bytes);
+  for (int half = 0; half < 2; ++half) {
+    const int64_t j0 = 8 * half, left = nb - j0;
+    if (left <= 0) break;
+    const __m256i m = TailMask8(left);
+    for (int v = 0; v < 2; ++v) {
+      if (8 * v >= H) break;
+      __m256 t[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) t[i] = acc[j0 + i < nb ? j0 + i : j0][v];
+      avx2::Transpose8x8(t);  // t[c] = head 8 v + c over rows j0..j0 + 7
+      for (int c = 0; c < 8 && 8 * v + c < H; ++c) {
+        float* dst = s + (8 * v + c) * ld + j0;
+        if (left >= 8)
+          _mm256_storeu_ps(dst, t[c]);
+        else
+          _mm256_maskstore_ps(dst, m, t[c]);
+      }
+    }
   }
 }
 
-LUCID_AVX2 void IndexerBlock(const float* q, const float* w, int64_t heads, int64_t D,
-                             const float* kt, float* out, const void* const* warm,
-                             int64_t warm_bytes) {
-  WarmLines lines{warm, (warm_bytes + 63) / 64 * 64};
-  __m256 total[2] = {_mm256_loadu_ps(out), _mm256_loadu_ps(out + 8)};
-  int64_t j = 0;
-  for (; j + 6 <= heads; j += 6) IndexerHeads<6>(q + j * D, w + j, D, kt, lines, total);
-  switch (heads - j) {
-    case 5:
-      IndexerHeads<5>(q + j * D, w + j, D, kt, lines, total);
-      break;
-    case 4:
-      IndexerHeads<4>(q + j * D, w + j, D, kt, lines, total);
-      break;
-    case 3:
-      IndexerHeads<3>(q + j * D, w + j, D, kt, lines, total);
-      break;
-    case 2:
-      IndexerHeads<2>(q + j * D, w + j, D, kt, lines, total);
-      break;
-    case 1:
-      IndexerHeads<1>(q + j * D, w + j, D, kt, lines, total);
-      break;
-    default:
-      break;
+// KernelTable::indexer_sum16: out[j] += sum over h < heads, in order, of w[h] * max(s[h * ld + j],
+// 0) for j < 16. relu as max(0, s): a NaN score stays NaN (max returns its second operand when
+// one is NaN).
+LUCID_AVX2 void IndexerSum16(const float* s, int64_t ld, const float* w, int64_t heads,
+                             float* out) {
+  const __m256 z = _mm256_setzero_ps();
+  __m256 t0 = _mm256_loadu_ps(out), t1 = _mm256_loadu_ps(out + 8);
+  for (int64_t h = 0; h < heads; ++h) {
+    const __m256 wh = _mm256_set1_ps(w[h]);
+    t0 = _mm256_fmadd_ps(wh, _mm256_max_ps(z, _mm256_loadu_ps(s + h * ld)), t0);
+    t1 = _mm256_fmadd_ps(wh, _mm256_max_ps(z, _mm256_loadu_ps(s + h * ld + 8)), t1);
   }
-  lines.Rest();
-  _mm256_storeu_ps(out, total[0]);
-  _mm256_storeu_ps(out + 8, total[1]);
+  _mm256_storeu_ps(out, t0);
+  _mm256_storeu_ps(out + 8, t1);
 }
 
 KernelTable MakeTable() {
@@ -544,7 +554,8 @@ KernelTable MakeTable() {
   t.scaled_mul = &ScaledMul;
   t.sum_squares = &SumSquares;
   t.swiglu = &SwiGlu;
-  t.indexer_block = &IndexerBlock;
+  t.scores16 = &Scores16;
+  t.indexer_sum16 = &IndexerSum16;
   t.transpose16 = &Transpose16;
   t.rows_axpy_bf16 = &RowsAxpy<uint16_t>;
   t.rows_axpy_f32 = &RowsAxpy<float>;
