@@ -18,6 +18,7 @@
 
 #include "backends/cpu/cpu_fast_avx2_common.h"
 #include "backends/cpu/cpu_fast_kernels.h"
+#include "core/dtype.h"
 
 namespace lucid::fast {
 namespace {
@@ -197,7 +198,46 @@ LUCID_AVX2 bool DecodeE4m3x32Avx2(const uint8_t* q, float* out) {
   return HasNan(_mm256_and_si256(c, _mm256_set1_epi8(0x7F)));
 }
 
+// KernelTable::rows_axpy_fp8 for one token a pass (rows_axpy_packed_tokens = 1): y[c] = sum over
+// rows r, in order from zero, of x[r] * (e4m3 * block scale), each row's codes read from start to
+// end (the rows of a head are one ascending stream) and decoded 32 at a time by E4m3x32 (values
+// / 256) into one FMA each with 256 * scale * x[r]; y stays in L1. A row holding a NaN code
+// (RowBlockNan) and the columns past a multiple of 32 are summed one by one from the exact
+// values. warm is not used: the rows are read in address order, which the hardware prefetcher
+// follows.
+LUCID_AVX2 void RowsAxpyFp8One(const uint8_t* w, int64_t ldw, int64_t rows, const float* sc,
+                               int64_t lds, float, const float* x, int64_t ldx, int64_t T,
+                               int64_t C, float* y, int64_t ldy, const WarmSpans&) {
+  const int64_t body = C / 32 * 32;
+  for (int64_t t = 0; t < T; ++t) {
+    const float* xt = x + t * ldx;
+    float* yt = y + t * ldy;
+    for (int64_t c = 0; c < C; ++c) yt[c] = 0.0f;
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* row = w + r * ldw;
+      const float* s = sc + r * lds;
+      int64_t done = 0;
+      if (!RowBlockNan(row, 0, body)) {
+        for (int64_t c = 0; c < body; c += 32) {
+          const __m256 m = _mm256_set1_ps(256.0f * (s[c / 128] * xt[r]));
+          __m256 v[4];
+          E4m3x32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c)), v);
+#pragma GCC unroll 4
+          for (int u = 0; u < 4; ++u) {
+            float* o = yt + c + kCol[u];
+            _mm256_storeu_ps(o, _mm256_fmadd_ps(v[u], m, _mm256_loadu_ps(o)));
+          }
+        }
+        done = body;
+      }
+      for (int64_t c = done; c < C; ++c) yt[c] += xt[r] * (F8E4M3ToF32(row[c]) * s[c / 128]);
+    }
+  }
+}
+
 void AddFp8TilesAvx2(KernelTable& t) {
+  t.rows_axpy_fp8 = &RowsAxpyFp8One;
+  t.rows_axpy_packed_tokens = 1;
   t.fp8_f32_tiles[0] = {&TileFp8F32Rows<8>, 8};
   t.fp8_f32_tiles[1] = {&TileFp8F32<2, 4>, 4};
   t.fp8_f32_tiles[2] = {&TileFp8F32<3, 4>, 4};

@@ -227,6 +227,9 @@ struct KernelTable {
   // for padding groups up to a multiple of 8; s2 the tensor scale. `warm` is read into L2 over the
   // column passes after the first (all passes if there is one), spread evenly over their rows.
   RowsAxpyPackedFn rows_axpy_fp8 = nullptr, rows_axpy_nvfp4 = nullptr;
+  // The most tokens a rows_axpy_fp8 / rows_axpy_nvfp4 call is given (0: any); callers with more
+  // take the decoded f32 rows and rows_axpy_f32.
+  int rows_axpy_packed_tokens = 0;
 };
 
 const KernelTable& Kernels(CpuIsa isa);

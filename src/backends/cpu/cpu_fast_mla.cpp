@@ -9,7 +9,10 @@
 // W_uk skip the f32 rows where rows_axpy_fp8 / rows_axpy_nvfp4 exist: they decode each row's
 // codes in registers straight into the sums, once per pair of tokens (BM_MlaHeadOps, FP8 / NVFP4:
 // 1 token 205 / 150 -> 125 / 93 us, 8 tokens 390 / 370 -> 293 / 300, 32 tokens 1173 / 1053 ->
-// 883 / 901, 512 tokens 16.1 / 14.4 -> 13.2 / 14.4-14.9 ms).
+// 883 / 901, 512 tokens 16.1 / 14.4 -> 13.2 / 14.4-14.9 ms). One token against bf16 W_uk: items
+// are whole heads (the kernel reads whole rows in address order). From the GEMM's threshold
+// (AbsorbByGemm) every format goes through the outer-product GEMM against W_uk^T chunks
+// (BM_MlaHeadOps bf16 512 tokens: avx2 43.5 -> 14.1 ms, avx512bf16 15.1 -> 10.0 ms).
 // Project: items are (head, chunk of W_uv rows), in one parallel region; a thread packs each
 // head's latent rows it needs (PackX with the [T, heads * latent] stride) and gives the head's
 // run of its items to the matmul driver in one call, which reads each weight element once for
@@ -30,6 +33,7 @@ namespace {
 bool FusedAbsorb(const fast::KernelTable& kt, const Weight& uk, int64_t rows, const float* x,
                  int64_t ldx, int64_t T, float* y, int64_t ldy, const Weight* next) {
   const int64_t C = uk.cols;
+  if (kt.rows_axpy_packed_tokens > 0 && T > kt.rows_axpy_packed_tokens) return false;
   thread_local std::vector<float> sc;
   if (uk.format == WeightFormat::kFp8Block && kt.rows_axpy_fp8 && uk.block_cols == 128) {
     const int64_t blocks = (C + 127) / 128, ld_scale = uk.scale.size(1);

@@ -12,7 +12,9 @@
 // per row, the line kAheadBytes ahead asked for in L2 each 128 columns); 2 to 8 tokens walk their
 // rows 128 columns at a time (TileNvfp4: each decoded vector serves every token, the tokens' x
 // block stays in L1 over the rows).
+#include <algorithm>
 #include <cstddef>
+#include <vector>
 
 #include "backends/cpu/cpu_fast_avx2_common.h"
 #include "backends/cpu/cpu_fast_kernels.h"
@@ -185,28 +187,56 @@ void OrderX64(const float* x, int64_t groups, float* xo) {
   for (int64_t k = body; k < groups * 16; ++k) xo[k] = x[k];
 }
 
+// The ymm decode of 64 columns (see TileNvfp4Rows64): v[0..7] in kOrder64's column order, each
+// the exact e2m1 values.
+struct Decoder64 {
+  __m256i lo_byte, hi_byte, low4, z;
+  // Low / high bytes of bf16(e2m1(n)), n = sign << 3 | magnitude index, in both lanes.
+  LUCID_AVX2 static Decoder64 Make() {
+    const char l[16] = {0, 0, static_cast<char>(0x80), static_cast<char>(0xC0),
+                        0, 0x40, static_cast<char>(0x80), static_cast<char>(0xC0),
+                        0, 0, static_cast<char>(0x80), static_cast<char>(0xC0),
+                        0, 0x40, static_cast<char>(0x80), static_cast<char>(0xC0)};
+    const char h[16] = {0, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40,
+                        static_cast<char>(0x80), static_cast<char>(0xBF), static_cast<char>(0xBF),
+                        static_cast<char>(0xBF), static_cast<char>(0xC0), static_cast<char>(0xC0),
+                        static_cast<char>(0xC0), static_cast<char>(0xC0)};
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(l));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h));
+    return {_mm256_broadcastsi128_si256(lo), _mm256_broadcastsi128_si256(hi), _mm256_set1_epi8(0x0F),
+            _mm256_setzero_si256()};
+  }
+  // The 64 codes (32 bytes) at q.
+  LUCID_AVX2 __attribute__((always_inline)) void Decode(const uint8_t* q, __m256 (&v)[8]) const {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+    const __m256i nib[2] = {_mm256_and_si256(b, low4),
+                            _mm256_and_si256(_mm256_srli_epi16(b, 4), low4)};
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i lb = _mm256_shuffle_epi8(lo_byte, nib[h]);
+      const __m256i hb = _mm256_shuffle_epi8(hi_byte, nib[h]);
+      const __m256i w0 = _mm256_unpacklo_epi8(lb, hb), w1 = _mm256_unpackhi_epi8(lb, hb);
+      v[4 * h] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, w0));
+      v[4 * h + 1] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, w0));
+      v[4 * h + 2] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, w1));
+      v[4 * h + 3] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, w1));
+    }
+  }
+};
+
+// Vectors 0, 1, 4, 5 hold groups 0 and 2 of the step (lanes 0-3 and 4-7), vectors 2, 3, 6, 7
+// groups 1 and 3: their scales, from the step's 4 group scales s.
+LUCID_AVX2 inline __m256 PairA(__m256 s) {
+  return _mm256_permutevar8x32_ps(s, _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
+}
+LUCID_AVX2 inline __m256 PairB(__m256 s) {
+  return _mm256_permutevar8x32_ps(s, _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3));
+}
+
 template <int NR>
 LUCID_AVX2 void TileNvfp4Rows64(const float* const* x, const uint8_t* const* w,
                                 const float* const* gs, int64_t groups, float* out) {
-  // Low / high bytes of bf16(e2m1(n)), n = sign << 3 | magnitude index, in both lanes.
-  const __m256i lo_byte = _mm256_setr_epi8(
-      0, 0, static_cast<char>(0x80), static_cast<char>(0xC0), 0, 0x40, static_cast<char>(0x80),
-      static_cast<char>(0xC0), 0, 0, static_cast<char>(0x80), static_cast<char>(0xC0), 0, 0x40,
-      static_cast<char>(0x80), static_cast<char>(0xC0), 0, 0, static_cast<char>(0x80),
-      static_cast<char>(0xC0), 0, 0x40, static_cast<char>(0x80), static_cast<char>(0xC0), 0, 0,
-      static_cast<char>(0x80), static_cast<char>(0xC0), 0, 0x40, static_cast<char>(0x80),
-      static_cast<char>(0xC0));
-  const __m256i hi_byte = _mm256_setr_epi8(
-      0, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, static_cast<char>(0x80),
-      static_cast<char>(0xBF), static_cast<char>(0xBF), static_cast<char>(0xBF),
-      static_cast<char>(0xC0), static_cast<char>(0xC0), static_cast<char>(0xC0),
-      static_cast<char>(0xC0), 0, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40,
-      static_cast<char>(0x80), static_cast<char>(0xBF), static_cast<char>(0xBF),
-      static_cast<char>(0xBF), static_cast<char>(0xC0), static_cast<char>(0xC0),
-      static_cast<char>(0xC0), static_cast<char>(0xC0));
-  const __m256i low4 = _mm256_set1_epi8(0x0F), z = _mm256_setzero_si256();
-  const __m256i pick_a = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
-  const __m256i pick_b = _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3);
+  const Decoder64 d64 = Decoder64::Make();
   const Decoder d = Decoder::Make();
   const int64_t body = groups / 4 * 4;
   const float* xr = x[0];
@@ -217,29 +247,20 @@ LUCID_AVX2 void TileNvfp4Rows64(const float* const* x, const uint8_t* const* w,
     for (int64_t g0 = 0; g0 < body; g0 += 4) {
       if (g0 % 16 == 0)
         _mm_prefetch(reinterpret_cast<const char*>(wj + 8 * g0) + kAheadBytes, _MM_HINT_T1);
-      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wj + 8 * g0));
-      const __m256i nib[2] = {_mm256_and_si256(b, low4),
-                              _mm256_and_si256(_mm256_srli_epi16(b, 4), low4)};
+      __m256 v[8];
+      d64.Decode(wj + 8 * g0, v);
       const float* xb = xr + 16 * g0;
-      __m256 pa = _mm256_setzero_ps(), pb = _mm256_setzero_ps();
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        const __m256i lb = _mm256_shuffle_epi8(lo_byte, nib[h]);
-        const __m256i hb = _mm256_shuffle_epi8(hi_byte, nib[h]);
-        const __m256i w0 = _mm256_unpacklo_epi8(lb, hb), w1 = _mm256_unpackhi_epi8(lb, hb);
-        const float* xv = xb + 32 * h;
-        pa = _mm256_fmadd_ps(_mm256_loadu_ps(xv),
-                             _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, w0)), pa);
-        pa = _mm256_fmadd_ps(_mm256_loadu_ps(xv + 8),
-                             _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, w0)), pa);
-        pb = _mm256_fmadd_ps(_mm256_loadu_ps(xv + 16),
-                             _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, w1)), pb);
-        pb = _mm256_fmadd_ps(_mm256_loadu_ps(xv + 24),
-                             _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, w1)), pb);
-      }
+      __m256 pa = _mm256_mul_ps(_mm256_loadu_ps(xb), v[0]);
+      __m256 pb = _mm256_mul_ps(_mm256_loadu_ps(xb + 16), v[2]);
+      pa = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 8), v[1], pa);
+      pb = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 24), v[3], pb);
+      pa = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 32), v[4], pa);
+      pb = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 48), v[6], pb);
+      pa = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 40), v[5], pa);
+      pb = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 56), v[7], pb);
       const __m256 s = _mm256_castps128_ps256(_mm_loadu_ps(g + g0));
-      acc_a = _mm256_fmadd_ps(pa, _mm256_permutevar8x32_ps(s, pick_a), acc_a);
-      acc_b = _mm256_fmadd_ps(pb, _mm256_permutevar8x32_ps(s, pick_b), acc_b);
+      acc_a = _mm256_fmadd_ps(pa, PairA(s), acc_a);
+      acc_b = _mm256_fmadd_ps(pb, PairB(s), acc_b);
     }
     __m256 tail[1][1] = {{_mm256_add_ps(acc_a, acc_b)}};
     if (body < groups) Block<1, 1, 4>(d, x, &w[j], &gs[j], body, groups, tail);
@@ -247,9 +268,59 @@ LUCID_AVX2 void TileNvfp4Rows64(const float* const* x, const uint8_t* const* w,
   }
 }
 
+// KernelTable::rows_axpy_nvfp4 for one token a pass (rows_axpy_packed_tokens = 1): y[c] = sum
+// over rows r, in order from zero, of x[r] * s2 * (e2m1 * group scale), each row read from start
+// to end (a head's rows are one ascending stream) and decoded 64 columns a step by Decoder64 into
+// a buffer in kOrder64's order (put back in column order at the end), each vector times its
+// groups' scales times x[r] * s2 (the same real product as the reference's (e2m1 * gs) * s2 * x,
+// rounded differently). Columns past a multiple of 64 take the 16-column decoder. warm is not
+// used: the rows are read in address order, which the hardware prefetcher follows.
+LUCID_AVX2 void RowsAxpyNvfp4One(const uint8_t* w, int64_t ldw, int64_t rows, const float* sc,
+                                 int64_t lds, float s2, const float* x, int64_t ldx, int64_t T,
+                                 int64_t C, float* y, int64_t ldy, const WarmSpans&) {
+  const Decoder64 d64 = Decoder64::Make();
+  const Decoder d = Decoder::Make();
+  const int64_t body = C / 64 * 64, groups = (C + 15) / 16;
+  thread_local std::vector<float> acc;
+  acc.resize(groups * 16);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* xt = x + t * ldx;
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* row = w + r * ldw;
+      const float* g = sc + r * lds;
+      const __m256 a = _mm256_set1_ps(xt[r] * s2);
+      for (int64_t c = 0; c < body; c += 64) {
+        __m256 v[8];
+        d64.Decode(row + c / 2, v);
+        const __m256 s = _mm256_mul_ps(_mm256_castps128_ps256(_mm_loadu_ps(g + c / 16)), a);
+        const __m256 ma = PairA(s), mb = PairB(s);
+        float* o = acc.data() + c;
+#pragma GCC unroll 8
+        for (int u = 0; u < 8; ++u)
+          _mm256_storeu_ps(o + 8 * u, _mm256_fmadd_ps(v[u], u % 4 < 2 ? ma : mb,
+                                                      _mm256_loadu_ps(o + 8 * u)));
+      }
+      for (int64_t gi = body / 16; gi < groups; ++gi) {  // whole 16-column groups past the body
+        __m256 v[2];
+        d.Decode16(row + 8 * gi, _mm256_mul_ps(_mm256_set1_ps(g[gi]), a), v);
+        float* o = acc.data() + 16 * gi;
+        _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o), v[0]));
+        _mm256_storeu_ps(o + 8, _mm256_add_ps(_mm256_loadu_ps(o + 8), v[1]));
+      }
+    }
+    float* yt = y + t * ldy;
+    for (int64_t b = 0; b < body; b += 64)
+      for (int p = 0; p < 64; ++p) yt[b + kOrder64.col[p]] = acc[b + p];
+    for (int64_t c = body; c < C; ++c) yt[c] = acc[c];
+  }
+}
+
 }  // namespace
 
 void AddNvfp4TilesAvx2(KernelTable& t) {
+  t.rows_axpy_nvfp4 = &RowsAxpyNvfp4One;
+  t.rows_axpy_packed_tokens = 1;
   t.nvfp4_f32_tiles[0] = {&TileNvfp4Rows64<8>, 8, &OrderX64};
   t.nvfp4_f32_tiles[1] = {&TileNvfp4<2, 4>, 4};
   t.nvfp4_f32_tiles[2] = {&TileNvfp4<3, 4>, 4};

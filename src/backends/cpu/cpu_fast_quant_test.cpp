@@ -256,6 +256,36 @@ TEST_P(FastQuantTest, MlaHeadOpsMatchReference) {
   }
 }
 
+// The W_uk absorption against FP8 rows holding NaN codes (the one-token AVX2 kernel sums such a
+// row one column at a time): the same NaN outputs as the reference, the finite ones close to it.
+TEST_P(FastQuantTest, MlaAbsorbWithNanCodesMatchesReference) {
+  const int64_t heads = 3, nope = 24, v = 20, rope = 8, R = 200, dq = nope + rope;
+  Weight kv_b = testing_util::RandomFp8(heads * (nope + v), R, 71, false, /*nan_codes=*/true);
+  kv_b = kv_b.RowRange(0, heads * (nope + v));
+  for (int64_t T : {1, 2, 5}) {
+    SCOPED_TRACE("T=" + std::to_string(T));
+    Tensor q = Random({T, heads * dq}, 72);
+    Tensor lat = Tensor::Zeros(DType::kF32, {T, heads * R}), ref = lat.Clone();
+    ops_.MlaAbsorbQuery(q, heads, dq, nope, v, kv_b, lat);
+    kRef.MlaAbsorbQuery(q, heads, dq, nope, v, kv_b, ref);
+    int64_t nan = 0;
+    double err = 0, mag = 1e-30;
+    for (int64_t i = 0; i < lat.numel(); ++i) {
+      const float g = lat.data<float>()[i], e = ref.data<float>()[i];
+      ASSERT_EQ(std::isnan(g), std::isnan(e)) << i << " " << g << " " << e;
+      if (std::isnan(e)) {
+        ++nan;
+        continue;
+      }
+      err = std::max(err, double(std::abs(g - e)));
+      mag = std::max(mag, double(std::abs(e)));
+    }
+    EXPECT_GT(nan, 0);                 // the planted codes reach the output
+    EXPECT_LT(nan, lat.numel() / 2);  // and not everything is NaN
+    EXPECT_LE(err / mag, 2e-5);
+  }
+}
+
 // 1 to 9 tokens (the AVX2 f32-activation FP8 tiles take 1 to 8, each its own row group) against
 // FP8 rows with NaN codes in some rows, columns not a multiple of 128 (or 32) and NaN / Inf
 // activations: the same non-finite entries as the reference and the finite ones close to it.
