@@ -196,8 +196,8 @@ TEST_P(FastOpsTest, IndexerScoresMatchReference) {
           kRef.IndexerScores(a);
           EXPECT_LE(RelErr(s, r), 1e-5) << "T=" << T << " heads=" << heads << " kind=" << int(kind)
                                         << " page=" << page;  // past causal_len: 0 in both
-          // The AVX-512 path (scores16, heads in the lanes) sums in the same order as the AVX2
-          // indexer_block over transposed keys: the same bits, so the same top-k.
+          // Every vector level scores with scores16 (heads in the lanes, 16 of them in one zmm or
+          // two ymm) and sums in the same order: the same bits, so the same top-k.
           if (GetParam() >= CpuIsa::kAvx2) {
             a.scores = r.data<float>();
             CpuFastOps(CpuIsa::kAvx2).IndexerScores(a);
