@@ -79,6 +79,16 @@ bool FusedAbsorb(const fast::KernelTable& kt, const Weight& uk, int64_t rows, co
   return false;
 }
 
+// Row r of the W_uk view uk, columns [c0, c1), as f32: in place for f32 weights, else decoded by
+// DequantSpan into buf (room for whole NVFP4 groups).
+const float* UkRowSpan(const fast::KernelTable& kt, const Weight& uk, int64_t r, int64_t c0,
+                       int64_t c1, float* buf) {
+  if (uk.format == WeightFormat::kF32)
+    return uk.data.data<const float>() + (uk.row_begin + r) * uk.cols + c0;
+  fast::DequantSpan(kt, uk, r, c0, c1, buf);
+  return buf;
+}
+
 // Many tokens (T >= the GEMM's threshold for the copy's format): work items are (head, chunk of
 // cw latent columns); an item writes W_uk^T's chunk (cw rows of nope values: bf16 copied exactly,
 // other formats decoded to f32 by DequantSpan) into a thread buffer and runs the outer-product
@@ -115,13 +125,7 @@ bool AbsorbByGemm(const fast::KernelTable& kt, const float* qs, int64_t T, int64
         float* dst = wt.data.data<float>();
         span.resize((c1 - c0 + 15) / 16 * 16 + 16);  // NVFP4 writes whole groups
         for (int64_t r = 0; r < nope_dim; ++r) {
-          const float* row;
-          if (kv_b.format == WeightFormat::kF32) {
-            row = kv_b.data.data<const float>() + (uk.row_begin + r) * R + c0;
-          } else {
-            fast::DequantSpan(kt, uk, r, c0, c1, span.data());
-            row = span.data();
-          }
+          const float* row = UkRowSpan(kt, uk, r, c0, c1, span.data());
           for (int64_t c = 0; c < c1 - c0; ++c) dst[c * nope_dim + r] = row[c];
         }
       }
@@ -184,11 +188,8 @@ void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride
         const int64_t ld = (c1 - c0 + 15) / 16 * 16 + 16;  // NVFP4 writes whole groups
         rows.resize(nope_dim * ld);
         for (int64_t r = 0; r < nope_dim; ++r) {
-          if (kv_b.format == WeightFormat::kF32)
-            std::copy_n(kv_b.data.data<const float>() + (uk.row_begin + r) * R + c0, c1 - c0,
-                        &rows[r * ld]);
-          else
-            fast::DequantSpan(kt, uk, r, c0, c1, &rows[r * ld]);
+          const float* src = UkRowSpan(kt, uk, r, c0, c1, &rows[r * ld]);
+          if (src != &rows[r * ld]) std::copy_n(src, c1 - c0, &rows[r * ld]);
         }
         kt.rows_axpy_f32(rows.data(), ld, nope_dim, qs + h * q_stride, heads * q_stride, T, c1 - c0,
                          ys + h * R + c0, heads * R);
@@ -197,13 +198,7 @@ void CpuFastOps::MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride
       for (int64_t t = 0; t < T; ++t)
         std::fill(ys + (t * heads + h) * R + c0, ys + (t * heads + h) * R + c1, 0.0f);
       for (int64_t r = 0; r < nope_dim; ++r) {
-        const float* src;
-        if (kv_b.format == WeightFormat::kF32) {
-          src = kv_b.data.data<const float>() + (uk.row_begin + r) * R + c0;
-        } else {
-          fast::DequantSpan(kt, uk, r, c0, c1, row.data());
-          src = row.data();
-        }
+        const float* src = UkRowSpan(kt, uk, r, c0, c1, row.data());
         for (int64_t t = 0; t < T; ++t)
           kt.axpy(qs[t * heads * q_stride + h * q_stride + r], src, ys + (t * heads + h) * R + c0,
                   c1 - c0);
