@@ -72,8 +72,7 @@ LUCID_AVX2 inline __m256 RoundBf16(__m256 v) {
   const __m256i quiet =
       _mm256_or_si256(b, _mm256_andnot_si256(zero_mant, _mm256_set1_epi32(0x400000)));
   const __m256i r = _mm256_blendv_epi8(rne, quiet, special);
-  return _mm256_castsi256_ps(
-      _mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
 }
 
 // Lanes below `left` (clamped to 0..8) all ones: the mask of vmaskmov loads and stores.

@@ -95,8 +95,8 @@ const float* UkRowSpan(const fast::KernelTable& kt, const Weight& uk, int64_t r,
 // GEMM of all T query rows against it, the query kept in f32 as on the per-token path. Returns
 // false, writing nothing, where the GEMM does not take T tokens of that format at this level.
 bool AbsorbByGemm(const fast::KernelTable& kt, const float* qs, int64_t T, int64_t heads,
-                  int64_t q_stride, int64_t nope_dim, int64_t v_dim, const Weight& kv_b,
-                  int64_t cw, float* ys) {
+                  int64_t q_stride, int64_t nope_dim, int64_t v_dim, const Weight& kv_b, int64_t cw,
+                  float* ys) {
   const bool bf16 = kv_b.format == WeightFormat::kBF16;
   const WeightFormat copy = bf16 ? WeightFormat::kBF16 : WeightFormat::kF32;
   const int64_t g = fast::GemmMinTokens(kt, copy, FastActivations::kF32);

@@ -193,18 +193,14 @@ struct Decoder64 {
   __m256i lo_byte, hi_byte, low4, z;
   // Low / high bytes of bf16(e2m1(n)), n = sign << 3 | magnitude index, in both lanes.
   LUCID_AVX2 static Decoder64 Make() {
-    const char l[16] = {0, 0, static_cast<char>(0x80), static_cast<char>(0xC0),
-                        0, 0x40, static_cast<char>(0x80), static_cast<char>(0xC0),
-                        0, 0, static_cast<char>(0x80), static_cast<char>(0xC0),
-                        0, 0x40, static_cast<char>(0x80), static_cast<char>(0xC0)};
-    const char h[16] = {0, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40,
-                        static_cast<char>(0x80), static_cast<char>(0xBF), static_cast<char>(0xBF),
-                        static_cast<char>(0xBF), static_cast<char>(0xC0), static_cast<char>(0xC0),
-                        static_cast<char>(0xC0), static_cast<char>(0xC0)};
+    static constexpr unsigned char l[16] = {0x00, 0x00, 0x80, 0xC0, 0x00, 0x40, 0x80, 0xC0,
+                                            0x00, 0x00, 0x80, 0xC0, 0x00, 0x40, 0x80, 0xC0};
+    static constexpr unsigned char h[16] = {0x00, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40,
+                                            0x80, 0xBF, 0xBF, 0xBF, 0xC0, 0xC0, 0xC0, 0xC0};
     const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(l));
     const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h));
-    return {_mm256_broadcastsi128_si256(lo), _mm256_broadcastsi128_si256(hi), _mm256_set1_epi8(0x0F),
-            _mm256_setzero_si256()};
+    return {_mm256_broadcastsi128_si256(lo), _mm256_broadcastsi128_si256(hi),
+            _mm256_set1_epi8(0x0F), _mm256_setzero_si256()};
   }
   // The 64 codes (32 bytes) at q.
   LUCID_AVX2 __attribute__((always_inline)) void Decode(const uint8_t* q, __m256 (&v)[8]) const {
@@ -298,8 +294,8 @@ LUCID_AVX2 void RowsAxpyNvfp4One(const uint8_t* w, int64_t ldw, int64_t rows, co
         float* o = acc.data() + c;
 #pragma GCC unroll 8
         for (int u = 0; u < 8; ++u)
-          _mm256_storeu_ps(o + 8 * u, _mm256_fmadd_ps(v[u], u % 4 < 2 ? ma : mb,
-                                                      _mm256_loadu_ps(o + 8 * u)));
+          _mm256_storeu_ps(o + 8 * u,
+                           _mm256_fmadd_ps(v[u], u % 4 < 2 ? ma : mb, _mm256_loadu_ps(o + 8 * u)));
       }
       for (int64_t gi = body / 16; gi < groups; ++gi) {  // whole 16-column groups past the body
         __m256 v[2];

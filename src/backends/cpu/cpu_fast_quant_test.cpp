@@ -137,7 +137,7 @@ TEST_P(FastQuantTest, SplitBf16MatchesScalar) {
   x[8] = 3.0f + 1.0f / 128.0f + 1.0f / 256.0f;  // a tie: rounds to even
   x[9] = std::numeric_limits<float>::max();     // rounds to Inf
   x[10] = -3 * std::numeric_limits<float>::denorm_min();
-  x[11] = -(1.0f + 1.0f / 256.0f);              // a tie at the other parity
+  x[11] = -(1.0f + 1.0f / 256.0f);  // a tie at the other parity
   x[20] = -std::numeric_limits<float>::quiet_NaN();
   for (int64_t n : {int64_t{300}, int64_t{37}, int64_t{16}, int64_t{1}}) {
     std::vector<uint16_t> hi(n + 1, 0xABCD), lo(n + 1, 0xABCD), rh(n), rl(n);
@@ -231,12 +231,11 @@ TEST_P(FastQuantTest, MlaHeadOpsMatchReference) {
   for (int kind : {0, 1, 2, 3, 4}) {
     // {1, 3, 24, 48, ..}: 3 heads x 2 items of W_uv rows, so with two threads head 1 is split
     // between them (both pack its latent), and each thread's absorption warms a next head.
-    for (Case c :
-         {Case{1, 3, 24, 20, 8, 200}, Case{2, 3, 24, 20, 8, 130}, Case{5, 4, 32, 48, 16, 130},
-          Case{1, 2, 5, 7, 3, 16}, Case{1, 3, 24, 48, 8, 512},
-          // 100 tokens: the absorption's GEMM at every level that has one (from 48-80 tokens),
-          // 200 latent columns: a 72-column last chunk.
-          Case{100, 3, 24, 20, 8, 200}}) {
+    for (Case c : {Case{1, 3, 24, 20, 8, 200}, Case{2, 3, 24, 20, 8, 130},
+                   Case{5, 4, 32, 48, 16, 130}, Case{1, 2, 5, 7, 3, 16}, Case{1, 3, 24, 48, 8, 512},
+                   // 100 tokens: the absorption's GEMM at every level that has one (from 48-80
+                   // tokens), 200 latent columns: a 72-column last chunk.
+                   Case{100, 3, 24, 20, 8, 200}}) {
       SCOPED_TRACE(std::string("kind=") + std::to_string(kind) + " T=" + std::to_string(c.T) +
                    " R=" + std::to_string(c.R));
       // Whole kv_b matrix as the model passes it (the view starts at row 0 of its parent).
@@ -280,7 +279,7 @@ TEST_P(FastQuantTest, MlaAbsorbWithNanCodesMatchesReference) {
       err = std::max(err, double(std::abs(g - e)));
       mag = std::max(mag, double(std::abs(e)));
     }
-    EXPECT_GT(nan, 0);                 // the planted codes reach the output
+    EXPECT_GT(nan, 0);                // the planted codes reach the output
     EXPECT_LT(nan, lat.numel() / 2);  // and not everything is NaN
     EXPECT_LE(err / mag, 2e-5);
   }
