@@ -43,14 +43,29 @@ def setUpModule():
 
 
 def tearDownModule():
+    if _CLIENT is not None:
+        _CLIENT.close()
     code = SERVER.stop() if SERVER else 0
     TMP.cleanup()
     if code != 0:
         raise AssertionError(f"lucid serve exited with {code}:\n{SERVER.log()[-3000:]}")
 
 
+_CLIENT = None
+
+
 def client():
-    return openai.OpenAI(base_url=SERVER.url + "/v1", api_key="unused", max_retries=0, timeout=300)
+    # One client for the module, shared by the threads (the openai client is thread-safe): a
+    # client per call left each call's keep-alive connection open until the garbage collector
+    # freed it, and 200 requests in a few seconds then held more than the server's
+    # per-client connection allowance (136), past which a connection whose request is not there
+    # within 250 ms is closed unanswered (server/guarded_server.h) -- on a busy 2-core machine
+    # that made one request in a few runs fail with a disconnect.
+    global _CLIENT
+    if _CLIENT is None:
+        _CLIENT = openai.OpenAI(base_url=SERVER.url + "/v1", api_key="unused", max_retries=0,
+                                timeout=300)
+    return _CLIENT
 
 
 def chat(messages="Answer in JSON.", **kw):
