@@ -1,17 +1,18 @@
 // AVX2 + FMA tiles for NVFP4 weights (e2m1 codes, 16-column groups with e4m3 scales already in
 // f32) against f32 activations, the codes decoded in registers (KernelTable::nvfp4_f32_tiles).
 //
-// Decode, 32 codes (16 bytes) at a time: the low and high nibbles split (vpand, vpsrlw), each
+// 2 to 8 tokens decode 32 codes (16 bytes) at a time: the low and high nibbles split (vpand, vpsrlw), each
 // looked up by vpshufb in a 16-entry table of the high bytes of the e2m1 values' f16 (whose low
 // bytes are zero), interleaved back into column order (vpunpck{l,h}bw), made f16 words by
 // vpunpck{l,h}bw with zero and widened by vcvtph2ps, then multiplied by the group's scale: e2m1 *
 // gs, exactly as the reference (one rounding of the same product). The tensor scale s2 is the
 // driver's, applied to the tile's sums. e2m1 has no NaN; a NaN group scale makes its products NaN.
 //
-// One token reads each row of its group from start to end (TileNvfp4Rows: one ascending stream
-// per row, the line kAheadBytes ahead asked for in L2 each 128 columns); 2 to 8 tokens walk their
-// rows 128 columns at a time (TileNvfp4: each decoded vector serves every token, the tokens' x
-// block stays in L1 over the rows).
+// One token reads each row of its group from start to end (TileNvfp4Rows64: one ascending stream
+// per row, 64 columns a step through the bf16 byte tables of Decoder64, x in that decode's order;
+// the line kAheadBytes ahead asked for in L2 each 128 bytes); 2 to 8 tokens walk their rows 128
+// columns at a time (TileNvfp4: each decoded vector serves every token, the tokens' x block stays
+// in L1 over the rows). The one-token W_uk absorption (rows_axpy_nvfp4) uses Decoder64 too.
 #include <algorithm>
 #include <cstddef>
 #include <vector>
@@ -139,22 +140,7 @@ LUCID_AVX2 void TileNvfp4(const float* const* x, const uint8_t* const* w, const 
     for (int j = 0; j < NR; ++j) out[i * NR + j] = Hsum(tot[i][j]);
 }
 
-// One token: each row from start to end.
-constexpr int64_t kAheadBytes = 2048;
-template <int NR>
-LUCID_AVX2 void TileNvfp4Rows(const float* const* x, const uint8_t* const* w,
-                              const float* const* gs, int64_t groups, float* out) {
-  const Decoder d = Decoder::Make();
-  for (int j = 0; j < NR; ++j) {
-    const uint8_t* wj = w[j];
-    __m256 tot[1][1] = {{_mm256_setzero_ps()}};
-    for (int64_t g0 = 0; g0 < groups; g0 += 8) {
-      _mm_prefetch(reinterpret_cast<const char*>(wj + 8 * g0) + kAheadBytes, _MM_HINT_T1);
-      Block<1, 1, 4>(d, x, &w[j], &gs[j], g0, g0 + 8 < groups ? g0 + 8 : groups, tot);
-    }
-    out[j] = Hsum(tot[0][0]);
-  }
-}
+constexpr int64_t kAheadBytes = 2048;  // one token: the line this far ahead asked for in L2
 
 // One token, 64 columns (4 groups, 32 bytes) a step in a ymm register: each nibble looked up
 // twice by vpshufb (the low and the high byte of the e2m1 value's bf16), the two bytes
