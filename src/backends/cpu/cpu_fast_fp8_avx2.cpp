@@ -13,7 +13,7 @@
 // One token reads each row of its group from start to end (TileFp8F32Rows: the group is one
 // ascending stream, as the AVX-512 TileFp8Rows); 2 to 8 tokens walk their rows block by block
 // (TileFp8F32: each decoded vector serves every token, the tokens' 128-column block of x stays in
-// L1 over the rows).
+// L1 over the rows, read from the driver's panel of blocks at constant offsets).
 #include <cstddef>
 
 #include "backends/cpu/cpu_fast_avx2_common.h"
@@ -64,11 +64,42 @@ LUCID_AVX2 bool RowBlockNan(const uint8_t* w, int64_t b0, int64_t b1) {
 
 using avx2::Hsum;
 
-// M tokens (x[i], f32, readable and zero from K up to K rounded up to 64) against NR FP8 rows
+// The four 32-code steps of one row's block (codes k0.. of wj, up to k1 when kTail) against M
+// tokens whose block xb holds token i's 128 values at xb + 128 * i: V sums per token into acc,
+// the block's NaN-code maxima into nan. A whole block (kTail false) has no bounds check.
+template <int M, int V, bool kTail>
+LUCID_AVX2 __attribute__((always_inline)) inline void Fp8BlockSteps(const float* xb,
+                                                                    const uint8_t* wj, int64_t k0,
+                                                                    int64_t k1, __m256 (&acc)[M][V],
+                                                                    __m256i& nan) {
+  const __m256i low7 = _mm256_set1_epi8(0x7F);
+  constexpr int kSteps = 4;
+#pragma GCC unroll 4
+  for (int s = 0; s < kSteps; ++s) {
+    const int64_t k = k0 + 32 * s;
+    if (kTail && k >= k1) break;
+    const __m256i c = kTail && k1 - k < 32
+                          ? LoadTail(wj + k, k1 - k)
+                          : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wj + k));
+    nan = _mm256_max_epu8(nan, _mm256_and_si256(c, low7));
+    __m256 v[4];
+    E4m3x32(c, v);
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p)
+#pragma GCC unroll 8
+      for (int i = 0; i < M; ++i)
+        acc[i][p % V] =
+            _mm256_fmadd_ps(_mm256_loadu_ps(xb + 128 * i + 32 * s + kCol[p]), v[p], acc[i][p % V]);
+  }
+}
+
+// M tokens (x[0]: their panel of 128-column blocks, KernelTable::Fp8F32Tile) against NR FP8 rows
 // w[j] of K codes (none read at k >= K) with block scales sc[j][b]: out[i * NR + j]. The rows are
 // walked block by block (the M x 128 activations of a block stay in L1 over the NR rows); each
 // row's block runs V sums per token (4 for 1-2 tokens, 2 for 3-4, 1 from 5: 4 to 8 independent
-// FMA chains), added into the row's total times the block's scale at its end.
+// FMA chains), added into the row's total times the block's scale at its end. Whole blocks run
+// four unrolled steps with no bounds check (a check per step, or a step loop GCC leaves rolled,
+// cost ~20% of the 8-token tile); the last, partial block takes the checked steps.
 template <int M, int NR>
 LUCID_AVX2 void TileFp8F32(const float* const* x, const uint8_t* const* w, const float* const* sc,
                            int64_t K, float* out) {
@@ -78,13 +109,12 @@ LUCID_AVX2 void TileFp8F32(const float* const* x, const uint8_t* const* w, const
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) tot[i][j] = _mm256_setzero_ps();
-  const __m256i low7 = _mm256_set1_epi8(0x7F);
   // The same block of the next row group's rows (MatmulFp8F32 passes NR consecutive rows) asked
   // for in L2 as each row's block starts: the hardware prefetcher alone leaves 2-8 tokens waiting
   // on memory.
   const std::ptrdiff_t ahead = NR > 1 ? (w[1] - w[0]) * NR : 0;
   for (int64_t b0 = 0, blk = 0; b0 < K; b0 += 128, ++blk) {
-    const int64_t b1 = b0 + 128 < K ? b0 + 128 : K;
+    const bool whole = b0 + 128 <= K;
     __m256i nan = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
@@ -98,20 +128,11 @@ LUCID_AVX2 void TileFp8F32(const float* const* x, const uint8_t* const* w, const
       for (int i = 0; i < M; ++i)
 #pragma GCC unroll 4
         for (int u = 0; u < V; ++u) acc[i][u] = _mm256_setzero_ps();
-      for (int64_t k = b0; k < b1; k += 32) {
-        const __m256i c = b1 - k >= 32
-                              ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wj + k))
-                              : LoadTail(wj + k, b1 - k);
-        nan = _mm256_max_epu8(nan, _mm256_and_si256(c, low7));
-        __m256 v[4];
-        E4m3x32(c, v);
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; ++p)
-#pragma GCC unroll 8
-          for (int i = 0; i < M; ++i)
-            acc[i][p % V] =
-                _mm256_fmadd_ps(_mm256_loadu_ps(x[i] + k + kCol[p]), v[p], acc[i][p % V]);
-      }
+      const float* xb = x[0] + blk * M * 128;
+      if (__builtin_expect(whole, 1))
+        Fp8BlockSteps<M, V, false>(xb, wj, b0, b0 + 128, acc, nan);
+      else
+        Fp8BlockSteps<M, V, true>(xb, wj, b0, K, acc, nan);
       const __m256 s = _mm256_set1_ps(sc[j][blk]);
 #pragma GCC unroll 8
       for (int i = 0; i < M; ++i) {
@@ -122,6 +143,7 @@ LUCID_AVX2 void TileFp8F32(const float* const* x, const uint8_t* const* w, const
       }
     }
     if (__builtin_expect(HasNan(nan), 0)) {
+      const int64_t b1 = whole ? b0 + 128 : K;
       for (int j = 0; j < NR; ++j)
         if (RowBlockNan(w[j], b0, b1))
           for (int i = 0; i < M; ++i) tot[i][j] = _mm256_set1_ps(__builtin_nanf(""));

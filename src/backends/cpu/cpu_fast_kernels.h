@@ -105,9 +105,12 @@ struct KernelTable {
   // FP8 block (128-column blocks) against f32 activations, codes decoded in registers (AVX2,
   // cpu_fast_fp8_avx2.cpp; empty elsewhere): fp8_f32_tiles[m - 1] takes m tokens (m = 1..
   // fp8_f32_tokens) against nr rows: out[i * nr + j] = sum over blocks b of sc[j][b] * sum over
-  // k < K in block b of x_i[k] * e4m3(w_j[k]) (NaN where a row holds a NaN code). x rows readable
-  // and zero from K up to K rounded up to 64; codes at k >= K are never read; K <= 128 *
-  // kFp8TileBlocks.
+  // k < K in block b of x_i[k] * e4m3(w_j[k]) (NaN where a row holds a NaN code). One token:
+  // x[0] is its row, readable and zero from K up to K rounded up to 64. m > 1 tokens: x[0] is a
+  // panel of 128-column blocks, token after token within a block (block b of token i at x[0] +
+  // (b * m + i) * 128), zero from K to the last block's end: every address then is one base
+  // plus a constant, where m row pointers spilled GCC's registers. Codes at k >= K are never
+  // read; K <= 128 * kFp8TileBlocks.
   struct Fp8F32Tile {
     Fp8F32TileFn fn = nullptr;
     int nr = 0;
@@ -118,10 +121,11 @@ struct KernelTable {
   // cpu_fast_nvfp4_avx2.cpp; empty elsewhere): nvfp4_f32_tiles[m - 1] takes m tokens (m = 1..
   // nvfp4_f32_tokens) against nr rows: out[i * nr + j] = sum over groups g < groups of the sum
   // over its 16 columns k of x_i[k] * (e2m1(w_j[k]) * gs[j][g]), without the tensor scale. w[j]
-  // at the row's first byte (groups whole groups readable), gs[j] its groups' scales in f32; x
-  // rows readable up to 16 * groups, zero from the true K.
-  // order_x (optional): the tile reads each x row in this order, written by the driver once per
-  // call: xo[p] = x[order position p] for the first 16 * groups values.
+  // at the row's first byte (groups whole groups readable), gs[j] its groups' scales in f32. One
+  // token: x[0] its row, readable up to 16 * groups, zero from the true K; m > 1 tokens: x[0] a
+  // panel of 128-column blocks as for Fp8F32Tile (zero from the true K).
+  // order_x (optional; one-token tiles only): the tile reads its x row in this order, written by
+  // the driver once per call: xo[p] = x[order position p] for the first 16 * groups values.
   struct Nvfp4F32Tile {
     Nvfp4F32TileFn fn = nullptr;
     int nr = 0;

@@ -1,11 +1,11 @@
 // AVX2 + FMA tiles for NVFP4 weights (e2m1 codes, 16-column groups with e4m3 scales already in
 // f32) against f32 activations, the codes decoded in registers (KernelTable::nvfp4_f32_tiles).
 //
-// 2 to 8 tokens decode 32 codes (16 bytes) at a time: the low and high nibbles split (vpand, vpsrlw), each
-// looked up by vpshufb in a 16-entry table of the high bytes of the e2m1 values' f16 (whose low
-// bytes are zero), interleaved back into column order (vpunpck{l,h}bw), made f16 words by
-// vpunpck{l,h}bw with zero and widened by vcvtph2ps, then multiplied by the group's scale: e2m1 *
-// gs, exactly as the reference (one rounding of the same product). The tensor scale s2 is the
+// 2 to 8 tokens decode 32 codes (16 bytes) at a time: the low and high nibbles split (vpand,
+// vpsrlw), each looked up by vpshufb in a 16-entry table of the high bytes of the e2m1 values' f16
+// (whose low bytes are zero), interleaved back into column order (vpunpck{l,h}bw), made f16 words
+// by vpunpck{l,h}bw with zero and widened by vcvtph2ps, then multiplied by the group's scale: e2m1
+// * gs, exactly as the reference (one rounding of the same product). The tensor scale s2 is the
 // driver's, applied to the tile's sums. e2m1 has no NaN; a NaN group scale makes its products NaN.
 //
 // One token reads each row of its group from start to end (TileNvfp4Rows64: one ascending stream
@@ -68,9 +68,10 @@ struct Decoder {
 LUCID_AVX2 inline __m256 Scale(const float* gs, int64_t g) { return _mm256_set1_ps(gs[g]); }
 
 // M tokens against NR rows, groups [g0, g1) of each row (g1 - g0 <= 8), into acc[i][j] (one sum
-// per token and row): V sums per token for independent FMA chains, folded at the end.
+// per token and row): V sums per token for independent FMA chains, folded at the end. xb: the
+// tokens' x from column 16 * g0, token i's at xb + 128 * i (a panel block; any row for M = 1).
 template <int M, int NR, int V>
-LUCID_AVX2 __attribute__((always_inline)) inline void Block(const Decoder& d, const float* const* x,
+LUCID_AVX2 __attribute__((always_inline)) inline void Block(const Decoder& d, const float* xb,
                                                             const uint8_t* const* w,
                                                             const float* const* gs, int64_t g0,
                                                             int64_t g1, __m256 (&tot)[M][NR]) {
@@ -90,8 +91,8 @@ LUCID_AVX2 __attribute__((always_inline)) inline void Block(const Decoder& d, co
       for (int p = 0; p < 4; ++p)
 #pragma GCC unroll 8
         for (int i = 0; i < M; ++i)
-          acc[i][p % V] =
-              _mm256_fmadd_ps(_mm256_loadu_ps(x[i] + 16 * g + 8 * p), v[p], acc[i][p % V]);
+          acc[i][p % V] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 128 * i + 16 * (g - g0) + 8 * p),
+                                          v[p], acc[i][p % V]);
     }
     if (g < g1) {  // an odd last group
       __m256 v[2];
@@ -100,8 +101,8 @@ LUCID_AVX2 __attribute__((always_inline)) inline void Block(const Decoder& d, co
       for (int p = 0; p < 2; ++p)
 #pragma GCC unroll 8
         for (int i = 0; i < M; ++i)
-          acc[i][p % V] =
-              _mm256_fmadd_ps(_mm256_loadu_ps(x[i] + 16 * g + 8 * p), v[p], acc[i][p % V]);
+          acc[i][p % V] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 128 * i + 16 * (g - g0) + 8 * p),
+                                          v[p], acc[i][p % V]);
     }
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
@@ -113,7 +114,8 @@ LUCID_AVX2 __attribute__((always_inline)) inline void Block(const Decoder& d, co
   }
 }
 
-// 2 to 8 tokens: the rows walked 8 groups (128 columns) at a time.
+// 2 to 8 tokens (x[0]: their panel of 128-column blocks, KernelTable::Nvfp4F32Tile): the rows
+// walked 8 groups (128 columns) at a time.
 template <int M, int NR>
 LUCID_AVX2 void TileNvfp4(const float* const* x, const uint8_t* const* w, const float* const* gs,
                           int64_t groups, float* out) {
@@ -132,7 +134,7 @@ LUCID_AVX2 void TileNvfp4(const float* const* x, const uint8_t* const* w, const 
 #pragma GCC unroll 8
       for (int j = 0; j < NR; ++j)
         _mm_prefetch(reinterpret_cast<const char*>(w[j] + 8 * g0 + ahead), _MM_HINT_T1);
-    Block<M, NR, V>(d, x, w, gs, g0, g0 + 8 < groups ? g0 + 8 : groups, tot);
+    Block<M, NR, V>(d, x[0] + g0 / 8 * M * 128, w, gs, g0, g0 + 8 < groups ? g0 + 8 : groups, tot);
   }
 #pragma GCC unroll 8
   for (int i = 0; i < M; ++i)
@@ -245,7 +247,7 @@ LUCID_AVX2 void TileNvfp4Rows64(const float* const* x, const uint8_t* const* w,
       acc_b = _mm256_fmadd_ps(pb, PairB(s), acc_b);
     }
     __m256 tail[1][1] = {{_mm256_add_ps(acc_a, acc_b)}};
-    if (body < groups) Block<1, 1, 4>(d, x, &w[j], &gs[j], body, groups, tail);
+    if (body < groups) Block<1, 1, 4>(d, x[0] + 16 * body, &w[j], &gs[j], body, groups, tail);
     out[j] = Hsum(tail[0][0]);
   }
 }
