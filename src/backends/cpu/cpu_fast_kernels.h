@@ -121,11 +121,11 @@ struct KernelTable {
   // cpu_fast_nvfp4_avx2.cpp; empty elsewhere): nvfp4_f32_tiles[m - 1] takes m tokens (m = 1..
   // nvfp4_f32_tokens) against nr rows: out[i * nr + j] = sum over groups g < groups of the sum
   // over its 16 columns k of x_i[k] * (e2m1(w_j[k]) * gs[j][g]), without the tensor scale. w[j]
-  // at the row's first byte (groups whole groups readable), gs[j] its groups' scales in f32. One
-  // token: x[0] its row, readable up to 16 * groups, zero from the true K; m > 1 tokens: x[0] a
-  // panel of 128-column blocks as for Fp8F32Tile (zero from the true K).
-  // order_x (optional; one-token tiles only): the tile reads its x row in this order, written by
-  // the driver once per call: xo[p] = x[order position p] for the first 16 * groups values.
+  // at the row's first byte (groups whole groups readable), gs[j] its groups' scales in f32. A
+  // tile with order_x: x[i] token i's row in that order, written by the driver once per call
+  // and token (xo[p] = x[order position p] for the first 16 * groups values), zero from the true
+  // K. Without: one token's x[0] is its row, readable up to 16 * groups, zero from the true K;
+  // m > 1 tokens' x[0] a panel of 128-column blocks as for Fp8F32Tile.
   struct Nvfp4F32Tile {
     Nvfp4F32TileFn fn = nullptr;
     int nr = 0;

@@ -615,13 +615,16 @@ void MatmulNvfp4F32(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t
   const float* xp[8];
   float out[64];
   Nvfp4GroupRows rows(kt, w, NR);
-  if (mm > 1) {
-    xp[0] = TokenBlockPanel(x, t0, mm, 0, w.cols);
-  } else if (tile.order_x) {  // the tile's column order, once per call
+  if (tile.order_x) {  // the tile's column order, once per call and token
     thread_local std::vector<float> ordered;
-    ordered.resize(rows.groups() * 16);
-    tile.order_x(&x.f32[t0 * x.Kpad], rows.groups(), ordered.data());
-    xp[0] = ordered.data();
+    const int64_t n = rows.groups() * 16;
+    ordered.resize(mm * n);
+    for (int64_t i = 0; i < mm; ++i) {
+      tile.order_x(&x.f32[(t0 + i) * x.Kpad], rows.groups(), &ordered[i * n]);
+      xp[i] = &ordered[i * n];
+    }
+  } else if (mm > 1) {
+    xp[0] = TokenBlockPanel(x, t0, mm, 0, w.cols);
   } else {
     xp[0] = &x.f32[t0 * x.Kpad];
   }

@@ -1,7 +1,7 @@
 // AVX2 + FMA tiles for NVFP4 weights (e2m1 codes, 16-column groups with e4m3 scales already in
 // f32) against f32 activations, the codes decoded in registers (KernelTable::nvfp4_f32_tiles).
 //
-// 2 to 8 tokens decode 32 codes (16 bytes) at a time: the low and high nibbles split (vpand,
+// 3 to 8 tokens decode 32 codes (16 bytes) at a time: the low and high nibbles split (vpand,
 // vpsrlw), each looked up by vpshufb in a 16-entry table of the high bytes of the e2m1 values' f16
 // (whose low bytes are zero), interleaved back into column order (vpunpck{l,h}bw), made f16 words
 // by vpunpck{l,h}bw with zero and widened by vcvtph2ps, then multiplied by the group's scale: e2m1
@@ -10,9 +10,11 @@
 //
 // One token reads each row of its group from start to end (TileNvfp4Rows64: one ascending stream
 // per row, 64 columns a step through the bf16 byte tables of Decoder64, x in that decode's order;
-// the line kAheadBytes ahead asked for in L2 each 128 bytes); 2 to 8 tokens walk their rows 128
-// columns at a time (TileNvfp4: each decoded vector serves every token, the tokens' x block stays
-// in L1 over the rows). The one-token W_uk absorption (rows_axpy_nvfp4) uses Decoder64 too.
+// the line kAheadBytes ahead asked for in L2 each 128 bytes); two tokens the same way with each
+// decoded vector scaled once and serving both (TileNvfp4Rows64x2); 3 to 8 tokens walk their rows
+// 128 columns at a time (TileNvfp4: each decoded vector serves every token, the tokens' x block
+// stays in L1 over the rows, read from the driver's panel). The one-token W_uk absorption
+// (rows_axpy_nvfp4) uses Decoder64 too.
 #include <algorithm>
 #include <cstddef>
 #include <vector>
@@ -69,10 +71,10 @@ LUCID_AVX2 inline __m256 Scale(const float* gs, int64_t g) { return _mm256_set1_
 
 // M tokens against NR rows, groups [g0, g1) of each row (g1 - g0 <= 8), into acc[i][j] (one sum
 // per token and row): V sums per token for independent FMA chains, folded at the end. xb: the
-// tokens' x from column 16 * g0, token i's at xb + 128 * i (a panel block; any row for M = 1).
+// tokens' x from column 16 * g0, token i's at xb + ldx * i (ldx 128 in a panel block).
 template <int M, int NR, int V>
 LUCID_AVX2 __attribute__((always_inline)) inline void Block(const Decoder& d, const float* xb,
-                                                            const uint8_t* const* w,
+                                                            int64_t ldx, const uint8_t* const* w,
                                                             const float* const* gs, int64_t g0,
                                                             int64_t g1, __m256 (&tot)[M][NR]) {
 #pragma GCC unroll 8
@@ -91,7 +93,7 @@ LUCID_AVX2 __attribute__((always_inline)) inline void Block(const Decoder& d, co
       for (int p = 0; p < 4; ++p)
 #pragma GCC unroll 8
         for (int i = 0; i < M; ++i)
-          acc[i][p % V] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 128 * i + 16 * (g - g0) + 8 * p),
+          acc[i][p % V] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + ldx * i + 16 * (g - g0) + 8 * p),
                                           v[p], acc[i][p % V]);
     }
     if (g < g1) {  // an odd last group
@@ -101,7 +103,7 @@ LUCID_AVX2 __attribute__((always_inline)) inline void Block(const Decoder& d, co
       for (int p = 0; p < 2; ++p)
 #pragma GCC unroll 8
         for (int i = 0; i < M; ++i)
-          acc[i][p % V] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + 128 * i + 16 * (g - g0) + 8 * p),
+          acc[i][p % V] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + ldx * i + 16 * (g - g0) + 8 * p),
                                           v[p], acc[i][p % V]);
     }
 #pragma GCC unroll 8
@@ -134,7 +136,8 @@ LUCID_AVX2 void TileNvfp4(const float* const* x, const uint8_t* const* w, const 
 #pragma GCC unroll 8
       for (int j = 0; j < NR; ++j)
         _mm_prefetch(reinterpret_cast<const char*>(w[j] + 8 * g0 + ahead), _MM_HINT_T1);
-    Block<M, NR, V>(d, x[0] + g0 / 8 * M * 128, w, gs, g0, g0 + 8 < groups ? g0 + 8 : groups, tot);
+    Block<M, NR, V>(d, x[0] + g0 / 8 * M * 128, 128, w, gs, g0, g0 + 8 < groups ? g0 + 8 : groups,
+                    tot);
   }
 #pragma GCC unroll 8
   for (int i = 0; i < M; ++i)
@@ -247,8 +250,54 @@ LUCID_AVX2 void TileNvfp4Rows64(const float* const* x, const uint8_t* const* w,
       acc_b = _mm256_fmadd_ps(pb, PairB(s), acc_b);
     }
     __m256 tail[1][1] = {{_mm256_add_ps(acc_a, acc_b)}};
-    if (body < groups) Block<1, 1, 4>(d, x[0] + 16 * body, &w[j], &gs[j], body, groups, tail);
+    if (body < groups) Block<1, 1, 4>(d, x[0] + 16 * body, 0, &w[j], &gs[j], body, groups, tail);
     out[j] = Hsum(tail[0][0]);
+  }
+}
+
+// Two tokens (x[0], x[1]: their rows in kOrder64's order, order_x) against NR rows read one
+// after another as TileNvfp4Rows64 does, each 64-column step decoded once (Decoder64, half a
+// step at a time) and its vectors multiplied by their groups' scales (e2m1 * gs rounded once,
+// the reference's product) before serving both tokens: two sums per token. The last groups past
+// a multiple of 4 take Block.
+template <int NR>
+LUCID_AVX2 void TileNvfp4Rows64x2(const float* const* x, const uint8_t* const* w,
+                                  const float* const* gs, int64_t groups, float* out) {
+  const Decoder64 d64 = Decoder64::Make();
+  const Decoder d = Decoder::Make();
+  const int64_t body = groups / 4 * 4;
+  const float* x0 = x[0];
+  const float* x1 = x[1];
+  for (int j = 0; j < NR; ++j) {
+    const uint8_t* wj = w[j];
+    const float* g = gs[j];
+    __m256 acc[2][4];
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) acc[0][u] = acc[1][u] = _mm256_setzero_ps();
+    for (int64_t g0 = 0; g0 < body; g0 += 4) {
+      if (g0 % 16 == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(wj + 8 * g0) + kAheadBytes, _MM_HINT_T1);
+      __m256 v[8];
+      d64.Decode(wj + 8 * g0, v);
+      const __m256 s = _mm256_castps128_ps256(_mm_loadu_ps(g + g0));
+      const __m256 sa = PairA(s), sb = PairB(s);
+#pragma GCC unroll 8
+      for (int q = 0; q < 8; ++q) {
+        const __m256 vs = _mm256_mul_ps(v[q], q % 4 < 2 ? sa : sb);
+        const int64_t k = 16 * g0 + 8 * q;
+        acc[0][q % 4] = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + k), vs, acc[0][q % 4]);
+        acc[1][q % 4] = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + k), vs, acc[1][q % 4]);
+      }
+    }
+    __m256 tail[2][1];
+#pragma GCC unroll 2
+    for (int t = 0; t < 2; ++t)
+      tail[t][0] =
+          _mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]), _mm256_add_ps(acc[t][2], acc[t][3]));
+    if (body < groups)
+      Block<2, 1, 2>(d, x0 + 16 * body, x1 - x0, &w[j], &gs[j], body, groups, tail);
+    out[j] = Hsum(tail[0][0]);
+    out[NR + j] = Hsum(tail[1][0]);
   }
 }
 
@@ -306,7 +355,7 @@ void AddNvfp4TilesAvx2(KernelTable& t) {
   t.rows_axpy_nvfp4 = &RowsAxpyNvfp4One;
   t.rows_axpy_packed_tokens = 1;
   t.nvfp4_f32_tiles[0] = {&TileNvfp4Rows64<8>, 8, &OrderX64};
-  t.nvfp4_f32_tiles[1] = {&TileNvfp4<2, 4>, 4};
+  t.nvfp4_f32_tiles[1] = {&TileNvfp4Rows64x2<8>, 8, &OrderX64};
   t.nvfp4_f32_tiles[2] = {&TileNvfp4<3, 4>, 4};
   t.nvfp4_f32_tiles[3] = {&TileNvfp4<4, 4>, 4};
   t.nvfp4_f32_tiles[4] = {&TileNvfp4<5, 4>, 4};
