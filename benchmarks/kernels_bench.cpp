@@ -154,11 +154,10 @@ void BM_LinearShort(benchmark::State& st) {
 }
 BENCHMARK(BM_LinearShort)->ArgsProduct({{0, 1, 2}, {512, 2048}})->Unit(benchmark::kMicrosecond);
 
-// Args: format (0 bf16, 1 fp8-block, 2 nvfp4), tokens, activations (0 f32, 1 bf16). Against one
-// 2048 x 2048 weight that stays in the L3 (8 MB in bf16, 4 MB FP8, 2 MB NVFP4): the tiles' compute
-// ceiling, which BM_LinearBig reaches only when memory is faster than it.
-void BM_LinearHot(benchmark::State& st) {
-  const int64_t N = 2048, K = 2048, T = st.range(1);
+// Args: format (0 bf16, 1 fp8-block, 2 nvfp4), tokens, activations (0 f32, 1 bf16). The same
+// N x 2048 weight every call.
+void LinearOnOneWeight(benchmark::State& st, int64_t N) {
+  const int64_t K = 2048, T = st.range(1);
   const CpuFastOps& fast = FastFor(st.range(2));
   const Weight w = st.range(0) == 0   ? MakeWeight(WeightFormat::kBF16, N, K)
                    : st.range(0) == 1 ? testing_util::RandomFp8(N, K, 7, /*ue8m0=*/true)
@@ -168,24 +167,18 @@ void BM_LinearHot(benchmark::State& st) {
   for (auto _ : st) fast.Linear(x, w, y);
   SetLinearCounters(st, w, T);
 }
+
+// 2048 x 2048, which stays in the L3 (8 MB in bf16, 4 MB FP8, 2 MB NVFP4): the tiles' compute
+// ceiling, which BM_LinearBig reaches only when memory is faster than it.
+void BM_LinearHot(benchmark::State& st) { LinearOnOneWeight(st, 2048); }
 BENCHMARK(BM_LinearHot)
     ->ArgsProduct({{0, 1, 2}, {1, 2, 4, 8, 16, 32}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 
-// Args as BM_LinearHot, against 256 x 2048 (1 MB in bf16, 512 KB FP8, 256 KB NVFP4: within the
-// dev box's 1 MB L2 per core): the tiles' arithmetic alone, with one thread
-// (OMP_NUM_THREADS=1) the rate a core's share of a larger matmul can reach at best.
-void BM_LinearL2(benchmark::State& st) {
-  const int64_t N = 256, K = 2048, T = st.range(1);
-  const CpuFastOps& fast = FastFor(st.range(2));
-  const Weight w = st.range(0) == 0   ? MakeWeight(WeightFormat::kBF16, N, K)
-                   : st.range(0) == 1 ? testing_util::RandomFp8(N, K, 7, /*ue8m0=*/true)
-                                      : testing_util::RandomNvfp4(N, K, 7);
-  Tensor x = Tensor::Empty(DType::kF32, {T, K}), y = Tensor::Empty(DType::kF32, {T, N});
-  for (int64_t i = 0; i < T * K; ++i) x.data<float>()[i] = 0.001f * static_cast<float>(i % 97);
-  for (auto _ : st) fast.Linear(x, w, y);
-  SetLinearCounters(st, w, T);
-}
+// 256 x 2048 (1 MB in bf16, 512 KB FP8, 256 KB NVFP4: within the dev box's 1 MB L2 per core):
+// the tiles' arithmetic alone, with one thread (OMP_NUM_THREADS=1) the rate a core's share of a
+// larger matmul can reach at best.
+void BM_LinearL2(benchmark::State& st) { LinearOnOneWeight(st, 256); }
 BENCHMARK(BM_LinearL2)->ArgsProduct({{0, 1, 2}, {1, 2, 4, 8}, {1}})->Unit(benchmark::kMicrosecond);
 
 // Args: format (0 bf16, 1 fp8-block, 2 nvfp4), tokens. The MLA head ops of one decode step at the
