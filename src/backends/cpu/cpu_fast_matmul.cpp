@@ -485,13 +485,18 @@ void MatmulFp8Fused(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t
 const float* TokenBlockPanel(const PackedX& x, int64_t t0, int64_t mm, int64_t k0, int64_t k1) {
   thread_local std::vector<float> panel;
   const int64_t blocks = (k1 - k0 + 127) / 128;
-  panel.assign(blocks * mm * 128 + 16, 0.0f);
+  if (panel.size() < static_cast<size_t>(blocks * mm * 128 + 16))
+    panel.resize(blocks * mm * 128 + 16);
   float* p = panel.data();
   p += (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64 / sizeof(float);
-  for (int64_t b = 0; b < blocks; ++b)
-    for (int64_t i = 0; i < mm; ++i)
-      std::memcpy(p + (b * mm + i) * 128, &x.f32[(t0 + i) * x.Kpad + k0 + b * 128],
-                  std::min<int64_t>(128, k1 - k0 - b * 128) * sizeof(float));
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t n = std::min<int64_t>(128, k1 - k0 - b * 128);
+    for (int64_t i = 0; i < mm; ++i) {
+      float* dst = p + (b * mm + i) * 128;
+      std::memcpy(dst, &x.f32[(t0 + i) * x.Kpad + k0 + b * 128], n * sizeof(float));
+      std::fill(dst + n, dst + 128, 0.0f);  // only the last block's
+    }
+  }
   return p;
 }
 

@@ -116,7 +116,7 @@ LUCID_AVX2 __attribute__((always_inline)) inline void Block(const Decoder& d, co
   }
 }
 
-// 2 to 8 tokens (x[0]: their panel of 128-column blocks, KernelTable::Nvfp4F32Tile): the rows
+// 3 to 8 tokens (x[0]: their panel of 128-column blocks, KernelTable::Nvfp4F32Tile): the rows
 // walked 8 groups (128 columns) at a time.
 template <int M, int NR>
 LUCID_AVX2 void TileNvfp4(const float* const* x, const uint8_t* const* w, const float* const* gs,
