@@ -6,10 +6,13 @@
 // sit ~1e-3 from the reference on the unrounded activations.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_fast_ops.h"
+#include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/quant_test_util.h"
 #include "core/dtype.h"
 
@@ -62,16 +65,16 @@ TEST_P(FastBf16ActTest, LinearMatchesReferenceOnRoundedActivations) {
     int64_t T, N, K;
   };
   // T 1 (one-token tiles: the row-after-row ones for FP8, and for bf16 from 1024 columns, 2100
-  // here), 2-12 (token tiles, 8 whole-row bf16, 12 k blocks; 5 and 7 leave a 1- and a
-  // 3-token tile), 33 (packed weights: the hi-only tiles, up to 63 tokens), 70 (packed and f32
-  // weights: the GEMM; bf16 the tiles, up to 79), 100, 130 and 150 (the GEMM for every format, on
-  // bf16 pairs but for f32 weights, with an odd K at 77 and 301; 130 x 20 splits the tokens across
-  // threads off the 12-token panels).
+  // here; NVFP4's integer tile at 1024, a multiple of 64), 2-12 (token tiles, 8 whole-row bf16, 12
+  // k blocks; 5 and 7 leave a 1- and a 3-token tile), 33 (packed weights: the hi-only tiles, up to
+  // 63 tokens), 70 (packed and f32 weights: the GEMM; bf16 the tiles, up to 79), 100, 130 and 150
+  // (the GEMM for every format, on bf16 pairs but for f32 weights, with an odd K at 77 and 301; 130
+  // x 20 splits the tokens across threads off the 12-token panels).
   for (int kind = 0; kind < 5; ++kind) {
-    for (Case c : {Case{1, 37, 300}, Case{1, 300, 2100}, Case{2, 19, 129}, Case{3, 21, 1100},
-                   Case{5, 9, 260}, Case{7, 31, 520}, Case{8, 45, 2100}, Case{12, 21, 2100},
-                   Case{33, 40, 300}, Case{70, 33, 260}, Case{130, 20, 140}, Case{100, 37, 77},
-                   Case{150, 70, 301}}) {
+    for (Case c : {Case{1, 37, 300}, Case{1, 300, 2100}, Case{1, 70, 1024}, Case{2, 19, 129},
+                   Case{3, 21, 1100}, Case{5, 9, 260}, Case{7, 31, 520}, Case{8, 45, 2100},
+                   Case{12, 21, 2100}, Case{33, 40, 300}, Case{70, 33, 260}, Case{130, 20, 140},
+                   Case{100, 37, 77}, Case{150, 70, 301}}) {
       SCOPED_TRACE(std::string(KindName(kind)) + " T=" + std::to_string(c.T) +
                    " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K));
       const Weight w = AnyWeight(kind, c.N, c.K, 7 + c.K);
@@ -82,6 +85,51 @@ TEST_P(FastBf16ActTest, LinearMatchesReferenceOnRoundedActivations) {
       EXPECT_LE(RelErr(y, r), 2e-5);
       kRef.Linear(x, w, r32);
       EXPECT_GT(RelErr(y, r32), 1e-4);  // the activations were rounded
+    }
+  }
+}
+
+// One token against NVFP4 rows at K a multiple of 64 (the AVX2 integer tile, which puts x per
+// 16-column group on int16 with a power-of-two scale): groups whose values span 2^-30 to 2^30 of
+// each other stay within the bound that scale allows, and a NaN or Inf in x, or a group beyond
+// the scales' range (1e-36), gives the reference's non-finite or tiny outputs through the f32
+// tiles.
+TEST_P(FastBf16ActTest, Nvfp4OneTokenKeepsRangeAndNonFiniteValues) {
+  const int64_t N = 40, K = 512;
+  const Weight w = testing_util::RandomNvfp4(N, K, 5);
+  for (int variant = 0; variant < 4; ++variant) {
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    Tensor x = Random({1, K}, 6);
+    float* xv = x.data<float>();
+    for (int64_t k = 0; k < K; ++k) xv[k] *= std::ldexp(1.0f, static_cast<int>(k % 61) - 30);
+    if (variant == 1) xv[77] = std::numeric_limits<float>::quiet_NaN();
+    if (variant == 2) xv[300] = std::numeric_limits<float>::infinity();
+    if (variant == 3) {
+      for (int64_t k = 128; k < 144; ++k) xv[k] = 1e-36f * static_cast<float>(k - 135);
+    }
+    Tensor y = Tensor::Zeros(DType::kF32, {1, N}), r = y.Clone();
+    ops_.Linear(x, w, y);
+    kRef.Linear(RoundedToBf16(x), w, r);
+    for (int64_t n = 0; n < N; ++n) {
+      const float a = y.data<float>()[n], b = r.data<float>()[n];
+      ASSERT_EQ(std::isnan(a), std::isnan(b)) << n;
+      ASSERT_EQ(std::isinf(a), std::isinf(b)) << n;
+    }
+    if (variant == 1 || variant == 2) continue;
+    // The bound of the int16 step, 2^-15 of each group's largest |x| per value, plus f32
+    // rounding: |y - r| <= sum over k of |W[n][k]| * (2^-15 * max |x| of k's group + 1e-6 |x[k]|).
+    const Tensor xr = RoundedToBf16(x);
+    std::vector<float> row(K);
+    for (int64_t n = 0; n < N; ++n) {
+      DequantizeRow(w, n, row.data());
+      double bound = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        float mx = 0;
+        for (int64_t i = k / 16 * 16; i < k / 16 * 16 + 16; ++i)
+          mx = std::max(mx, std::abs(xr.data<float>()[i]));
+        bound += std::abs(row[k]) * (std::ldexp(mx, -15) + 1e-6 * std::abs(xr.data<float>()[k]));
+      }
+      EXPECT_LE(std::abs(y.data<float>()[n] - r.data<float>()[n]), bound) << n;
     }
   }
 }

@@ -133,6 +133,22 @@ struct KernelTable {
   };
   Nvfp4F32Tile nvfp4_f32_tiles[8];
   int nvfp4_f32_tokens = 0;
+  // One token of activations rounded to bf16 (PackedX::hi_only) against NVFP4 rows through
+  // integer products (AVX2, cpu_fast_nvfp4_avx2.cpp; empty elsewhere). quantize_x writes x (16 *
+  // groups values, groups a multiple of 4) as int16 in the tile's column order, q = x * 2^k
+  // rounded to nearest, one k per 16-column group (the group's largest |x| * 2^k in [2^14,
+  // 2^15)), and s[g] = 2^-k; it returns false, with q and s unusable, when x holds a non-finite
+  // value or a group's k falls outside what f32 scales hold. A bf16 value within 2^7 of its
+  // group's largest is then exact; a smaller one is off by at most 2^-15 of the largest. fn:
+  // out[j] = sum over groups of (sum over the group of q * e2m1(w_j)) * gs[j][g] * s[g], the
+  // integer sums exact, for nr rows (w, gs as for Nvfp4F32Tile).
+  struct Nvfp4Q16Tile {
+    bool (*quantize_x)(const float* x, int64_t groups, int16_t* q, float* s) = nullptr;
+    void (*fn)(const int16_t* q, const float* s, const uint8_t* const* w, const float* const* gs,
+               int64_t groups, float* out) = nullptr;
+    int nr = 0;
+  };
+  Nvfp4Q16Tile nvfp4_q16_tile;
   // The column order in which the fused tiles of a format read the hi/lo split: within each block
   // of `block` columns (64 for FP8, 128 for NVFP4, dividing kFusedPadK), position p holds column
   // order[p] of the block (the order their in-register decode leaves the weights in).

@@ -132,10 +132,25 @@ LUCID_AVX2 void DequantFp8(const uint8_t* q, float scale, float* out, int64_t n)
   }
 }
 
-// e4m3 codes to f32 exactly (NaN codes to NaN): avx2::E4m3x8 with the factor 256 it leaves out.
+// e4m3 codes to f32 exactly (NaN codes to NaN): 16 codes a step as the f16 bit patterns of value
+// / 256 (avx2::E4m3x8's), built in 16-bit lanes, a NaN code given an f16 NaN there rather than
+// blended in after the widening; the last 8-15 codes through avx2::E4m3x8.
 LUCID_AVX2 void WidenE4m3(const uint8_t* src, float* dst, int64_t n) {
   const __m256 k256 = _mm256_set1_ps(256.0f);
+  const __m256i m7f = _mm256_set1_epi16(0x7F), nan_bits = _mm256_set1_epi16(0x7E00);
   int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    // Scales are often cold (NVFP4 row groups read theirs once a step): the line 256 bytes ahead.
+    if (i % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(src) + i + 256, _MM_HINT_T0);
+    const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)(src + i)));
+    const __m256i mag = _mm256_and_si256(b, m7f);
+    const __m256i sign = _mm256_slli_epi16(_mm256_xor_si256(b, mag), 8);
+    const __m256i nan = _mm256_and_si256(_mm256_cmpeq_epi16(mag, m7f), nan_bits);
+    const __m256i h = _mm256_or_si256(_mm256_or_si256(sign, _mm256_slli_epi16(mag, 7)), nan);
+    _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), k256));
+    _mm256_storeu_ps(dst + i + 8,
+                     _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), k256));
+  }
   for (; i + 8 <= n; i += 8) {
     // Scales are often cold (NVFP4 row groups read theirs once a step): the line 256 bytes ahead.
     if (i % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(src) + i + 256, _MM_HINT_T0);

@@ -642,6 +642,36 @@ void MatmulNvfp4F32(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t
   }
 }
 
+// One token of activations rounded to bf16 against NVFP4 rows through the integer tile
+// (KernelTable::nvfp4_q16_tile), x quantized once per call; false (nothing written) where that
+// tile does not take this call: no such tile, f32 activations, K not a multiple of 64, or x
+// with a non-finite value or out of its scales' range.
+bool MatmulNvfp4Q16(const KernelTable& kt, const PackedX& x, int64_t t, const Weight& w, int64_t n0,
+                    int64_t n1, float* y, int64_t ldy) {
+  const KernelTable::Nvfp4Q16Tile& tile = kt.nvfp4_q16_tile;
+  if (!tile.fn || !x.hi_only || w.cols % 64 != 0) return false;
+  const int64_t groups = w.cols / 16;
+  thread_local std::vector<int16_t> q;
+  thread_local std::vector<float> s;
+  q.resize(w.cols);
+  s.resize(groups);
+  if (!tile.quantize_x(&x.f32[t * x.Kpad], groups, q.data(), s.data())) return false;
+  const int NR = tile.nr;
+  const float s2 = *w.scale2.data<const float>();
+  const void* wp[16];
+  const float* gp[16];
+  float out[16];
+  Nvfp4GroupRows rows(kt, w, NR);
+  for (int64_t n = n0; n < n1; n += NR) {
+    const int64_t nn = std::min<int64_t>(NR, n1 - n);
+    rows.Group(n, nn, n1, wp, gp);
+    tile.fn(q.data(), s.data(), reinterpret_cast<const uint8_t* const*>(wp), gp, groups, out);
+    for (int j = 0; j < NR; ++j) out[j] *= s2;
+    StoreTile(out, 1, NR, nn, true, y + t * ldy + n, ldy);
+  }
+  return true;
+}
+
 }  // namespace
 
 void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
@@ -655,8 +685,10 @@ void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1,
       t1 - t0 <= kt.fp8_f32_tokens && !x.f32.empty())
     return MatmulFp8F32(kt, x, t0, t1, w, n0, n1, y, ldy);
   if (w.format == WeightFormat::kNvfp4 && w.block_cols == 16 && kt.nvfp4_f32_tiles[0].fn &&
-      t1 - t0 <= kt.nvfp4_f32_tokens && !x.f32.empty())
+      t1 - t0 <= kt.nvfp4_f32_tokens && !x.f32.empty()) {
+    if (t1 - t0 == 1 && MatmulNvfp4Q16(kt, x, t0, w, n0, n1, y, ldy)) return;
     return MatmulNvfp4F32(kt, x, t0, t1, w, n0, n1, y, ldy);
+  }
   if (kt.Fused(w.format) && !x.hi.empty()) {
     if (w.format == WeightFormat::kFp8Block && w.block_cols == 128)
       return MatmulFp8Fused(kt, x, t0, t1, w, n0, n1, y, ldy);

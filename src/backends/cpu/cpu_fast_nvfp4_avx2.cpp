@@ -14,8 +14,10 @@
 // decoded vector scaled once and serving both (TileNvfp4Rows64x2); 3 to 8 tokens walk their rows
 // 128 columns at a time (TileNvfp4: each decoded vector serves every token, the tokens' x block
 // stays in L1 over the rows, read from the driver's panel). The one-token W_uk absorption
-// (rows_axpy_nvfp4) uses Decoder64 too.
+// (rows_axpy_nvfp4) uses Decoder64 too. One token of bf16 activations at K a multiple of 64 takes
+// the integer tile (TileNvfp4Q16, KernelTable::nvfp4_q16_tile) instead.
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <vector>
 
@@ -318,6 +320,100 @@ LUCID_AVX2 void TileNvfp4Rows64x2(const float* const* x, const uint8_t* const* w
   }
 }
 
+// One token of bf16 activations through integer products (KernelTable::nvfp4_q16_tile): x per
+// 16-column group as int16 with a power-of-two scale, the e2m1 codes looked up by vpshufb as
+// 2 * e2m1 in the high byte of a word (512 * e2m1), and vpmaddwd multiplying 16 of each and
+// adding them in pairs into int32 lanes: per 64 columns 2 vpshufb, 4 vpunpck and 4 vpmaddwd,
+// where the f32 decode above spends 16 shuffles and 8 FMAs. The 4 products in a lane are at
+// most 4 * 32767 * 6144 < 2^31, so the int32 sums are exact; each step's two sums of groups
+// (groups 0 and 2 in a's lanes 0-3 and 4-7, 1 and 3 in c's) go to f32 (one rounding) and are
+// multiplied by their groups' gs * s.
+struct OrderQ64 {
+  int col[64];
+  // Word p of the step's x vector v (v 0 and 1: groups 0 and 2, even and odd columns; v 2 and
+  // 3: groups 1 and 3): 8 words per 128-bit lane, the lane's first group at 32 * lane.
+  constexpr OrderQ64() : col() {
+    for (int v = 0; v < 4; ++v)
+      for (int p = 0; p < 16; ++p)
+        col[16 * v + p] = 32 * (p / 8) + 16 * (v / 2) + 2 * (p % 8) + v % 2;
+  }
+};
+constexpr OrderQ64 kOrderQ64;
+
+LUCID_AVX2 bool QuantizeXQ16(const float* x, int64_t groups, int16_t* q, float* s) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i exp_mask = _mm256_set1_epi32(0x7F800000);
+  alignas(32) int32_t lin[64];
+  for (int64_t b = 0; b < groups * 16; b += 64) {
+#pragma GCC unroll 4
+    for (int h = 0; h < 4; ++h) {
+      const __m256 a0 = _mm256_loadu_ps(x + b + 16 * h), a1 = _mm256_loadu_ps(x + b + 16 * h + 8);
+      const __m256i inf0 =
+          _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(a0), exp_mask), exp_mask);
+      const __m256i inf1 =
+          _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(a1), exp_mask), exp_mask);
+      if (!_mm256_testz_si256(_mm256_or_si256(inf0, inf1), _mm256_or_si256(inf0, inf1)))
+        return false;  // NaN or Inf: the f32 tiles carry it
+      const __m256 m8 = _mm256_max_ps(_mm256_and_ps(a0, abs_mask), _mm256_and_ps(a1, abs_mask));
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      const float mx = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+      const int64_t g = b / 16 + h;
+      if (mx == 0.0f) {
+        s[g] = 0.0f;
+        for (int i = 0; i < 16; ++i) lin[16 * h + i] = 0;
+        continue;
+      }
+      int e = 0;
+      std::frexp(mx, &e);                   // mx in [2^(e-1), 2^e)
+      const int k = 15 - e;                 // mx * 2^k in [2^14, 2^15)
+      if (k < -60 || k > 90) return false;  // s = 2^(-k-9) and gs * s stay normal f32
+      s[g] = std::ldexp(1.0f, -k - 9);      // 9: the tile's words hold 512 * e2m1
+      const __m256 p = _mm256_set1_ps(std::ldexp(1.0f, k));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lin + 16 * h),
+                         _mm256_cvtps_epi32(_mm256_mul_ps(a0, p)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lin + 16 * h + 8),
+                         _mm256_cvtps_epi32(_mm256_mul_ps(a1, p)));
+    }
+    for (int p = 0; p < 64; ++p)
+      q[b + p] = static_cast<int16_t>(std::min<int32_t>(lin[kOrderQ64.col[p]], 32767));
+  }
+  return true;
+}
+
+template <int NR>
+LUCID_AVX2 void TileNvfp4Q16(const int16_t* q, const float* s, const uint8_t* const* w,
+                             const float* const* gs, int64_t groups, float* out) {
+  const __m256i table = _mm256_broadcastsi128_si256(
+      _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));  // 2 * e2m1
+  const __m256i low4 = _mm256_set1_epi8(0x0F), z = _mm256_setzero_si256();
+  for (int j = 0; j < NR; ++j) {
+    const uint8_t* wj = w[j];
+    const float* g = gs[j];
+    __m256 acc_a = _mm256_setzero_ps(), acc_c = _mm256_setzero_ps();
+    for (int64_t g0 = 0; g0 < groups; g0 += 4) {
+      if (g0 % 16 == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(wj + 8 * g0) + kAheadBytes, _MM_HINT_T1);
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wj + 8 * g0));
+      const __m256i wl = _mm256_shuffle_epi8(table, _mm256_and_si256(b, low4));
+      const __m256i wh =
+          _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(b, 4), low4));
+      const __m256i* xv = reinterpret_cast<const __m256i*>(q + 16 * g0);
+      const __m256i a = _mm256_add_epi32(
+          _mm256_madd_epi16(_mm256_unpacklo_epi8(z, wl), _mm256_loadu_si256(xv)),
+          _mm256_madd_epi16(_mm256_unpacklo_epi8(z, wh), _mm256_loadu_si256(xv + 1)));
+      const __m256i c = _mm256_add_epi32(
+          _mm256_madd_epi16(_mm256_unpackhi_epi8(z, wl), _mm256_loadu_si256(xv + 2)),
+          _mm256_madd_epi16(_mm256_unpackhi_epi8(z, wh), _mm256_loadu_si256(xv + 3)));
+      const __m256 sc =
+          _mm256_castps128_ps256(_mm_mul_ps(_mm_loadu_ps(g + g0), _mm_loadu_ps(s + g0)));
+      acc_a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), PairA(sc), acc_a);
+      acc_c = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), PairB(sc), acc_c);
+    }
+    out[j] = Hsum(_mm256_add_ps(acc_a, acc_c));
+  }
+}
+
 // KernelTable::rows_axpy_nvfp4 for one token a pass (rows_axpy_packed_tokens = 1): y[c] = sum
 // over rows r, in order from zero, of x[r] * s2 * (e2m1 * group scale), each row read from start
 // to end (a head's rows are one ascending stream) and decoded 64 columns a step by Decoder64 into
@@ -380,6 +476,7 @@ void AddNvfp4TilesAvx2(KernelTable& t) {
   t.nvfp4_f32_tiles[6] = {&TileNvfp4<7, 4>, 4};
   t.nvfp4_f32_tiles[7] = {&TileNvfp4<8, 4>, 4};
   t.nvfp4_f32_tokens = 8;
+  t.nvfp4_q16_tile = {&QuantizeXQ16, &TileNvfp4Q16<8>, 8};
 }
 
 }  // namespace lucid::fast

@@ -223,9 +223,11 @@ void LinearCases(Suite& s) {
   struct Case {
     int64_t T, N, K, skip;
   };
-  // 1 token (the one-token tiles), 5 (token tiles, a row-range view), 129 (the many-token GEMM).
+  // 1 token (the one-token tiles; at K 1024, a multiple of 64, NVFP4's integer tile for bf16
+  // activations), 5 (token tiles, a row-range view), 129 (the many-token GEMM).
   for (int kind = 0; kind < kWeightKinds; ++kind)
-    for (Case c : {Case{1, 45, 300, 0}, Case{5, 37, 77, 3}, Case{129, 33, 300, 0}})
+    for (Case c :
+         {Case{1, 45, 300, 0}, Case{1, 21, 1024, 0}, Case{5, 37, 77, 3}, Case{129, 33, 300, 0}})
       for (Plant p : kPlants) {
         const Weight w = RandomWeight(kind, c.skip + c.N + 2, c.K, 40 + kind).RowRange(c.skip, c.N);
         Tensor x = RandomTensor({c.T, c.K}, 3 + static_cast<uint32_t>(c.T));
