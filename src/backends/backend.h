@@ -17,6 +17,7 @@
 // the one thread that runs steps (the engine thread).
 #pragma once
 
+#include <span>
 #include <string>
 
 #include "core/allocator.h"
@@ -44,6 +45,15 @@ class Backend {
   // The per-step arena (see Workspace in core/allocator.h).
   virtual Workspace& workspace() = 0;
   Status Synchronize() const { return ops().Synchronize(); }
+  // `t` (memory of this backend) as memory the host may read: `t` itself where the backend's
+  // memory is host memory (the CPU), else a host copy made after the ops issued so far (whose
+  // errors are its Status). Step outputs (logits, hidden states) reach the engine through it.
+  virtual StatusOr<Tensor> ReadableOnHost(const Tensor& t) = 0;
+
+  // A copy of host integers in this step's workspace (device memory), 1-D [host.size()]: the
+  // metadata a step's ops read by raw pointer (page tables, per-row counts).
+  Tensor StepCopy(std::span<const int32_t> host) { return StepCopyOf(DType::kI32, host); }
+  Tensor StepCopy(std::span<const int64_t> host) { return StepCopyOf(DType::kI64, host); }
 
   // UploadWeight of each tensor of `w` (data, scale, scale2), in place.
   Status UploadWeights(Weight* w) {
@@ -54,6 +64,14 @@ class Backend {
       *t = std::move(*up);
     }
     return OkStatus();
+  }
+
+ private:
+  template <class T>
+  Tensor StepCopyOf(DType dtype, std::span<const T> host) {
+    Tensor t = Tensor::Empty(dtype, {static_cast<int64_t>(host.size())}, workspace());
+    ops().CopyFromHost(host.data(), t.raw(), host.size_bytes());
+    return t;
   }
 };
 

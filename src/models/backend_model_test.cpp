@@ -85,6 +85,7 @@ class RefusingBackend final : public Backend {
     return host;
   }
   Workspace& workspace() override { return ws_; }
+  StatusOr<Tensor> ReadableOnHost(const Tensor& t) override { return t; }
   int uploads = 0;
 
  private:

@@ -22,14 +22,18 @@ RopeStyle StyleOf(RopeLayout l) {
 }
 
 // The rows of one step (a checked view of the StepInput): which sequence each token belongs to,
-// at which position, and the integer metadata the ops get with it (built on the host from the
-// StepInput; a device backend uploads it with the step).
+// at which position, and the integer metadata the ops get with it: built on the host from the
+// StepInput, then copied into the step's workspace (Upload), since the ops read it by raw pointer
+// in the backend's memory (ops/ops.h). The host keeps its own copy for what it computes itself
+// (pool rows, the numerics sites).
 struct StepLayout {
   std::span<const int32_t> ids;
   std::span<const int64_t> positions;
   struct Span {
-    std::span<const int32_t> page_table;
+    std::span<const int32_t> page_table;  // host
     int64_t begin, count, start_pos;
+    Tensor table;   // i32 [pages]: page_table in the backend's memory
+    Tensor causal;  // i64 [count]: start_pos + i + 1, each row's causal length (the indexer's)
   };
   std::vector<Span> spans;
   std::vector<int64_t> pool_rows;  // [N] the KV pool row of each token's slot (WriteKvRows)
@@ -43,6 +47,7 @@ struct StepLayout {
   std::vector<int32_t> page_table;  // combined
   std::vector<int32_t> offset;      // [spans] first row of each span's pages in the combined table
   std::vector<int32_t> begin;       // [N] offset of each row's span (dense mode's dense_begin)
+  Tensor table_dev, begin_dev;      // page_table and begin in the backend's memory
   // The StepInput sequence of each span (numerics sites); empty: span i is sequence i.
   std::vector<size_t> seq;
 };
@@ -63,6 +68,7 @@ struct Selection {
   bool ready = false;
   int64_t stride = 0;           // K: columns of `rows`
   std::vector<int32_t> counts;  // [N] tokens attended (host metadata: min(K, causal) or causal)
+  Tensor counts_dev;            // counts in the backend's memory
   Tensor rows;                  // i32 [N, stride], sparse only (TopKRows' output)
 };
 
@@ -82,6 +88,24 @@ void BatchSpans(const KvStorage& kv, StepLayout* s) {
     s->page_table.insert(s->page_table.end(), sp.page_table.begin(), sp.page_table.end());
     s->begin.insert(s->begin.end(), sp.count, offset);
   }
+}
+
+// The table as the span a PagedRows view takes (its entries in the backend's memory).
+std::span<const int32_t> TableOf(const Tensor& t) {
+  return {t.data<const int32_t>(), static_cast<size_t>(t.numel())};
+}
+
+// Copies s's metadata into the backend's step workspace (see StepLayout).
+void Upload(Backend& b, StepLayout* s) {
+  for (auto& sp : s->spans) {
+    sp.table = b.StepCopy(sp.page_table);
+    std::vector<int64_t> causal(sp.count);
+    for (int64_t i = 0; i < sp.count; ++i) causal[i] = sp.start_pos + i + 1;
+    sp.causal = b.StepCopy(std::span<const int64_t>(causal));
+  }
+  if (!s->batched) return;
+  s->table_dev = b.StepCopy(std::span<const int32_t>(s->page_table));
+  s->begin_dev = b.StepCopy(std::span<const int32_t>(s->begin));
 }
 
 class DeepseekV3Model final : public Model {
@@ -188,10 +212,12 @@ class DeepseekV3Model final : public Model {
 void DeepseekV3Model::Check(const Tensor& t, int64_t layer, const char* op, const StepLayout& s,
                             std::span<const int64_t> rows) {
   if (!check_) return;
-  // The op scans the rows; the host reads one flag per row (a device backend copies them back).
+  // The op scans the rows; the host reads one flag per row, copied back. A failed copy leaves
+  // the flags clear: its error is the step's, from Forward's Synchronize.
   Tensor flags = Tensor::Empty(DType::kI32, {t.size(0)}, ws_);
   ops_.NonFiniteRows(t, flags);
-  const int32_t* bad = flags.data<const int32_t>();
+  std::vector<int32_t> bad(t.size(0), 0);
+  (void)ops_.CopyToHost(flags.raw(), bad.data(), bad.size() * sizeof(int32_t));
   size_t next = 0;  // first entry of `rows` not yet below the span
   for (size_t i = 0; i < s.spans.size(); ++i) {
     const auto& sp = s.spans[i];
@@ -244,7 +270,7 @@ StatusOr<StepLayout> DeepseekV3Model::Layout(const StepInput& in, const KvStorag
     for (int32_t page : q.page_table)
       if (page < 0 || page >= pages)
         return InvalidArgument("forward: page id " + std::to_string(page) + " outside the storage");
-    s.spans.push_back({q.page_table, next, n, start});
+    s.spans.push_back({q.page_table, next, n, start, {}, {}});
     next += n;
   }
   if (next != N) return InvalidArgument("forward: sequences must cover every row");
@@ -270,8 +296,10 @@ Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* 
   if (dp_attention_) {
     LUCID_ASSIGN_OR_RETURN(mine, Owned(in, kv));
     BatchSpans(kv, &mine.s);
+    Upload(*backend_, &mine.s);
   } else {
     BatchSpans(kv, &s);
+    Upload(*backend_, &s);
   }
   if (check_) sites_.assign(s.spans.size(), std::nullopt);
   const int64_t N = static_cast<int64_t>(s.ids.size()), D = c_.hidden_size;
@@ -328,7 +356,13 @@ Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* 
   }
   // An asynchronous backend's errors surface here, as this step's Status; then a collective's.
   LUCID_RETURN_IF_ERROR(ops_.Synchronize());
-  return tp_.status();
+  LUCID_RETURN_IF_ERROR(tp_.status());
+  // The engine reads the outputs on the host (a device backend copies them back).
+  LUCID_ASSIGN_OR_RETURN(out->logits, backend_->ReadableOnHost(out->logits));
+  if (out->hidden.raw() != nullptr) {
+    LUCID_ASSIGN_OR_RETURN(out->hidden, backend_->ReadableOnHost(out->hidden));
+  }
+  return OkStatus();
 }
 
 void DeepseekV3Model::Embed(std::span<const int32_t> ids, Tensor& x) {
@@ -372,7 +406,7 @@ StatusOr<OwnedRows> DeepseekV3Model::Owned(const StepInput& in, const KvStorage&
       m.ids.push_back(in.tokens[r]);
       m.positions.push_back(in.positions[r]);
     }
-    m.s.spans.push_back({table, begin, q.rows, q.kv_length});
+    m.s.spans.push_back({table, begin, q.rows, q.kv_length, {}, {}});
     m.s.seq.push_back(i);
   }
   m.s.ids = m.ids;
@@ -470,10 +504,10 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
     args.q_latent = q_lat.data<float>();
     args.q_rope = q_rope.data<float>();
     args.tokens = N;
-    args.kv = pool.MlaRows(l, s.page_table);
+    args.kv = pool.MlaRows(l, TableOf(s.table_dev));
     args.selected = rows;
-    args.selected_count = sel->counts.data();
-    args.dense_begin = dense ? s.begin.data() : nullptr;
+    args.selected_count = sel->counts_dev.data<const int32_t>();
+    args.dense_begin = dense ? s.begin_dev.data<const int32_t>() : nullptr;
     args.out_latent = out_lat.data<float>();
     ops_.MlaAttention(args);
   } else {
@@ -481,9 +515,9 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
       args.q_latent = q_lat.data<float>() + sp.begin * H * R;
       args.q_rope = q_rope.data<float>() + sp.begin * H * dr;
       args.tokens = sp.count;
-      args.kv = pool.MlaRows(l, sp.page_table);
+      args.kv = pool.MlaRows(l, TableOf(sp.table));
       args.selected = dense ? nullptr : rows + sp.begin * sel->stride;
-      args.selected_count = sel->counts.data() + sp.begin;
+      args.selected_count = sel->counts_dev.data<const int32_t>() + sp.begin;
       args.out_latent = out_lat.data<float>() + sp.begin * H * R;
       ops_.MlaAttention(args);
     }
@@ -520,6 +554,7 @@ void DeepseekV3Model::SelectTokens(int64_t l, int64_t N, IndexerProjections* ip,
       sel->counts[sp.begin + i] =
           static_cast<int32_t>(indexer_live_ ? std::min(K, causal) : causal);
     }
+  sel->counts_dev = backend_->StepCopy(std::span<const int32_t>(sel->counts));
   if (!indexer_live_) return;
   LUCID_CHECK(ip != nullptr, "SelectTokens: the indexer runs at layer " + std::to_string(l) +
                                  " but its projections were not given");
@@ -549,8 +584,8 @@ void DeepseekV3Model::SelectTokens(int64_t l, int64_t N, IndexerProjections* ip,
     ia.tokens = sp.count;
     ia.heads = nI;
     ia.head_dim = dI;
-    ia.keys = pool.IndexerRows(l, sp.page_table);
-    ia.causal_len = causal.data();
+    ia.keys = pool.IndexerRows(l, TableOf(sp.table));
+    ia.causal_len = sp.causal.data<const int64_t>();
     ia.scores = scores.data<float>();
     ia.score_stride = sp.start_pos + sp.count;
     ops_.IndexerScores(ia);
@@ -650,7 +685,8 @@ void DeepseekV3Model::LocalExperts(const MoeWeights& m, const Tensor& x, const T
 
 // One token (the same finite row for every block: 1/sqrt(D), the scale a normed hidden state has)
 // through each feed-forward block; routed experts all in one MoeExperts call, row e to expert e.
-// The outputs are scanned by NonFiniteRows (the host reads one flag per row).
+// The outputs are scanned by NonFiniteRows (the host reads one flag per row). The inputs are
+// made on the host and copied into the backend's memory.
 Status DeepseekV3Model::CheckFeedForwardWeights() {
   const int64_t D = c_.hidden_size;
   const float v = 1.0f / std::sqrt(static_cast<float>(D));
@@ -658,18 +694,24 @@ Status DeepseekV3Model::CheckFeedForwardWeights() {
   auto first_bad_row = [&](const Tensor& t) -> StatusOr<int64_t> {
     Tensor flags = Tensor::Empty(DType::kI32, {t.size(0)}, mem);
     ops_.NonFiniteRows(t, flags);
-    LUCID_RETURN_IF_ERROR(ops_.Synchronize());
+    LUCID_ASSIGN_OR_RETURN(Tensor bad, backend_->ReadableOnHost(flags));
     for (int64_t i = 0; i < t.size(0); ++i)
-      if (flags.data<const int32_t>()[i] != 0) return i;
+      if (bad.data<const int32_t>()[i] != 0) return i;
     return int64_t{-1};
+  };
+  // A tensor of the backend's memory holding host values.
+  auto filled = [&](DType dtype, Shape shape, const void* host) {
+    Tensor t = Tensor::Empty(dtype, std::move(shape), mem);
+    ops_.CopyFromHost(host, t.raw(), t.nbytes());
+    return t;
   };
   auto refuse = [](int64_t layer, const std::string& what) {
     return InvalidArgument("layer " + std::to_string(layer) + " " + what +
                            ": non-finite output for a finite input (NaN or Inf in its weights); "
                            "the checkpoint is refused");
   };
-  Tensor one = Tensor::Empty(DType::kF32, {1, D}, mem);
-  std::fill_n(one.data<float>(), D, v);
+  const std::vector<float> row(D, v);
+  const Tensor one = filled(DType::kF32, {1, D}, row.data());
   for (int64_t l = 0; l < static_cast<int64_t>(w_.layers.size()); ++l) {
     const LayerWeights& lw = w_.layers[l];
     if (!lw.is_moe) {
@@ -681,13 +723,13 @@ Status DeepseekV3Model::CheckFeedForwardWeights() {
     const std::span<const ExpertWeights> held =
         std::span<const ExpertWeights>(lw.moe.experts).subspan(expert_begin_, experts_);
     if (E > 0) {
-      Tensor x = Tensor::Empty(DType::kF32, {E, D}, mem);
+      const std::vector<float> rows(E * D, v), ones(E, 1.0f);
+      std::vector<int32_t> experts(E);
+      for (int64_t e = 0; e < E; ++e) experts[e] = static_cast<int32_t>(e);
+      const Tensor x = filled(DType::kF32, {E, D}, rows.data());
       Tensor out = Tensor::Zeros(DType::kF32, {E, D}, mem);  // MoeExperts adds into it
-      Tensor idx = Tensor::Empty(DType::kI32, {E, 1}, mem);
-      Tensor wts = Tensor::Empty(DType::kF32, {E, 1}, mem);
-      std::fill_n(x.data<float>(), E * D, v);
-      std::fill_n(wts.data<float>(), E, 1.0f);
-      for (int64_t e = 0; e < E; ++e) idx.data<int32_t>()[e] = static_cast<int32_t>(e);
+      const Tensor idx = filled(DType::kI32, {E, 1}, experts.data());
+      const Tensor wts = filled(DType::kF32, {E, 1}, ones.data());
       ops_.MoeExperts(x, held, idx, wts, out);
       LUCID_ASSIGN_OR_RETURN(int64_t e, first_bad_row(out));
       if (e >= 0) return refuse(l, "routed expert " + std::to_string(expert_begin_ + e));
@@ -733,6 +775,11 @@ StatusOr<std::unique_ptr<Model>> Build(const ModelConfig& config, DeepseekV3Weig
                                        std::shared_ptr<Backend> backend,
                                        const ModelLoadOptions& options) {
   Communicator* tp = options.tp;
+  if (backend->device() != Device::kCpu && tp != nullptr && tp->size() > 1)
+    return Unimplemented(
+        "tensor, expert and data parallelism run on the cpu backend only (their "
+        "collective points read host memory); this model's backend is " +
+        backend->name());
   if (tp != nullptr && tp->size() > 1) {
     LUCID_RETURN_IF_ERROR(ShardDeepseekV3Weights(config, tp->rank(), tp->size(), options.ep_size,
                                                  options.dp_attention, &w));

@@ -245,8 +245,12 @@ Tensor LlamaModel::Mlp(const LlamaLayerWeights& L, const Tensor& h) const {
   return out;
 }
 
-// The config checks and defaults the family needs beyond config.json parsing.
-StatusOr<ModelConfig> Prepare(const ModelConfig& in) {
+// The config checks and defaults the family needs beyond config.json parsing, and the backend
+// check: this family computes in host memory (its activations and weights are not the backend's).
+StatusOr<ModelConfig> Prepare(const ModelConfig& in, const Backend& backend) {
+  if (backend.device() != Device::kCpu)
+    return Unimplemented("the llama family (" + in.model_type + ") runs on the cpu backend only, " +
+                         "not on " + backend.name());
   ModelConfig c = in;
   if (c.model_type == "qwen2")
     return Unimplemented(
@@ -293,7 +297,7 @@ StatusOr<std::unique_ptr<Model>> CreateLlamaFamily(const ModelConfig& config,
                                                    const Checkpoint& ckpt,
                                                    std::shared_ptr<Backend> backend,
                                                    const ModelLoadOptions& options) {
-  LUCID_ASSIGN_OR_RETURN(ModelConfig c, Prepare(config));
+  LUCID_ASSIGN_OR_RETURN(ModelConfig c, Prepare(config, *backend));
   const bool qk_norm = c.model_type == "qwen3";
   LUCID_ASSIGN_OR_RETURN(LlamaWeights w, LoadLlamaWeights(c, ckpt, qk_norm));
   return std::unique_ptr<Model>(new LlamaModel(std::move(c), std::move(w), std::move(backend),
@@ -304,7 +308,7 @@ StatusOr<std::unique_ptr<Model>> CreateLlamaFamilyFromGguf(const ModelConfig& co
                                                            std::shared_ptr<const GgufFile> file,
                                                            std::shared_ptr<Backend> backend,
                                                            const ModelLoadOptions& options) {
-  LUCID_ASSIGN_OR_RETURN(ModelConfig c, Prepare(config));
+  LUCID_ASSIGN_OR_RETURN(ModelConfig c, Prepare(config, *backend));
   const bool qk_norm = c.model_type == "qwen3";
   LUCID_ASSIGN_OR_RETURN(LlamaWeights w, LoadLlamaWeights(c, *file, qk_norm));
   const RopeStyle style = QkRopeLayout(c.model_type) == RopeLayout::kInterleaved

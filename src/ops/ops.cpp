@@ -1,5 +1,6 @@
 #include "ops/ops.h"
 
+#include <cstring>
 #include <string>
 
 namespace lucid {
@@ -11,6 +12,24 @@ void CheckDevices(const Ops& ops, const char* op, std::initializer_list<const Te
                 std::string(op) + ": an argument on " + DeviceName(t->device()) + ", but " +
                     ops.name() + " runs on " + DeviceName(ops.device()));
   }
+}
+
+void Ops::CopyFromHost(const void* src, void* dst, size_t bytes) const {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
+Status Ops::CopyToHost(const void* src, void* dst, size_t bytes) const {
+  LUCID_RETURN_IF_ERROR(Synchronize());
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+  return OkStatus();
+}
+
+StatusOr<Tensor> CopyTensorToHost(const Ops& ops, const Tensor& t) {
+  if (!t.is_contiguous())
+    return InvalidArgument("CopyTensorToHost: a strided view " + ShapeToString(t.shape()));
+  Tensor host = Tensor::Empty(t.dtype(), t.shape());
+  LUCID_RETURN_IF_ERROR(ops.CopyToHost(t.raw(), host.raw(), t.nbytes()));
+  return host;
 }
 
 void CheckRouting(const char* op, const Tensor& idx, const Tensor& weights, int64_t T, int64_t k) {

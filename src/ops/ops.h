@@ -13,6 +13,7 @@
 // disjoint outputs.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <span>
@@ -263,6 +264,14 @@ class Ops {
   // the numerics check's scan (the host reads T flags, not the activations).
   virtual void NonFiniteRows(const Tensor& x, Tensor& flags) const = 0;
 
+  // Step metadata between host and device memory, in the order of the ops issued.
+  // CopyFromHost: `bytes` bytes from host memory `src` into `dst` (memory of device()); src may be
+  // reused once the call returns. CopyToHost: waits for the ops issued so far, then copies `bytes`
+  // bytes from `src` (memory of device()) into host memory `dst`, and returns what Synchronize
+  // would. The CPU sets: memcpy.
+  virtual void CopyFromHost(const void* src, void* dst, size_t bytes) const;
+  virtual Status CopyToHost(const void* src, void* dst, size_t bytes) const;
+
   // Errors of the ops issued since the last call: an asynchronous backend (a GPU stream) waits for
   // them here and reports a failure as a Status instead of aborting; the model returns it from
   // Forward and the engine fails the step's requests with it. Synchronous backends: always OK.
@@ -273,6 +282,10 @@ class Ops {
 // ops' own, e.g. "Accumulate: an argument on cuda, but cpu-reference runs on cpu". Tensors
 // without data (an absent weight scale) are skipped.
 void CheckDevices(const Ops& ops, const char* op, std::initializer_list<const Tensor*> ts);
+// A host tensor holding the contents of the contiguous `t` (memory of ops.device()), copied by
+// ops.CopyToHost after the ops issued so far (Backend::ReadableOnHost of a backend whose memory
+// the host cannot read).
+StatusOr<Tensor> CopyTensorToHost(const Ops& ops, const Tensor& t);
 // Aborts unless idx is i32 [T, k] and weights f32 [T, k] (MoeRoute's outputs, MoeExperts' inputs).
 void CheckRouting(const char* op, const Tensor& idx, const Tensor& weights, int64_t T, int64_t k);
 

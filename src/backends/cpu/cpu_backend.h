@@ -26,6 +26,7 @@ class CpuBackend final : public Backend {
   Allocator& allocator() override { return HostAllocator(); }
   StatusOr<Tensor> UploadWeight(const Tensor& host) override;
   Workspace& workspace() override { return workspace_; }
+  StatusOr<Tensor> ReadableOnHost(const Tensor& t) override { return t; }  // host memory
 
  private:
   std::unique_ptr<Ops> owned_;

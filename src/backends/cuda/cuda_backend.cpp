@@ -42,6 +42,8 @@ StatusOr<Tensor> CudaBackend::UploadWeight(const Tensor& host) {
   return CopyToDevice(host, *allocator_, stream_);
 }
 
+StatusOr<Tensor> CudaBackend::ReadableOnHost(const Tensor& t) { return CopyToHost(t, stream_); }
+
 StatusOr<Tensor> CopyToDevice(const Tensor& host, Allocator& alloc, cudaStream_t stream) {
   if (host.device() != Device::kCpu)
     return InvalidArgument("CopyToDevice: the tensor is already on " +

@@ -40,6 +40,8 @@ class CudaBackend final : public Backend {
   Allocator& allocator() override { return *allocator_; }
   StatusOr<Tensor> UploadWeight(const Tensor& host) override;
   Workspace& workspace() override { return *workspace_; }
+  // A host copy after the stream's queued work (device memory is not host-readable).
+  StatusOr<Tensor> ReadableOnHost(const Tensor& t) override;
 
   const CudaDeviceInfo& info() const { return info_; }
   cudaStream_t stream() const { return stream_; }

@@ -81,7 +81,7 @@ Weight HostBridgeOps::Up(const Weight& host) const {
 
 void HostBridgeOps::Down(const Tensor& dev, Tensor& host) const {
   Ok(b_.Synchronize(), "device op");
-  StatusOr<Tensor> h = CopyToHost(dev, b_.stream());
+  StatusOr<Tensor> h = cuda::CopyToHost(dev, b_.stream());
   Ok(h.status(), "copy to host");
   LUCID_CHECK(host.is_contiguous() && host.nbytes() == h->nbytes(),
               "HostBridgeOps: output shape mismatch");

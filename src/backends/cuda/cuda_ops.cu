@@ -414,6 +414,17 @@ class CudaReferenceOps final : public Ops {
     LaunchTopKRows(scores.data<const float>(), scores.size(1), d_len, T, k, offset,
                    out.data<int32_t>(), out.size(1), stream_);
   }
+  void CopyFromHost(const void* src, void* dst, size_t bytes) const override {
+    if (bytes == 0) return;
+    // From pageable host memory the copy is staged before the call returns: src may be reused.
+    Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "CopyFromHost");
+  }
+  Status CopyToHost(const void* src, void* dst, size_t bytes) const override {
+    if (bytes > 0)
+      LUCID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    return Synchronize();
+  }
+
   Status Synchronize() const override {
     LUCID_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     LUCID_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
