@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The device check, for a machine with one NVIDIA GPU: builds (or reuses) a CUDA build, then runs
-# the CUDA backend's device tests, the NCCL communicator's and `lucid backends --self-test`, and writes what they printed,
+# the CUDA backend's device tests (with the three tiny fixtures end to end on the GPU against the
+# CPU reference), the NCCL communicator's and `lucid backends --self-test`, and writes what they printed,
 # with the device line and the times, into the folder it is given. Bounded: each step has a
 # timeout; the whole run stays under 8 minutes with a build brought from elsewhere.
 #   scripts/cuda_check.sh OUT_DIR [BUILD_DIR]     (BUILD_DIR default build; built when missing)
@@ -17,8 +18,11 @@ if [ ! -x "$build/src/backends/cuda/lucid_backends_cuda_tests" ] && [ ! -x "$bui
 fi
 tests=$(find "$build" -name lucid_backends_cuda_tests -type f -perm -u+x | head -1)
 rc=0
+export LUCID_SOURCE_DIR=$(pwd)  # the fixtures of this checkout, wherever the build was made
 log "device tests: $tests"
 timeout 180 "$tests" >"$out/cuda_tests.txt" 2>&1 || rc=1
+# The tiny fixtures end to end on the GPU (CudaModel.*): one line each, max error and margins.
+grep -E "^\[ cuda \]|FAILED|SKIPPED" "$out/cuda_tests.txt" | tee -a "$out/summary.txt" >/dev/null
 tail -3 "$out/cuda_tests.txt" | tee -a "$out/summary.txt"
 nccl=$(find "$build" -name lucid_dist_nccl_tests -type f -perm -u+x | head -1)
 if [ -n "$nccl" ]; then

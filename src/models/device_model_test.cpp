@@ -10,10 +10,11 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_fast_ops.h"
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/guarded_device.h"
+#include "models/device_compare_test_util.h"
 #include "models/registry.h"
-#include "models/step_test_util.h"
 
 namespace lucid {
 namespace {
@@ -106,6 +107,26 @@ INSTANTIATE_TEST_SUITE_P(Families, DeviceModel,
                          [](const ::testing::TestParamInfo<Case>& i) {
                            return std::string(i.param.fixture) + "_" + KvDtypeName(i.param.kv);
                          });
+
+// The comparison the CUDA backend's device test makes (backends/cuda/cuda_model_test.cpp), here
+// with the fast CPU kernels behind the guard: the harness itself checked where no GPU is.
+TEST_P(DeviceModel, FastKernelsOnGuardedDeviceMemoryMatchTheReferenceAsTheGpuMust) {
+  const CpuOps ref_ops;
+  const CpuFastOps fast(CpuIsa::kAvx512Bf16, FastActivations::kF32);
+  CpuBackend cpu(ref_ops);
+  GuardedDeviceBackend dev(fast);
+  auto ref = LoadModel(Fixture(GetParam().fixture), cpu);
+  auto on_dev = LoadModel(Fixture(GetParam().fixture), dev);
+  ASSERT_TRUE(ref.ok() && on_dev.ok());
+  ASSERT_TRUE((*on_dev)->SetNumericsCheck(true));
+  const double rel = GetParam().kv == KvDtype::kFp8E4M3 ? 1e-2 : 1e-3;
+  const testing_util::DeviceComparison c =
+      testing_util::CompareWithReference(**ref, **on_dev, GetParam().kv, rel);
+  EXPECT_EQ(c.rows, 40 + 2 * 5);  // the prefill's rows, then two per decode step
+  EXPECT_GT(c.margin_rows, c.rows / 2);
+  EXPECT_GT(c.worst, 0.0);  // the fast kernels do round differently: the comparison is not vacuous
+  for (const std::string& v : dev.violations()) ADD_FAILURE() << v;
+}
 
 TEST(DeviceModel, TheLlamaFamilyRefusesABackendOtherThanTheCpuByName) {
   // A device backend (CudaBackend's device is cuda) is refused at load; the guarded stand-in

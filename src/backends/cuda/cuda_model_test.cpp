@@ -1,0 +1,73 @@
+// The three tiny fixtures end to end on the CUDA backend (cuda-reference, exact f32), against the
+// CPU reference (models/device_compare_test_util.h: batched prefill, decode fed the CPU's greedy
+// tokens). Logits must agree within the f32 tolerance of a different summation order (KV f32 /
+// bf16: 1e-3 of the largest logit; FP8 KV: 1e-2, since a value next to an e4m3 rounding boundary
+// may round the other way), the greedy token must be the CPU's wherever the CPU's top-2 margin
+// exceeds twice that. Prints one "[ cuda ]" line per case. Skips, saying why, without a device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_ops.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_ops.h"
+#include "models/device_compare_test_util.h"
+#include "models/registry.h"
+
+namespace lucid::cuda {
+namespace {
+
+// The checkout's fixtures: $LUCID_SOURCE_DIR where set (a build brought to another machine, as
+// scripts/cuda_check.sh runs it), else the source directory this build was configured from.
+std::string Fixture(const std::string& name) {
+  const char* env = std::getenv("LUCID_SOURCE_DIR");
+  const std::string root = env != nullptr && *env != '\0' ? env : LUCID_SOURCE_DIR;
+  return root + "/tests/fixtures/models/" + name;
+}
+
+struct Case {
+  const char* fixture;
+  KvDtype kv;
+};
+
+class CudaModel : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaModel, StepsOnTheGpuMatchTheCpuReference) {
+  StatusOr<std::unique_ptr<CudaBackend>> gpu =
+      CudaBackend::Create(0, MakeCudaReferenceOps, "reference");
+  if (!gpu.ok()) GTEST_SKIP() << "needs a CUDA device: " << gpu.status().message();
+  const CpuOps ops;
+  CpuBackend cpu(ops);
+  auto on_cpu = LoadModel(Fixture(GetParam().fixture), cpu);
+  auto on_gpu = LoadModel(Fixture(GetParam().fixture), **gpu);
+  ASSERT_TRUE(on_cpu.ok()) << on_cpu.status().ToString();
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().ToString();
+  ASSERT_TRUE((*on_gpu)->SetNumericsCheck(true));
+  const double rel = GetParam().kv == KvDtype::kFp8E4M3 ? 1e-2 : 1e-3;
+  const testing_util::DeviceComparison c =
+      testing_util::CompareWithReference(**on_cpu, **on_gpu, GetParam().kv, rel);
+  EXPECT_GT(c.margin_rows, 0);
+  std::printf(
+      "[ cuda ] %s kv %s: %d rows, max |gpu - cpu| / max|logit| = %.3g (tolerance %.0e), "
+      "greedy token required equal on %d rows\n",
+      GetParam().fixture, KvDtypeName(GetParam().kv), c.rows, c.worst, rel, c.margin_rows);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModel,
+                         ::testing::Values(Case{"tiny_deepseek_v3", KvDtype::kF32},
+                                           Case{"tiny_deepseek_v32", KvDtype::kF32},
+                                           Case{"tiny_glm_moe_dsa", KvDtype::kF32},
+                                           Case{"tiny_glm_moe_dsa", KvDtype::kBF16},
+                                           Case{"tiny_deepseek_v3", KvDtype::kFp8E4M3},
+                                           Case{"tiny_glm_moe_dsa", KvDtype::kFp8E4M3}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return std::string(i.param.fixture) + "_" + KvDtypeName(i.param.kv);
+                         });
+
+}  // namespace
+}  // namespace lucid::cuda
