@@ -30,6 +30,17 @@ if [ -n "$nccl" ]; then
   timeout 60 "$nccl" >"$out/nccl_tests.txt" 2>&1 || rc=1
   tail -3 "$out/nccl_tests.txt" | tee -a "$out/summary.txt"
 fi
+# lucid generate on each tiny fixture, on the GPU and on the CPU reference (both exact f32): the
+# token ids side by side (a difference is a near-tie unless CudaModel.* above failed too).
+for m in tiny_deepseek_v3 tiny_deepseek_v32 tiny_glm_moe_dsa; do
+  gen=("$build/lucid" generate --model-path "tests/fixtures/models/$m" --prompt-ids 3,14,15,92,65,35
+       --max-new-tokens 12 --cpu-wait-policy environment)
+  gpu=$(timeout 60 "${gen[@]}" --device cuda --target cuda:sm_90 --gpu-memory 141GiB --dtype float32 \
+        --disable-cuda-graph 2>>"$out/generate.txt") || rc=1
+  cpu=$(timeout 60 "${gen[@]}" --device cpu --cpu-kernels reference 2>>"$out/generate.txt") || rc=1
+  same=differ; [ -n "$gpu" ] && [ "$gpu" = "$cpu" ] && same=equal
+  log "generate $m: cuda [$gpu] cpu-reference [$cpu]: $same"
+done
 log "lucid backends --self-test"
 timeout 240 "$build/lucid" backends --self-test >"$out/self_test.txt" 2>&1 || rc=1
 grep -E "cuda" "$out/self_test.txt" | tee -a "$out/summary.txt" >/dev/null

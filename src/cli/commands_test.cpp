@@ -10,6 +10,10 @@
 #include "config/option_table.h"
 #include "config/settings.h"
 
+#ifdef LUCID_HAVE_CUDA
+#include "backends/cuda/cuda_device.h"
+#endif
+
 namespace lucid::cli {
 namespace {
 
@@ -100,6 +104,52 @@ TEST(CommandsTest, DataParallelAttentionWithoutMpirunIsRefused) {
     EXPECT_NE(err.find("mpirun -np 2"), std::string::npos) << command << ": " << err;
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   }
+}
+
+// Runs `lucid <args>` in process; returns the exit code and what it printed on stderr.
+std::pair<int, std::string> RunLucid(const std::vector<std::string>& args) {
+  CLI::App app{"lucid"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  for (const auto& reg : kCommands) reg(app, &exit_code);
+  std::vector<std::string> rev(args.rbegin(), args.rend());
+  testing::internal::CaptureStderr();
+  testing::internal::CaptureStdout();
+  app.parse(rev);
+  (void)testing::internal::GetCapturedStdout();
+  return {exit_code, testing::internal::GetCapturedStderr()};
+}
+
+// generate --device cuda runs cuda-reference, which computes in f32 without CUDA graphs: a plan
+// asking for bf16 compute or graphs is refused naming the flags that make it runnable; with them,
+// a machine without a GPU gets the device probe's reason. Exit 2, one line, either way.
+TEST(CommandsTest, GenerateOnCudaRunsOnlyAPlanCudaReferenceCanRun) {
+  const std::string model =
+      std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/models/tiny_glm_moe_dsa";
+  const std::vector<std::string> base = {
+      "generate", "--model-path",      model,        "--prompt-ids",
+      "1,2",      "--max-new-tokens",  "2",          "--device",
+      "cuda",     "--target",          "cuda:sm_90", "--gpu-memory",
+      "80GiB",    "--cpu-wait-policy", "environment"};
+  auto [code, err] = RunLucid(base);
+  EXPECT_EQ(code, 2) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+#ifdef LUCID_HAVE_CUDA
+  EXPECT_NE(err.find("does not compute in bf16"), std::string::npos) << err;
+  EXPECT_NE(err.find("(pass --dtype float32 --disable-cuda-graph)"), std::string::npos) << err;
+  std::vector<std::string> runnable = base;
+  runnable.insert(runnable.end(), {"--dtype", "float32", "--disable-cuda-graph"});
+  auto [code2, err2] = RunLucid(runnable);
+  StatusOr<std::vector<cuda::CudaDeviceInfo>> devices = cuda::ProbeCudaDevices();
+  if (devices.ok()) {
+    EXPECT_EQ(code2, 0) << err2;  // a GPU machine runs it (scripts/cuda_check.sh compares it)
+  } else {
+    EXPECT_EQ(code2, 2) << err2;
+    EXPECT_EQ(err2, "lucid generate: " + devices.status().message() + "\n");
+  }
+#else
+  EXPECT_NE(err.find("this build has no CUDA backend"), std::string::npos) << err;
+#endif
 }
 
 }  // namespace

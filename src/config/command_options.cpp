@@ -36,8 +36,8 @@ OptionSpec OneOf(OptionSpec o, std::vector<std::string> allowed) {
 
 void AppendCommandOptions(std::vector<OptionSpec>& t) {
   using T = OptionType;
-  const std::string kGen = "Generate", kBenchG = "Bench", kSynthG = "Synth",
-                    kQuantG = "Quantize", kOut = "Output", kSelf = "Backends";
+  const std::string kGen = "Generate", kBenchG = "Bench", kSynthG = "Synth", kQuantG = "Quantize",
+                    kOut = "Output", kSelf = "Backends";
   // generate
   t.push_back(Row("prompt-ids", T::kString, "", kGenerate, kGen,
                   "Comma-separated prompt token ids (prints the new ids)"));
@@ -45,18 +45,18 @@ void AppendCommandOptions(std::vector<OptionSpec>& t) {
                   "Prompt text, encoded by the model's tokenizer (prints the new text)"));
   t.push_back(Row("chat", T::kBool, "false", kGenerate, kGen,
                   "Send --prompt as a user turn through the model's chat template"));
-  t.push_back(Ranged(Row("max-new-tokens", T::kInt, "16", kGenerate, kGen, "Tokens to generate"),
-                     0, 1 << 20));
-  t.push_back(OneOf(Row("output", T::kString, "text", kGenerate, kGen, "Output format"),
-                    {"text", "json"}));
+  t.push_back(Ranged(Row("max-new-tokens", T::kInt, "16", kGenerate, kGen, "Tokens to generate"), 0,
+                     1 << 20));
+  t.push_back(
+      OneOf(Row("output", T::kString, "text", kGenerate, kGen, "Output format"), {"text", "json"}));
   t.push_back(Row("dump-logits", T::kString, "", kGenerate, kGen,
                   "Write the prompt's logits [prompt_len, vocab] as float32 .npy"));
   // bench
-  t.push_back(Row("batch", T::kString, "1,8,32", kBench, kBenchG,
-                  "Decode batch sizes, comma-separated"));
-  t.push_back(Ranged(Row("prompt-len", T::kInt, "512", kBench, kBenchG,
-                         "Prefill length and decode context"),
-                     1, 1 << 20));
+  t.push_back(
+      Row("batch", T::kString, "1,8,32", kBench, kBenchG, "Decode batch sizes, comma-separated"));
+  t.push_back(Ranged(
+      Row("prompt-len", T::kInt, "512", kBench, kBenchG, "Prefill length and decode context"), 1,
+      1 << 20));
   t.push_back(Ranged(Row("gen-len", T::kInt, "8", kBench, kBenchG,
                          "Timed decode steps per configuration (after one warm-up)"),
                      1, 1 << 16));
@@ -91,9 +91,9 @@ void AppendCommandOptions(std::vector<OptionSpec>& t) {
   t.push_back(OneOf(Row("fp8-scale-fmt", T::kString, "ue8m0", kQuantize, kQuantG,
                         "fp8-block scales: ue8m0 (powers of two, DeepSeek-V3.2) or float"),
                     {"ue8m0", "float"}));
-  t.push_back(Ranged(Row("max-shard-gb", T::kFloat, "4", kQuantize, kQuantG,
-                         "Shard size limit in GiB"),
-                     0.001, 1e6));
+  t.push_back(
+      Ranged(Row("max-shard-gb", T::kFloat, "4", kQuantize, kQuantG, "Shard size limit in GiB"),
+             0.001, 1e6));
   // output format, backends
   t.push_back(Row("json", T::kBool, "false", kExplain | kBench | kBackends, kOut,
                   "Print the result as JSON on stdout"));

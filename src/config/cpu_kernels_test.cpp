@@ -270,8 +270,8 @@ TEST(BackendRegistryTest, ForcingEachRegisteredSetRunsIt) {
 }
 
 // The CPU rows are compiled in exactly when registered; lucid's CUDA kernels (cuda-reference) are
-// compiled in exactly in a -DLUCID_CUDA=ON build and are not in the backend registry (no model
-// runs on cuda yet).
+// compiled in exactly in a -DLUCID_CUDA=ON build and are not in the backend registry (only
+// `lucid generate` runs a model on them).
 TEST(BackendRegistryTest, ExplainMarksExactlyTheRegisteredKernelsCompiledIn) {
   int cpu_rows = 0, cuda_rows = 0, compiled = 0;
   for (const KernelDecl& d : KernelCatalog()) {

@@ -203,6 +203,9 @@ std::vector<OptionSpec> BuildTable() {
   also("enable-dp-attention", kGenerate);
   also("dp-size", kGenerate);
   also("cpu-wait-policy", kGenerate | kBench);
+  // generate --device cuda on a described GPU target, with the plan cuda-reference can run.
+  for (const char* name : {"device", "target", "gpu-memory", "dtype", "disable-cuda-graph"})
+    also(name, kGenerate);
   AppendCommandOptions(t);
   return t;
 }

@@ -225,8 +225,8 @@ StatusOr<ResolvedConfig> Resolver::Run() {
   if (V("device") == "cuda")
     d.not_runnable_here.push_back(
         BuildHasCuda() ? "lucid's CUDA kernels (cuda-reference, exact f32) are compiled into this "
-                         "build, but no model runs on the CUDA backend yet (it is not in the "
-                         "backend registry)"
+                         "build and `lucid generate` runs a model on them, but serve and bench "
+                         "do not run on the CUDA backend yet (it is not in the backend registry)"
                        : "this build has no CUDA backend (configure with -DLUCID_CUDA=ON)");
   // One line per kernel gap, naming the families it affects ("kernel cuda-reference cannot be
   // captured in a CUDA graph (dense_attention, matmul, ...)").

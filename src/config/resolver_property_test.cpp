@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
 #include <string>
 #include <vector>
 
@@ -95,7 +94,9 @@ TEST(ResolverPropertyTest, EveryCombinationResolvesHonestlyOrFails) {
           }
           ++resolved;
           // Every field: a provenance; explicit values unchanged and cited as the user's.
-          ASSERT_EQ(r->data().fields.size(), static_cast<size_t>(std::count_if(Options().begin(), Options().end(), [](const OptionSpec& o) { return o.in_plan(); })));
+          ASSERT_EQ(r->data().fields.size(), static_cast<size_t>(std::count_if(
+                                                 Options().begin(), Options().end(),
+                                                 [](const OptionSpec& o) { return o.in_plan(); })));
           for (const ResolvedField& f : r->data().fields) {
             EXPECT_FALSE(f.Provenance().empty()) << where << " " << f.name;
             if (f.source == Source::kRule) {

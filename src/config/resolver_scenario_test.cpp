@@ -134,8 +134,8 @@ TEST(ScenarioTest, ACudaPlanIsNotRunnableHereWithItsReasons) {
   if (BuildHasCuda()) {
     EXPECT_TRUE(
         has("lucid's CUDA kernels (cuda-reference, exact f32) are compiled into this "
-            "build, but no model runs on the CUDA backend yet (it is not in the backend "
-            "registry)"));
+            "build and `lucid generate` runs a model on them, but serve and bench do not run on "
+            "the CUDA backend yet (it is not in the backend registry)"));
     EXPECT_FALSE(has("this build has no CUDA backend (configure with -DLUCID_CUDA=ON)"));
   } else {
     EXPECT_TRUE(has("this build has no CUDA backend (configure with -DLUCID_CUDA=ON)"));
@@ -169,7 +169,8 @@ TEST(ScenarioTest, TheLocalTargetSaysWhatThisBuildHasForCuda) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const std::string text = r->ToText();
   const std::string with =
-      "(this machine; no model runs on the CUDA backend yet, so no GPU is used)";
+      "(this machine; --target local does not detect GPUs: describe one with --target "
+      "cuda:sm_<NN>)";
   const std::string without = "(this machine; this build has no CUDA backend, so no GPU is used)";
   EXPECT_NE(text.find(BuildHasCuda() ? with : without), std::string::npos) << text;
   EXPECT_EQ(text.find(BuildHasCuda() ? without : with), std::string::npos) << text;

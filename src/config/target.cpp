@@ -14,9 +14,9 @@ std::string Target::Describe() const {
         FormatBytes(static_cast<double>(gpu_memory)) + " each), ";
   s += FormatBytes(static_cast<double>(cpu_memory)) + " system memory";
   if (local)
-    s += BuildHasCuda()
-             ? " (this machine; no model runs on the CUDA backend yet, so no GPU is used)"
-             : " (this machine; this build has no CUDA backend, so no GPU is used)";
+    s += BuildHasCuda() ? " (this machine; --target local does not detect GPUs: describe one with "
+                          "--target cuda:sm_<NN>)"
+                        : " (this machine; this build has no CUDA backend, so no GPU is used)";
   return s;
 }
 
