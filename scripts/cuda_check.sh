@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The device check, for a machine with one NVIDIA GPU: builds (or reuses) a CUDA build, then runs
 # the CUDA backend's device tests (with the three tiny fixtures end to end on the GPU against the
-# CPU reference), the NCCL communicator's and `lucid backends --self-test`, and writes what they printed,
+# CPU reference), the NCCL communicator's, `lucid generate` and `lucid serve` (openai client) on
+# the GPU, and `lucid backends --self-test`, and writes what they printed,
 # with the device line and the times, into the folder it is given. Bounded: each step has a
 # timeout; the whole run stays under 8 minutes with a build brought from elsewhere.
 #   scripts/cuda_check.sh OUT_DIR [BUILD_DIR]     (BUILD_DIR default build; built when missing)
@@ -41,6 +42,11 @@ for m in tiny_deepseek_v3 tiny_deepseek_v32 tiny_glm_moe_dsa; do
   same=differ; [ -n "$gpu" ] && [ "$gpu" = "$cpu" ] && same=equal
   log "generate $m: cuda [$gpu] cpu-reference [$cpu]: $same"
 done
+# lucid serve --device cuda on the tiny fixtures with the openai client (tests/e2e/test_serve_cuda.py).
+log "serve on the GPU: tests/e2e/test_serve_cuda.py"
+LUCID_BINARY="$build/lucid" timeout 200 .venv-e2e/bin/python -B tests/e2e/test_serve_cuda.py \
+  >"$out/serve_cuda.txt" 2>&1 || rc=1
+grep -E "^\[ cuda \]|^(OK|FAILED)|^Ran |skipped" "$out/serve_cuda.txt" | tee -a "$out/summary.txt" >/dev/null
 log "lucid backends --self-test"
 timeout 240 "$build/lucid" backends --self-test >"$out/self_test.txt" 2>&1 || rc=1
 grep -E "cuda" "$out/self_test.txt" | tee -a "$out/summary.txt" >/dev/null

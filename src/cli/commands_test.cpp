@@ -152,5 +152,34 @@ TEST(CommandsTest, GenerateOnCudaRunsOnlyAPlanCudaReferenceCanRun) {
 #endif
 }
 
+// serve --device cuda is refused the same way while the plan needs what cuda-reference lacks
+// (the resolver's not-runnable lines); a runnable plan on a machine without a GPU stops before it
+// listens, with the device probe's reason. (On a GPU machine it would serve:
+// tests/e2e/test_serve_cuda.py runs it there.)
+TEST(CommandsTest, ServeOnCudaRunsOnlyAPlanCudaReferenceCanRun) {
+  const std::string model =
+      std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/models/tiny_glm_moe_dsa";
+  const std::vector<std::string> base = {
+      "serve",       "--model-path", model,          "--device", "cuda",
+      "--target",    "cuda:sm_90",   "--gpu-memory", "80GiB",    "--cpu-wait-policy",
+      "environment", "--log-level",  "error"};
+  auto [code, err] = RunLucid(base);
+  EXPECT_EQ(code, 2) << err;
+#ifdef LUCID_HAVE_CUDA
+  EXPECT_NE(err.find("this build cannot run the resolved plan:"), std::string::npos) << err;
+  EXPECT_NE(err.find("kernel cuda-reference does not compute in bf16"), std::string::npos) << err;
+  StatusOr<std::vector<cuda::CudaDeviceInfo>> devices = cuda::ProbeCudaDevices();
+  if (devices.ok()) return;  // it would serve until stopped
+  std::vector<std::string> runnable = base;
+  runnable.insert(runnable.end(), {"--dtype", "float32", "--disable-cuda-graph"});
+  auto [code2, err2] = RunLucid(runnable);
+  EXPECT_EQ(code2, 2) << err2;
+  EXPECT_NE(err2.find("lucid serve: " + devices.status().message()), std::string::npos) << err2;
+  EXPECT_EQ(std::count(err2.begin(), err2.end(), '\n'), 1) << err2;
+#else
+  EXPECT_NE(err.find("this build has no CUDA backend"), std::string::npos) << err;
+#endif
+}
+
 }  // namespace
 }  // namespace lucid::cli

@@ -4,9 +4,8 @@
 // chat template with --chat, as transformers' apply_chat_template(add_generation_prompt=True) does;
 // prints the new text, cut at the first EOS id of config.json). JSON output has token_ids, and
 // prompt_ids and text for a text prompt. Can dump the prompt's logits as .npy.
-// --device cpu runs the plan's CPU kernel set; --device cuda (a CUDA build, on a described target
-// such as --target cuda:sm_90) runs cuda-reference on device 0, which computes in f32 without CUDA
-// graphs: a plan that asks for more is refused, naming the flags that make it runnable.
+// It runs on the plan's device (cli/plan_backend.h): the CPU kernel set, or cuda-reference on GPU 0
+// for --device cuda (a CUDA build, on a described target such as --target cuda:sm_90).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -14,10 +13,10 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/plan_backend.h"
 #include "cli/process_env.h"
 #include "cli/serve_parallel.h"
 #include "config/cli_options.h"
-#include "config/cpu_kernels.h"
 #include "config/resolver.h"
 #include "config/wait_policy.h"
 #include "formats/model_config.h"
@@ -26,11 +25,6 @@
 #include "runtime/engine_driver.h"
 #include "runtime/tp_step.h"
 #include "server/model_assets.h"
-
-#ifdef LUCID_HAVE_CUDA
-#include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/cuda_ops.h"
-#endif
 
 namespace lucid::cli {
 namespace {
@@ -96,36 +90,6 @@ StatusOr<std::vector<int32_t>> EncodeTextPrompt(const GenerateFlags& f,
   return assets.tokenizer->Encode(text, /*add_special_tokens=*/false);
 }
 
-// The backend the plan's device runs on (see the file comment).
-StatusOr<std::unique_ptr<Backend>> MakeGenerateBackend(const config::ResolvedConfig& rc) {
-  if (rc.data().cpu_kernels.has_value()) return config::MakeCpuBackend(rc.cpu_kernel_set());
-  if (rc.String("device") != "cuda")
-    return FailedPrecondition("generate runs on --device cpu or cuda, not " + rc.String("device"));
-#ifdef LUCID_HAVE_CUDA
-  std::vector<std::string> gaps;  // what the plan asks of cuda-reference that it does not do
-  for (const config::KernelChoice& k : rc.data().kernels)
-    for (const std::string& g : k.gaps)
-      if (std::find(gaps.begin(), gaps.end(), g) == gaps.end()) gaps.push_back(g);
-  if (!gaps.empty()) {
-    std::string text;
-    for (const std::string& g : gaps) text += (text.empty() ? "" : "; ") + g;
-    return FailedPrecondition(
-        "--device cuda runs cuda-reference (exact f32, no CUDA graphs), but "
-        "the plan needs what it lacks: " +
-        text + " (pass --dtype float32 --disable-cuda-graph)");
-  }
-  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> b,
-                         cuda::CudaBackend::Create(0, cuda::MakeCudaReferenceOps, "reference"));
-  std::fprintf(stderr, "lucid generate: %s on %s\n", b->name().c_str(),
-               cuda::DescribeDevice(b->info()).c_str());
-  return std::unique_ptr<Backend>(std::move(b));
-#else
-  return FailedPrecondition(
-      "--device cuda: this build has no CUDA backend (configure with "
-      "-DLUCID_CUDA=ON)");
-#endif
-}
-
 Status RunGenerate(const GenerateFlags& f, const config::ResolvedConfig& rc) {
   if (f.model_path.empty()) return InvalidArgument("--model-path is required");
   if (f.prompt_ids.empty() == f.prompt.empty())
@@ -150,8 +114,11 @@ Status RunGenerate(const GenerateFlags& f, const config::ResolvedConfig& rc) {
   load.dp_attention = rc.Bool("enable-dp-attention");
   const char* check = std::getenv("LUCID_TP_CHECK_REPLICATED");
   load.tp_check_replicated = check != nullptr && std::string(check) == "1";
-  LUCID_ASSIGN_OR_RETURN(const std::unique_ptr<Backend> backend, MakeGenerateBackend(rc));
-  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(f.model_path, *backend, load));
+  LUCID_ASSIGN_OR_RETURN(const PlanBackend backend, MakePlanBackend(rc));
+  if (!backend.description.empty())
+    std::fprintf(stderr, "lucid generate: %s\n", backend.description.c_str());
+  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                         LoadModel(f.model_path, *backend.backend, load));
   if (comm)  // the world, one line per rank: who runs where and holds what
     std::fprintf(stderr,
                  "lucid generate: rank %d of %d on %s: tp %d, ep %d, %.2f MiB of weights "

@@ -29,10 +29,10 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/plan_backend.h"
 #include "cli/process_env.h"
 #include "cli/serve_parallel.h"
 #include "config/cli_options.h"
-#include "config/cpu_kernels.h"
 #include "config/option_table.h"
 #include "config/resolver.h"
 #include "config/wait_policy.h"
@@ -227,10 +227,15 @@ int ServeLeader(const config::ResolvedConfig& rc, Communicator* comm, SignalWatc
   const std::string model_path = rc.String("model-path");
   const std::chrono::milliseconds step_timeout = comm ? comm->timeout() : kDefaultCollectiveTimeout;
   if (comm) comm->SetTimeout(std::max(step_timeout, kStartupMeetingTimeout));
-  // --cpu-kernels: CpuFastOps by default, CpuOps with `reference` (the resolver validated the
-  // value), on the host backend. Declared before the engine, so it outlives the model and the
-  // engine thread.
-  const std::unique_ptr<Backend> backend = config::MakeCpuBackend(rc.cpu_kernel_set());
+  // The plan's device (cli/plan_backend.h): the --cpu-kernels set on the host, or cuda-reference
+  // on GPU 0. Declared before the engine, so it outlives the model and the engine thread.
+  StatusOr<PlanBackend> backend = MakePlanBackend(rc);
+  if (!backend.ok()) {
+    LogError("lucid serve: " + backend.status().message());
+    if (comm) MeetAfterLoad(*comm, rc, nullptr, ExitCodeFor(backend.status()));
+    return ExitCodeFor(backend.status());
+  }
+  if (!backend->description.empty()) LogInfo("backend: " + backend->description);
   std::unique_ptr<Model> tp_shard;  // under tensor parallelism: what the engine's leader borrows
   std::unique_ptr<Engine> engine;   // declared before the server: destroyed after it
   server::HttpServer http(ServerOptionsFrom(rc));
@@ -257,7 +262,7 @@ int ServeLeader(const config::ResolvedConfig& rc, Communicator* comm, SignalWatc
     LogWarning("chat completions unavailable: " + assets->chat_error);
 
   StatusOr<ServedModel> loaded = LoadServedModel(
-      rc, *backend, comm, /*leader=*/true, signals.requested(),
+      rc, *backend->backend, comm, /*leader=*/true, signals.requested(),
       [&](const std::string& stage) { http.SetPhase(server::Phase::kLoading, stage); });
   if (!loaded.ok()) LogError("lucid serve: " + loaded.status().ToString());
   nlohmann::json server_info = {{"config", rc.ToJson()}};

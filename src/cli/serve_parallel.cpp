@@ -56,8 +56,9 @@ StatusOr<ServedModel> LoadServedModel(const config::ResolvedConfig& rc, Backend&
   }
   stage("preparing the model");
   if (leader)
-    LogInfo(std::string("kernels: ") + backend.ops().name() + " (--cpu-kernels " +
-            rc.String("cpu-kernels") + ")");
+    LogInfo(std::string("kernels: ") + backend.ops().name() +
+            (backend.device() == Device::kCpu ? " (--cpu-kernels " + rc.String("cpu-kernels") + ")"
+                                              : std::string()));
   ModelLoadOptions load;
   load.tp = tp;
   load.ep_size = static_cast<int>(rc.Int("ep-size"));

@@ -138,12 +138,14 @@ TEST(ExplainCommandTest, Sm90PlanShowsTheScaleDecisionAndTheGraphReserve) {
   // Planned with lucid's kernels only, and marked not runnable here with the precise reasons.
   for (const char* sglang : {"flashmla", "deep_gemm", "cutlass", "triton", "tilelang"})
     EXPECT_EQ(r.out.find(std::string(" ") + sglang + " "), std::string::npos) << sglang << r.out;
-  EXPECT_NE(r.out.find(BuildHasCuda() ? "but serve and bench do not run on the CUDA backend yet"
-                                      : "this build has no CUDA backend"),
+  EXPECT_NE(r.out.find("tensor parallelism 8 on the CUDA backend: a model runs on one GPU so far"),
             std::string::npos)
       << r.out;
-  EXPECT_EQ(r.out.find(BuildHasCuda() ? "this build has no CUDA backend" : "are compiled into"),
-            std::string::npos)
+  EXPECT_EQ(r.out.find("this build has no CUDA backend") != std::string::npos, !BuildHasCuda())
+      << r.out;
+  EXPECT_EQ(r.out.find("--device cuda: `lucid serve` and `lucid generate` run lucid's CUDA "
+                       "kernels") != std::string::npos,
+            BuildHasCuda())
       << r.out;
   EXPECT_NE(r.out.find("cuda-reference cannot be captured in a CUDA graph"), std::string::npos)
       << r.out;
@@ -306,7 +308,7 @@ TEST(BackendsCommandTest, ListsEveryBackendAndSelfTestPasses) {
       ++cuda_reference;
       EXPECT_EQ(b["name"], "cuda-reference");
       EXPECT_EQ(b["compiled_in"].get<bool>(), BuildHasCuda());
-      EXPECT_NE(why.find(BuildHasCuda() ? "serve and bench not yet"
+      EXPECT_NE(why.find(BuildHasCuda() ? "`lucid bench` does not"
                                         : "not compiled in (this build has no CUDA backend"),
                 std::string::npos)
           << why;

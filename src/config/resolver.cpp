@@ -222,12 +222,17 @@ StatusOr<ResolvedConfig> Resolver::Run() {
   d.cpu_kernels = cpu_kernels_;
   d.memory = memory_;
   d.notes = notes_;
-  if (V("device") == "cuda")
+  if (V("device") == "cuda" && !BuildHasCuda())
     d.not_runnable_here.push_back(
-        BuildHasCuda() ? "lucid's CUDA kernels (cuda-reference, exact f32) are compiled into this "
-                         "build and `lucid generate` runs a model on them, but serve and bench "
-                         "do not run on the CUDA backend yet (it is not in the backend registry)"
-                       : "this build has no CUDA backend (configure with -DLUCID_CUDA=ON)");
+        "this build has no CUDA backend (configure with -DLUCID_CUDA=ON)");
+  if (V("device") == "cuda" && BuildHasCuda())
+    d.notes.push_back(
+        "--device cuda: `lucid serve` and `lucid generate` run lucid's CUDA kernels "
+        "(cuda-reference: exact f32, no CUDA graphs; correct, not fast) on GPU 0; "
+        "`lucid bench` runs on the CPU only");
+  if (V("device") == "cuda" && V("tp-size").get<int64_t>() > 1)
+    d.not_runnable_here.push_back("tensor parallelism " + V("tp-size").dump() +
+                                  " on the CUDA backend: a model runs on one GPU so far");
   // One line per kernel gap, naming the families it affects ("kernel cuda-reference cannot be
   // captured in a CUDA graph (dense_attention, matmul, ...)").
   std::vector<std::pair<std::string, std::string>> gaps;

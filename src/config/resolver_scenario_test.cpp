@@ -132,10 +132,12 @@ TEST(ScenarioTest, ACudaPlanIsNotRunnableHereWithItsReasons) {
     return std::find(nr.begin(), nr.end(), line) != nr.end();
   };
   if (BuildHasCuda()) {
-    EXPECT_TRUE(
-        has("lucid's CUDA kernels (cuda-reference, exact f32) are compiled into this "
-            "build and `lucid generate` runs a model on them, but serve and bench do not run on "
-            "the CUDA backend yet (it is not in the backend registry)"));
+    const std::vector<std::string>& notes = r->data().notes;
+    EXPECT_NE(std::find(notes.begin(), notes.end(),
+                        "--device cuda: `lucid serve` and `lucid generate` run lucid's CUDA "
+                        "kernels (cuda-reference: exact f32, no CUDA graphs; correct, not fast) "
+                        "on GPU 0; `lucid bench` runs on the CPU only"),
+              notes.end());
     EXPECT_FALSE(has("this build has no CUDA backend (configure with -DLUCID_CUDA=ON)"));
   } else {
     EXPECT_TRUE(has("this build has no CUDA backend (configure with -DLUCID_CUDA=ON)"));
@@ -154,12 +156,28 @@ TEST(ScenarioTest, ACudaPlanIsNotRunnableHereWithItsReasons) {
   auto no_graphs = ResolveFixture(
       "GLM-5-NVFP4", With(kRtxPro8, {{"dtype", "float32"}, {"disable-cuda-graph", "true"}}));
   ASSERT_TRUE(no_graphs.ok()) << no_graphs.status().ToString();
-  // float32 and no graphs: only the backend's absence is left.
+  // float32 and no graphs: what is left is tensor parallelism on the GPUs (and the backend's
+  // absence from a build without CUDA).
   for (const std::string& line : no_graphs->not_runnable_here()) {
     EXPECT_EQ(line.find("does not compute in"), std::string::npos) << line;
     EXPECT_EQ(line.find("CUDA graph"), std::string::npos) << line;
   }
-  EXPECT_FALSE(no_graphs->not_runnable_here().empty());
+  const std::vector<std::string>& left = no_graphs->not_runnable_here();
+  EXPECT_NE(std::find(left.begin(), left.end(),
+                      "tensor parallelism 8 on the CUDA backend: a model runs on one GPU so far"),
+            left.end());
+  // One GPU: a CUDA build runs it (lucid serve and generate with --device cuda).
+  auto one_gpu = ResolveFixture("../models/tiny_glm_moe_dsa", {{"target", "cuda:sm_90"},
+                                                               {"gpu-memory", "141GiB"},
+                                                               {"dtype", "float32"},
+                                                               {"disable-cuda-graph", "true"}});
+  ASSERT_TRUE(one_gpu.ok()) << one_gpu.status().ToString();
+  std::string why;
+  for (const std::string& line : one_gpu->not_runnable_here()) why += line + "; ";
+  if (BuildHasCuda())
+    EXPECT_TRUE(one_gpu->not_runnable_here().empty()) << why;
+  else
+    EXPECT_EQ(why, "this build has no CUDA backend (configure with -DLUCID_CUDA=ON); ");
 }
 
 // `--target local` is always a CPU target; its description says whether this build has the CUDA

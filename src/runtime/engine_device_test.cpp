@@ -1,11 +1,13 @@
 // The engine over a model whose backend memory the host cannot touch (GuardedDeviceBackend, the
 // stand-in for a GPU): batched, chunked and prefix-cached requests, sampled ones with logprobs
 // and prompt logprobs, give what the same requests give on the CPU backend, token for token and
-// logprob for logprob, and no op was handed host memory where it wants device memory.
+// logprob for logprob, and no op was handed host memory where it wants device memory; a poisoned
+// request fails alone, as on the CPU.
 #include <gtest/gtest.h>
 
 #include "backends/cpu/guarded_device.h"
 #include "runtime/engine_test_util.h"
+#include "runtime/poison_ops_for_test.h"
 
 namespace lucid {
 namespace {
@@ -67,6 +69,19 @@ TEST_P(EngineDevice, RequestsOnGuardedDeviceMemoryGiveTheCpuBackendsTokensAndLog
       EXPECT_EQ(g.prompt_logprobs[j].logprob, w.prompt_logprobs[j].logprob) << "request " << i;
   }
   EXPECT_FALSE((*want)[1].prompt_logprobs.empty());  // the prompt-logprob path was exercised
+  for (const std::string& v : dev.violations()) ADD_FAILURE() << v;
+}
+
+// The numerics guard on device memory: with --nan-check layers the per-layer flags are read back
+// from the device, and the poisoned request alone fails naming the layer and the op.
+TEST_P(EngineDevice, APoisonedRequestFailsAloneNamingTheLayerOnGuardedDeviceMemory) {
+  const testing_util::PoisonOps poison(RefOps());
+  GuardedDeviceBackend dev(poison);
+  auto model = LoadModel(ModelDir(GetParam()), dev);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto clean = LoadTiny(GetParam());
+  testing_util::ExpectOnlyThePoisonedRequestFails(
+      std::move(model).value(), *clean, EngineOptions::NanCheck::kLayers, "layer 1, op L1.moe");
   for (const std::string& v : dev.violations()) ADD_FAILURE() << v;
 }
 

@@ -3,7 +3,9 @@
 // tokens). Logits must agree within the f32 tolerance of a different summation order (KV f32 /
 // bf16: 1e-3 of the largest logit; FP8 KV: 1e-2, since a value next to an e4m3 rounding boundary
 // may round the other way), the greedy token must be the CPU's wherever the CPU's top-2 margin
-// exceeds twice that. Prints one "[ cuda ]" line per case. Skips, saying why, without a device.
+// exceeds twice that. Prints one "[ cuda ]" line per case. The numerics guard on the GPU: a
+// request poisoned inside the model (runtime/poison_ops_for_test.h) fails alone, naming layer and
+// op, while the engine serves the others. Skips, saying why, without a device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include "backends/cuda/cuda_ops.h"
 #include "models/device_compare_test_util.h"
 #include "models/registry.h"
+#include "runtime/poison_ops_for_test.h"
 
 namespace lucid::cuda {
 namespace {
@@ -68,6 +71,34 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModel,
                          [](const ::testing::TestParamInfo<Case>& i) {
                            return std::string(i.param.fixture) + "_" + KvDtypeName(i.param.kv);
                          });
+
+std::unique_ptr<Ops> MakePoisonedReferenceOps(cudaStream_t stream) {
+  return std::make_unique<testing_util::PoisonOps>(MakeCudaReferenceOps(stream));
+}
+
+class CudaNumerics : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaNumerics, APoisonedRequestFailsAloneNamingTheLayerOnTheGpu) {
+  StatusOr<std::unique_ptr<CudaBackend>> poisoned =
+      CudaBackend::Create(0, MakePoisonedReferenceOps, "poison");
+  if (!poisoned.ok()) GTEST_SKIP() << "needs a CUDA device: " << poisoned.status().message();
+  StatusOr<std::unique_ptr<CudaBackend>> clean =
+      CudaBackend::Create(0, MakeCudaReferenceOps, "reference");
+  ASSERT_TRUE(clean.ok()) << clean.status().ToString();
+  auto bad = LoadModel(Fixture(GetParam()), **poisoned);
+  auto good = LoadModel(Fixture(GetParam()), **clean);
+  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  testing_util::ExpectOnlyThePoisonedRequestFails(
+      std::move(bad).value(), **good, EngineOptions::NanCheck::kLayers, "layer 1, op L1.moe",
+      testing_util::OthersGive::kAllTheirTokens);
+  std::printf("[ cuda ] %s: the poisoned request failed alone naming layer 1, op L1.moe\n",
+              GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaNumerics,
+                         ::testing::Values("tiny_deepseek_v3", "tiny_deepseek_v32",
+                                           "tiny_glm_moe_dsa"));
 
 }  // namespace
 }  // namespace lucid::cuda

@@ -1,0 +1,30 @@
+// The Backend (backends/backend.h) that a resolved plan's device runs on, for the commands that
+// run a model (generate, serve):
+//   --device cpu   the plan's CPU kernel set (config/cpu_kernels.h: MakeCpuBackend).
+//   --device cuda  a CUDA build's cuda-reference ops on device 0 (backends/cuda/cuda_backend.h),
+//                  which compute in f32 without CUDA graphs: a plan that asks for more (the
+//                  resolver's kernel gaps) is refused with the flags that make it runnable, and
+//                  a machine without a CUDA device gets the runtime's reason.
+// The plan's device is the only input: nothing is swapped for something else silently.
+// Thread-safety: a pure function of its argument (plus the CUDA runtime's device probe).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backends/backend.h"
+#include "config/resolved_config.h"
+#include "core/status.h"
+
+namespace lucid::cli {
+
+struct PlanBackend {
+  std::unique_ptr<Backend> backend;
+  std::string description;  // one line for the log ("cuda-reference on NVIDIA H200 ..."); empty
+                            // for the CPU, whose kernel set the resolved plan already prints
+};
+
+// FailedPrecondition (exit status 2) for a plan this build or machine cannot run on its device.
+StatusOr<PlanBackend> MakePlanBackend(const config::ResolvedConfig& rc);
+
+}  // namespace lucid::cli
