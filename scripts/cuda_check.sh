@@ -36,13 +36,17 @@ fi
 for m in tiny_deepseek_v3 tiny_deepseek_v32 tiny_glm_moe_dsa; do
   gen=("$build/lucid" generate --model-path "tests/fixtures/models/$m" --prompt-ids 3,14,15,92,65,35
        --max-new-tokens 12 --cpu-wait-policy environment)
-  gpu=$(timeout 60 "${gen[@]}" --device cuda --target cuda:sm_90 --gpu-memory 141GiB --dtype float32 \
-        --disable-cuda-graph 2>>"$out/generate.txt") || rc=1
+  gpu=$(timeout 60 "${gen[@]}" --device cuda 2>>"$out/generate.txt") || rc=1
   cpu=$(timeout 60 "${gen[@]}" --device cpu --cpu-kernels reference 2>>"$out/generate.txt") || rc=1
   same=differ; [ -n "$gpu" ] && [ "$gpu" = "$cpu" ] && same=equal
   log "generate $m: cuda [$gpu] cpu-reference [$cpu]: $same"
 done
 # lucid serve --device cuda on the tiny fixtures with the openai client (tests/e2e/test_serve_cuda.py).
+# What the plan is on this machine's GPU (--target local), for the memory lines of serve's log.
+timeout 60 "$build/lucid" explain --model-path tests/fixtures/models/tiny_glm_moe_dsa \
+  >"$out/explain_local.txt" 2>&1 || rc=1
+grep -E "^Target:|device |dtype |gpu-memory|max-total-tokens|weights |KV pool" "$out/explain_local.txt" \
+  | tee -a "$out/summary.txt" >/dev/null
 log "serve on the GPU: tests/e2e/test_serve_cuda.py"
 LUCID_BINARY="$build/lucid" timeout 200 .venv-e2e/bin/python -B tests/e2e/test_serve_cuda.py \
   >"$out/serve_cuda.txt" 2>&1 || rc=1

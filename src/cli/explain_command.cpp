@@ -1,5 +1,6 @@
 // `lucid explain [serve flags] [--target ...] [--json]`: resolves the configuration for a model
-// directory (config.json is enough) and a target without reading tensor data, and prints every
+// directory (config.json is enough) and a target (local: this machine, with its GPUs in a CUDA
+// build) without reading tensor data, and prints every
 // setting with its provenance, the kernel chosen per family and phase with the refused
 // alternatives, and the memory plan. Exit status 0 when the plan is valid, 2 with the error.
 #include <iostream>
@@ -7,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/local_gpus.h"
 #include "config/cli_options.h"
 #include "config/resolver.h"
 
@@ -21,7 +23,7 @@ void RegisterExplainCommand(CLI::App& app, int* exit_code) {
   cmd->callback([opts, exit_code] {
     StatusOr<config::ExplicitSettings> settings = opts->Collect();
     StatusOr<config::ResolvedConfig> resolved =
-        settings.ok() ? config::Resolve(*settings)
+        settings.ok() ? ResolveOnThisMachine(*settings)
                       : StatusOr<config::ResolvedConfig>(settings.status());
     // --json as given, even when another setting is malformed: the error is then JSON too.
     const bool json = settings.ok() ? settings->Bool("json") : opts->GivenTrue("json");

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/local_gpus.h"
 #include "cli/plan_backend.h"
 #include "cli/process_env.h"
 #include "cli/serve_parallel.h"
@@ -179,7 +180,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
         s = wait.status();
     }
     StatusOr<config::ResolvedConfig> rc =
-        s.ok() ? config::Resolve(*settings) : StatusOr<config::ResolvedConfig>(s);
+        s.ok() ? ResolveOnThisMachine(*settings) : StatusOr<config::ResolvedConfig>(s);
     if (!rc.ok()) s = rc.status();
     if (s.ok()) s = RunGenerate(FlagsFrom(*settings, *rc), *rc);
     if (!s.ok()) {

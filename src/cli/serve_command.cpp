@@ -29,6 +29,8 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/local_gpus.h"
+#include "cli/memory_check.h"
 #include "cli/plan_backend.h"
 #include "cli/process_env.h"
 #include "cli/serve_parallel.h"
@@ -105,25 +107,6 @@ class SignalWatcher {
   std::condition_variable cv_;
   std::string name_;
 };
-
-EngineOptions EngineOptionsFrom(const config::ResolvedConfig& rc, int64_t context_length) {
-  EngineOptions eo;
-  eo.page_size = rc.Int("page-size");
-  const int64_t total = rc.Int("max-total-tokens");  // per rank under data-parallel attention
-  eo.kv_partitions = rc.Bool("enable-dp-attention") ? static_cast<int>(rc.Int("dp-size")) : 1;
-  eo.num_pages = (total + eo.page_size - 1) / eo.page_size * eo.kv_partitions;
-  eo.max_running_requests = rc.Int("max-running-requests");
-  eo.chunked_prefill_size = rc.Int("chunked-prefill-size");
-  eo.context_length = context_length;
-  const std::string nan = rc.String("nan-check");
-  eo.nan_check = nan == "off"      ? EngineOptions::NanCheck::kOff
-                 : nan == "layers" ? EngineOptions::NanCheck::kLayers
-                                   : EngineOptions::NanCheck::kLogits;
-  eo.kv_dtype = rc.kv_cache_dtype();
-  // The CPU-contention rule (runtime/cpu_contention.h): one thread fewer while the CPU is busy.
-  if (rc.String("cpu-contention") == "leave-a-core") eo.cpu_busy_threads = NumThreads() - 1;
-  return eo;
-}
 
 server::ServerOptions ServerOptionsFrom(const config::ResolvedConfig& rc) {
   server::ServerOptions so;
@@ -315,8 +298,12 @@ int ServeLeader(const config::ResolvedConfig& rc, Communicator* comm, SignalWatc
     engine_model = std::move(l);
     eo.idle_tick = [leader] { (void)leader->Heartbeat(); };  // a failure is kept in failure()
   }
-  StatusOr<std::unique_ptr<Engine>> made =
-      CreateEngine(std::move(engine_model), assets->tokenizer, eo);
+  StatusOr<std::unique_ptr<Engine>> made = Internal("the engine was not made");
+  MemoryCheck memory{DeviceName(backend->backend->device()), rc.memory().weights,
+                     rc.memory().kv_pool_bytes, loaded->weights_held, std::nullopt};
+  memory.kv_pool_held = HeldGrowth(backend->backend->allocator(), [&] {
+    made = CreateEngine(std::move(engine_model), assets->tokenizer, eo);
+  });
   if (!made.ok()) {
     LogError("lucid serve: " + made.status().ToString());
     // The workers wait for rank 0's first message: stop them (the engine never ran a step).
@@ -324,6 +311,12 @@ int ServeLeader(const config::ResolvedConfig& rc, Communicator* comm, SignalWatc
     return ExitCodeFor(made.status());
   }
   engine = std::move(*made);
+  // The plan `explain` printed against what the backend holds (cli/memory_check.h).
+  if (memory.agrees())
+    LogInfo(memory.Describe());
+  else
+    LogWarning(memory.Describe() + ": the memory plan and the backend disagree");
+  server_info["memory"] = memory.ToJson();
 
   server::ServingModel sm = ServingModelFrom(rc, *assets, mc);
   http.AttachEngine(engine.get(), sm, server_info);
@@ -363,7 +356,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->callback([opts, exit_code] {
     StatusOr<config::ExplicitSettings> settings = opts->Collect();
     StatusOr<config::ResolvedConfig> rc = settings.ok()
-                                              ? config::Resolve(*settings)
+                                              ? ResolveOnThisMachine(*settings)
                                               : StatusOr<config::ResolvedConfig>(settings.status());
     if (rc.ok() && rc->String("model-path").empty())
       rc = InvalidArgument(

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "cli/memory_check.h"
 #include "cli/weight_prefetch.h"
 #include "config/cpu_kernels.h"
 #include "core/parallel.h"
@@ -65,8 +66,11 @@ StatusOr<ServedModel> LoadServedModel(const config::ResolvedConfig& rc, Backend&
   load.dp_attention = rc.Bool("enable-dp-attention");
   const char* check = std::getenv("LUCID_TP_CHECK_REPLICATED");
   load.tp_check_replicated = check != nullptr && std::string(check) == "1";
-  LUCID_ASSIGN_OR_RETURN(
-      out.model, gguf ? LoadModel(model_path, backend, load) : LoadModel(*out.ckpt, backend, load));
+  StatusOr<std::unique_ptr<Model>> model = Internal("the model was not loaded");
+  out.weights_held = HeldGrowth(backend.allocator(), [&] {
+    model = gguf ? LoadModel(model_path, backend, load) : LoadModel(*out.ckpt, backend, load);
+  });
+  LUCID_ASSIGN_OR_RETURN(out.model, std::move(model));
   // The warm-up generation routes to a few experts only: every feed-forward block runs once here.
   stage("checking every expert's weights");
   const auto check_start = std::chrono::steady_clock::now();
@@ -78,6 +82,25 @@ StatusOr<ServedModel> LoadServedModel(const config::ResolvedConfig& rc, Backend&
                                .count()) +
             " ms)");
   return out;
+}
+
+EngineOptions EngineOptionsFrom(const config::ResolvedConfig& rc, int64_t context_length) {
+  EngineOptions eo;
+  eo.page_size = rc.Int("page-size");
+  const int64_t total = rc.Int("max-total-tokens");  // per rank under data-parallel attention
+  eo.kv_partitions = rc.Bool("enable-dp-attention") ? static_cast<int>(rc.Int("dp-size")) : 1;
+  eo.num_pages = (total + eo.page_size - 1) / eo.page_size * eo.kv_partitions;
+  eo.max_running_requests = rc.Int("max-running-requests");
+  eo.chunked_prefill_size = rc.Int("chunked-prefill-size");
+  eo.context_length = context_length;
+  const std::string nan = rc.String("nan-check");
+  eo.nan_check = nan == "off"      ? EngineOptions::NanCheck::kOff
+                 : nan == "layers" ? EngineOptions::NanCheck::kLayers
+                                   : EngineOptions::NanCheck::kLogits;
+  eo.kv_dtype = rc.kv_cache_dtype();
+  // The CPU-contention rule (runtime/cpu_contention.h): one thread fewer while the CPU is busy.
+  if (rc.String("cpu-contention") == "leave-a-core") eo.cpu_busy_threads = NumThreads() - 1;
+  return eo;
 }
 
 int MeetAfterLoad(Communicator& comm, const config::ResolvedConfig& rc, const Model* model,

@@ -24,6 +24,7 @@
 #include "core/communicator.h"
 #include "formats/safetensors.h"
 #include "models/model.h"
+#include "runtime/engine.h"
 #include "runtime/tp_step.h"
 
 namespace lucid::cli {
@@ -39,6 +40,9 @@ StatusOr<std::unique_ptr<Communicator>> JoinWorld(int64_t tp, const std::string&
 struct ServedModel {
   std::optional<Checkpoint> ckpt;  // a safetensors directory (a GGUF file is the model's own)
   std::unique_ptr<Model> model;
+  // The backend memory the load took (cli/memory_check.h); nullopt where the allocator does not
+  // count (the CPU).
+  std::optional<int64_t> weights_held;
 };
 
 // Opens the checkpoint, prefetches its weights, loads the model (this rank's shard when `tp` is a
@@ -49,6 +53,10 @@ StatusOr<ServedModel> LoadServedModel(const config::ResolvedConfig& rc, Backend&
                                       Communicator* tp, bool leader,
                                       const std::atomic<bool>* cancel,
                                       const std::function<void(const std::string&)>& stage);
+
+// The engine's options from the plan: page size, KV pages (max-total-tokens in whole pages, per
+// attention rank under data-parallel attention), batch limits, numerics check, KV dtype.
+EngineOptions EngineOptionsFrom(const config::ResolvedConfig& rc, int64_t context_length);
 
 // The meeting after loading (every rank, whether its load succeeded or not): `model` is this
 // rank's (null when it failed, with its exit status in `exit_code`). Returns 0 when every rank

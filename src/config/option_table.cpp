@@ -175,13 +175,15 @@ std::vector<OptionSpec> BuildTable() {
   t.push_back(Enum("device", "auto", {"cpu", "cuda"}, kTarget,
                    "Device to run on (auto: the target's GPU if it has one, else cpu)"));
   t.push_back(Opt("target", OptionType::kString, "local", kTarget,
-                  "Machine to plan for: local (this one), cpu, or cuda:sm_<NN> "
-                  "(sm_90, sm_100, sm_120, ...)"));
+                  "Machine to plan for: local (this one, with its GPUs in a CUDA build), cpu, or "
+                  "cuda:sm_<NN> (sm_90, sm_100, sm_120, ...)"));
   t.push_back(Range(Opt("gpu-memory", OptionType::kBytes, "auto", kTarget,
-                        "Memory per GPU of a described target, e.g. 96GiB"),
+                        "Memory per GPU, e.g. 96GiB (auto: a local GPU's free memory; a "
+                        "described target needs it)"),
                     1, 1e15));
   t.push_back(Range(Opt("gpu-count", OptionType::kInt, "auto", kTarget,
-                        "GPUs of a described target (auto: 1, or 0 without GPUs)"),
+                        "GPUs of the target (auto: this machine's GPUs of one kind, 1 for a "
+                        "described target, 0 without GPUs)"),
                     1, 64));
   t.push_back(Range(Opt("cpu-memory", OptionType::kBytes, "auto", kTarget,
                         "System memory of the target (auto: this machine's MemTotal)"),

@@ -77,13 +77,14 @@ Status Resolver::ResolveTargetFields() {
   else
     SetDefault("target");
   LUCID_ASSIGN_OR_RETURN(Target t, ParseTargetSpec(V("target").get<std::string>()));
+  AddLocalGpus(local_gpus_, &t);
   target_ = t;
   if (!target_.has_gpu) {
     for (const char* g : {"gpu-memory", "gpu-count"})
       if (User(g))
         return InvalidArgument(Cite(g) + " describes GPUs, but --target " + target_.spec +
                                " has none (use --target cuda:sm_<NN> to plan for GPUs)");
-  } else if (!User("gpu-memory")) {
+  } else if (!User("gpu-memory") && !target_.local) {
     return InvalidArgument("--target " + target_.spec +
                            " needs --gpu-memory (memory per GPU, e.g. 96GiB)");
   }
@@ -95,8 +96,10 @@ Status Resolver::ResolveTargetFields() {
   target_.cpu_memory = V("cpu-memory").get<int64_t>();
   LUCID_RETURN_IF_ERROR(FillFromRule("device"));
   if (V("device") == "cuda" && !target_.has_gpu)
-    return InvalidArgument(Cite("device") + " needs a GPU, but --target " + target_.spec +
-                           " has none (would work: --device cpu, or --target cuda:sm_<NN>)");
+    return InvalidArgument(
+        Cite("device") + " needs a GPU, but --target " + target_.spec + " has none" +
+        (target_.no_gpu_reason.empty() ? "" : " (" + target_.no_gpu_reason + ")") +
+        " (would work: --device cpu, or --target cuda:sm_<NN> to plan for one)");
   return OkStatus();
 }
 
@@ -278,7 +281,8 @@ std::vector<std::string> Fp8ScaleLines(const std::vector<KernelChoice>& kernels,
 }  // namespace internal
 
 StatusOr<ResolvedConfig> Resolve(const ExplicitSettings& settings, const ResolveOptions& options) {
-  if (options.model != nullptr) return internal::Resolver(settings, *options.model).Run();
+  if (options.model != nullptr)
+    return internal::Resolver(settings, *options.model, options.local_gpus).Run();
   ModelFacts model;
   {
     const ExplicitValue* mp = settings.Get("model-path");
@@ -286,7 +290,7 @@ StatusOr<ResolvedConfig> Resolve(const ExplicitSettings& settings, const Resolve
       return InvalidArgument("--model-path is required (a directory with config.json)");
     LUCID_ASSIGN_OR_RETURN(model, LoadModelFacts(mp->value.get<std::string>()));
   }
-  return internal::Resolver(settings, model).Run();
+  return internal::Resolver(settings, model, options.local_gpus).Run();
 }
 
 }  // namespace lucid::config

@@ -23,6 +23,9 @@ namespace lucid::config {
 struct ResolveOptions {
   // Model facts to use instead of reading --model-path (tests; `lucid serve` after a reload).
   const ModelFacts* model = nullptr;
+  // This machine's GPUs for --target local (the commands that run a model probe them: config
+  // does not link CUDA). Null: not probed, the local target is the CPU only.
+  const LocalGpus* local_gpus = nullptr;
 };
 
 StatusOr<ResolvedConfig> Resolve(const ExplicitSettings& settings,

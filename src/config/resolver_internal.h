@@ -60,7 +60,8 @@ std::vector<std::string> Fp8ScaleLines(const std::vector<KernelChoice>& kernels,
 class Resolver {
  public:
   // `model` must outlive the Resolver.
-  Resolver(const ExplicitSettings& s, const ModelFacts& model) : s_(s), model_(model) {}
+  Resolver(const ExplicitSettings& s, const ModelFacts& model, const LocalGpus* local_gpus)
+      : s_(s), model_(model), local_gpus_(local_gpus) {}
   StatusOr<ResolvedConfig> Run();
 
   // Fields (resolver.cpp).
@@ -91,6 +92,7 @@ class Resolver {
 
   const ExplicitSettings& s_;
   const ModelFacts& model_;
+  const LocalGpus* local_gpus_;  // may be null
   Target target_;
   std::map<std::string, nlohmann::json> values_;
   std::map<std::string, ResolvedField> fields_;

@@ -19,14 +19,17 @@ std::string Fixture(const std::string& name) {
   return std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/configs/" + name;
 }
 
-StatusOr<ResolvedConfig> ResolveFixture(const std::string& model, Flags flags) {
+StatusOr<ResolvedConfig> ResolveFixture(const std::string& model, Flags flags,
+                                        const LocalGpus* local_gpus = nullptr) {
   ExplicitSettings s;
   flags.insert(flags.begin(), {"model-path", Fixture(model)});
   for (const auto& [k, v] : flags) {
     Status st = s.Set(k, v, Source::kCli, "--" + k);
     if (!st.ok()) return st;
   }
-  return Resolve(s);
+  ResolveOptions options;
+  options.local_gpus = local_gpus;
+  return Resolve(s, options);
 }
 
 const Flags kRtxPro8 = {
@@ -180,20 +183,83 @@ TEST(ScenarioTest, ACudaPlanIsNotRunnableHereWithItsReasons) {
     EXPECT_EQ(why, "this build has no CUDA backend (configure with -DLUCID_CUDA=ON); ");
 }
 
-// `--target local` is always a CPU target; its description says whether this build has the CUDA
-// kernels, and never that a build with them has none.
+// `--target local` without a probe (bench, tests) is a CPU target; its description says whether
+// this build has the CUDA kernels, and never that a build with them has none.
 TEST(ScenarioTest, TheLocalTargetSaysWhatThisBuildHasForCuda) {
   auto r = ResolveFixture("DeepSeek-V3.2-FP8", {{"target", "local"}, {"cpu-memory", "4000GiB"}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const std::string text = r->ToText();
-  const std::string with =
-      "(this machine; --target local does not detect GPUs: describe one with --target "
-      "cuda:sm_<NN>)";
+  const std::string with = "(this machine; GPUs not probed by this command)";
   const std::string without = "(this machine; this build has no CUDA backend, so no GPU is used)";
   EXPECT_NE(text.find(BuildHasCuda() ? with : without), std::string::npos) << text;
   EXPECT_EQ(text.find(BuildHasCuda() ? without : with), std::string::npos) << text;
   EXPECT_EQ(r->ToJson()["target"], r->data().target.Describe());
   EXPECT_EQ(r->Value("device"), "cpu");
+}
+
+// A probe that found no device: the local target is the CPU, and says why.
+TEST(ScenarioTest, TheLocalTargetWithoutADeviceSaysWhy) {
+  const LocalGpus none{{}, "no CUDA device: CUDA driver version is insufficient"};
+  auto r = ResolveFixture("../models/tiny_glm_moe_dsa", {}, &none);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->Value("device"), "cpu");
+  EXPECT_EQ(r->Value("gpu-count"), 0);
+  EXPECT_NE(r->data().target.Describe().find(
+                "(this machine; no GPU is used: no CUDA device: CUDA driver version is "
+                "insufficient)"),
+            std::string::npos)
+      << r->data().target.Describe();
+  auto forced = ResolveFixture("../models/tiny_glm_moe_dsa", {{"device", "cuda"}}, &none);
+  ASSERT_FALSE(forced.ok());
+  EXPECT_NE(forced.status().message().find("needs a GPU"), std::string::npos)
+      << forced.status().message();
+}
+
+// A probe that found GPUs: the local target plans for device 0's kind (another kind is left
+// out), its free memory and what cuda-reference runs (f32, no graphs), each value by a rule.
+TEST(ScenarioTest, TheLocalTargetPlansForThisMachinesGpu) {
+  const int64_t gib = int64_t{1} << 30;
+  const LocalGpus gpus{{{0, "NVIDIA H200", 90, 140 * gib, 139 * gib},
+                        {1, "NVIDIA H200", 90, 140 * gib, 137 * gib},
+                        {2, "NVIDIA RTX PRO 6000", 120, 96 * gib, 95 * gib}},
+                       ""};
+  auto r = ResolveFixture("../models/tiny_glm_moe_dsa", {}, &gpus);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->Value("device"), "cuda");
+  EXPECT_EQ(r->Value("gpu-count"), 2);
+  EXPECT_EQ(r->Field("gpu-count")->Provenance(), "rule:gpu-count-local");
+  EXPECT_EQ(r->Value("gpu-memory"), 137 * gib);  // the least free of the two H200s
+  EXPECT_EQ(r->Field("gpu-memory")->Provenance(), "rule:gpu-memory-local");
+  EXPECT_EQ(r->Value("dtype"), "float32");
+  EXPECT_EQ(r->Field("dtype")->Provenance(), "rule:dtype-local-cuda-f32");
+  EXPECT_EQ(r->Value("disable-cuda-graph"), true);
+  EXPECT_EQ(r->Field("disable-cuda-graph")->Provenance(), "rule:graphs-off-local-cuda");
+  EXPECT_EQ(r->memory().device_memory, static_cast<uint64_t>(137 * gib));
+  const std::string d = r->data().target.Describe();
+  EXPECT_NE(d.find("2 x cuda:sm_90"), std::string::npos) << d;
+  EXPECT_NE(d.find("cuda:0 NVIDIA H200"), std::string::npos) << d;
+  EXPECT_EQ(d.find("RTX PRO"), std::string::npos) << d;
+  std::string why;
+  for (const std::string& line : r->not_runnable_here()) why += line + "; ";
+  if (BuildHasCuda())
+    EXPECT_TRUE(r->not_runnable_here().empty()) << why;
+  else
+    EXPECT_NE(why.find("this build has no CUDA backend"), std::string::npos) << why;
+  // The user's values stand: bf16 on the local GPU is planned and named as what it cannot run.
+  auto bf16 = ResolveFixture("../models/tiny_glm_moe_dsa",
+                             {{"dtype", "bfloat16"}, {"gpu-memory", "64GiB"}}, &gpus);
+  ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
+  EXPECT_EQ(bf16->Value("dtype"), "bfloat16");
+  EXPECT_EQ(bf16->Value("gpu-memory"), 64 * gib);
+  EXPECT_EQ(bf16->Value("disable-cuda-graph"), true);
+  size_t gaps = 0;  // what cuda-reference lacks, which `serve` refuses naming the flags
+  for (const KernelChoice& k : bf16->data().kernels) gaps += k.gaps.size();
+  EXPECT_GT(gaps, 0u);
+  // --device cpu on the GPU machine plans for the CPU.
+  auto cpu = ResolveFixture("../models/tiny_glm_moe_dsa", {{"device", "cpu"}}, &gpus);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  EXPECT_EQ(cpu->Value("dtype"), "float32");
+  EXPECT_EQ(cpu->Field("dtype")->Provenance(), "rule:dtype-cpu-f32");
 }
 
 TEST(ScenarioTest, Glm5Sm100ChoosesFp8KvByRule) {

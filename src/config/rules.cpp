@@ -32,6 +32,14 @@ std::vector<Rule> BuildRules() {
       [](const Ctx& c) { return !c.target.has_gpu; }, [](const Ctx&) { return json(0); },
       [](const Ctx&) { return "the target has no GPU"; });
   add(
+      "gpu-count-local", "gpu-count", "this machine's GPUs (--target local)",
+      [](const Ctx& c) { return !c.target.local_gpus.empty(); },
+      [](const Ctx& c) { return json(static_cast<int64_t>(c.target.local_gpus.size())); },
+      [](const Ctx& c) {
+        return "the CUDA runtime's devices of compute capability " + SmName(c.target.sm) +
+               " on this machine";
+      });
+  add(
       "gpu-count-one", "gpu-count", "the target has GPUs", always,
       [](const Ctx&) { return json(1); },
       [](const Ctx&) { return "one GPU unless --gpu-count says otherwise"; });
@@ -39,6 +47,20 @@ std::vector<Rule> BuildRules() {
       "gpu-memory-none", "gpu-memory", "the target has no GPU",
       [](const Ctx& c) { return !c.target.has_gpu; }, [](const Ctx&) { return json(0); },
       [](const Ctx&) { return "the target has no GPU"; });
+  add(
+      "gpu-memory-local", "gpu-memory", "this machine's GPUs (--target local)",
+      [](const Ctx& c) { return !c.target.local_gpus.empty(); },
+      [](const Ctx& c) {
+        int64_t m = c.target.local_gpus.front().free_memory;
+        for (const LocalGpu& g : c.target.local_gpus) m = std::min(m, g.free_memory);
+        return json(m);
+      },
+      [](const Ctx& c) {
+        return "the free memory the CUDA runtime reported" +
+               std::string(c.target.local_gpus.size() > 1 ? " (the least of the devices)" : "") +
+               " at start-up (cudaMemGetInfo), as SGLang sizes its pools; the CUDA context "
+               "already holds its own";
+      });
   add(
       "cpu-memory-meminfo", "cpu-memory", "always (when not described)", always,
       [](const Ctx&) { return json(LocalSystemMemory()); },
@@ -128,6 +150,15 @@ std::vector<Rule> BuildRules() {
                "bf16 and accumulates in float32)";
       });
   add(
+      "dtype-local-cuda-f32", "dtype", "device is cuda on this machine's GPU",
+      [](const Ctx& c) { return c.cuda() && !c.target.local_gpus.empty(); },
+      [](const Ctx&) { return json("float32"); },
+      [](const Ctx&) {
+        return "this machine's GPU runs lucid's cuda-reference kernels, which compute in "
+               "float32 (a described target, --target cuda:sm_<NN>, keeps the checkpoint's "
+               "dtype for the deployment it plans)";
+      });
+  add(
       "dtype-from-checkpoint", "dtype", "device is cuda", [](const Ctx& c) { return c.cuda(); },
       [](const Ctx& c) {
         return json(c.model.config.torch_dtype == "float16" ? "float16" : "bfloat16");
@@ -150,6 +181,14 @@ std::vector<Rule> BuildRules() {
       "graphs-off-cpu", "disable-cuda-graph", "device is cpu",
       [](const Ctx& c) { return !c.cuda(); }, [](const Ctx&) { return json(true); },
       [](const Ctx&) { return "CUDA graphs exist only on cuda"; });
+  add(
+      "graphs-off-local-cuda", "disable-cuda-graph", "device is cuda on this machine's GPU",
+      [](const Ctx& c) { return c.cuda() && !c.target.local_gpus.empty(); },
+      [](const Ctx&) { return json(true); },
+      [](const Ctx&) {
+        return "lucid's cuda-reference decode steps are not captured in CUDA graphs (a "
+               "described target plans a deployment's graphs)";
+      });
   add(
       "graphs-on-cuda", "disable-cuda-graph", "device is cuda",
       [](const Ctx& c) { return c.cuda(); }, [](const Ctx&) { return json(false); },

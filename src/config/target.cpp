@@ -13,11 +13,31 @@ std::string Target::Describe() const {
     s = std::to_string(gpu_count) + " x cuda:" + SmName(sm) + " (" +
         FormatBytes(static_cast<double>(gpu_memory)) + " each), ";
   s += FormatBytes(static_cast<double>(cpu_memory)) + " system memory";
-  if (local)
-    s += BuildHasCuda() ? " (this machine; --target local does not detect GPUs: describe one with "
-                          "--target cuda:sm_<NN>)"
-                        : " (this machine; this build has no CUDA backend, so no GPU is used)";
-  return s;
+  if (!local) return s;
+  if (!local_gpus.empty()) {
+    s += " (this machine:";
+    for (const LocalGpu& g : local_gpus)
+      s += std::string(&g == &local_gpus.front() ? " " : ", ") + "cuda:" + std::to_string(g.index) +
+           " " + g.name + ", " + FormatBytes(static_cast<double>(g.free_memory)) + " free of " +
+           FormatBytes(static_cast<double>(g.total_memory));
+    return s + ")";
+  }
+  if (!no_gpu_reason.empty()) return s + " (this machine; no GPU is used: " + no_gpu_reason + ")";
+  return s + (BuildHasCuda()
+                  ? " (this machine; GPUs not probed by this command)"
+                  : " (this machine; this build has no CUDA backend, so no GPU is used)");
+}
+
+void AddLocalGpus(const LocalGpus* gpus, Target* t) {
+  if (!t->local || gpus == nullptr) return;
+  if (gpus->devices.empty()) {
+    t->no_gpu_reason = gpus->none_reason;
+    return;
+  }
+  t->has_gpu = true;
+  t->sm = gpus->devices.front().sm;
+  for (const LocalGpu& g : gpus->devices)
+    if (g.sm == t->sm) t->local_gpus.push_back(g);
 }
 
 StatusOr<Target> ParseTargetSpec(const std::string& spec) {

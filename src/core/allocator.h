@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/status.h"
@@ -31,6 +32,10 @@ class Allocator {
   virtual StatusOr<std::shared_ptr<void>> Allocate(size_t bytes) = 0;
   // Sets `bytes` bytes at `p` (memory of this allocator's device) to zero.
   virtual void Zero(void* p, size_t bytes) = 0;
+  // The bytes requested from this allocator and not yet freed, where it counts them (a device
+  // allocator: what `serve` compares with the memory plan); nullopt where it does not (the host
+  // allocator, a Workspace).
+  virtual std::optional<int64_t> held_bytes() const { return std::nullopt; }
 };
 
 // 64-byte aligned host memory (std::aligned_alloc); the process-wide instance.

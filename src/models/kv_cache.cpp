@@ -79,6 +79,18 @@ int64_t KvCacheSpec::BytesPerTokenPerLayer(KvDtype dtype) const {
 
 KvStorage::KvStorage(const KvCacheSpec& spec, int64_t num_pages, int64_t page_size, KvDtype dtype,
                      Allocator& alloc)
+    : KvStorage(spec, num_pages, page_size, dtype, alloc, nullptr) {}
+
+StatusOr<KvStorage> KvStorage::Make(const KvCacheSpec& spec, int64_t num_pages, int64_t page_size,
+                                    KvDtype dtype, Allocator& alloc) {
+  Status s;
+  KvStorage kv(spec, num_pages, page_size, dtype, alloc, &s);
+  if (!s.ok()) return s;
+  return kv;
+}
+
+KvStorage::KvStorage(const KvCacheSpec& spec, int64_t num_pages, int64_t page_size, KvDtype dtype,
+                     Allocator& alloc, Status* status)
     : spec_(spec),
       num_pages_(num_pages),
       page_size_(page_size),
@@ -92,16 +104,24 @@ KvStorage::KvStorage(const KvCacheSpec& spec, int64_t num_pages, int64_t page_si
               "KvStorage row sizes disagree with KvCacheSpec::BytesPerTokenPerLayer");
   mla_.resize(spec.num_layers);
   indexer_.resize(spec.num_layers);
-  auto make = [&](const PagedRows& fmt) {
+  auto make = [&](const PagedRows& fmt, std::shared_ptr<void>* out) {
     const size_t bytes = static_cast<size_t>(num_pages * page_size * fmt.row_bytes);
     StatusOr<std::shared_ptr<void>> mem = alloc.Allocate(bytes);
-    LUCID_CHECK(mem.ok(), "KV pool: " + mem.status().ToString());
+    if (!mem.ok()) {
+      LUCID_CHECK(status != nullptr, "KV pool: " + mem.status().ToString());
+      *status = ResourceExhausted(
+          "the KV pool (" + std::to_string(num_pages) + " pages of " + std::to_string(page_size) +
+          " tokens, " + std::to_string(this->bytes()) + " bytes on " + DeviceName(device_) +
+          ") does not fit: " + mem.status().message());
+      return false;
+    }
     alloc.Zero(mem->get(), bytes);
-    return std::move(*mem);
+    *out = std::move(*mem);
+    return true;
   };
   for (int64_t l = 0; l < spec.num_layers; ++l) {
-    mla_[l] = make(mla_fmt_);
-    if (spec.indexer_dim > 0) indexer_[l] = make(idx_fmt_);
+    if (!make(mla_fmt_, &mla_[l])) return;
+    if (spec.indexer_dim > 0 && !make(idx_fmt_, &indexer_[l])) return;
   }
 }
 

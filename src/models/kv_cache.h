@@ -68,9 +68,13 @@ struct SequenceKv {
 // The paged KV bytes of every layer; pages are addressed by id through a page table.
 class KvStorage {
  public:
-  // Aborts when `alloc` has no memory for the pool (the planner sized it).
+  // Aborts when `alloc` has no memory for the pool (tests; the engine uses Make).
   KvStorage(const KvCacheSpec& spec, int64_t num_pages, int64_t page_size, KvDtype dtype,
             Allocator& alloc = HostAllocator());
+  // The same, ResourceExhausted naming the pool's size and the allocator's answer when `alloc`
+  // has no memory for it (a plan made for more memory than the device has free).
+  static StatusOr<KvStorage> Make(const KvCacheSpec& spec, int64_t num_pages, int64_t page_size,
+                                  KvDtype dtype, Allocator& alloc);
 
   Device device() const { return device_; }
 
@@ -104,8 +108,12 @@ class KvStorage {
   int64_t num_pages_, page_size_;
   KvDtype dtype_;
   Device device_;
-  PagedRows mla_fmt_, idx_fmt_;  // row formats (no storage pointers)
+  PagedRows mla_fmt_, idx_fmt_;                       // row formats (no storage pointers)
   std::vector<std::shared_ptr<void>> mla_, indexer_;  // per layer; indexer_ null without one
+
+  // `status` null: abort on a failed allocation.
+  KvStorage(const KvCacheSpec& spec, int64_t num_pages, int64_t page_size, KvDtype dtype,
+            Allocator& alloc, Status* status);
 };
 
 }  // namespace lucid

@@ -68,17 +68,20 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(
                            std::to_string(o.kv_partitions));
   if (o.nan_check == EngineOptions::NanCheck::kLayers && !model->SetNumericsCheck(true))
     return Unimplemented("engine: --nan-check layers: this model has no per-op numerics check");
-  return std::unique_ptr<EngineCore>(new EngineCore(std::move(model), std::move(tokenizer), o));
+  StatusOr<KvStorage> kv = KvStorage::Make(model->kv_spec(), o.num_pages / o.kv_partitions,
+                                           o.page_size, o.kv_dtype, model->kv_allocator());
+  if (!kv.ok()) return kv.status().WithContext("engine");
+  return std::unique_ptr<EngineCore>(
+      new EngineCore(std::move(model), std::move(tokenizer), o, std::move(*kv)));
 }
 
 EngineCore::EngineCore(std::unique_ptr<Model> model,
                        std::shared_ptr<const tok::Tokenizer> tokenizer,
-                       const EngineOptions& options)
+                       const EngineOptions& options, KvStorage kv)
     : model_(std::move(model)),
       tokenizer_(std::move(tokenizer)),
       options_(options),
-      kv_(model_->kv_spec(), options.num_pages / options.kv_partitions, options.page_size,
-          options.kv_dtype, model_->kv_allocator()),
+      kv_(std::move(kv)),
       blocks_(options.num_pages, options.page_size, options.enable_prefix_cache,
               options.kv_partitions),
       scheduler_({options.max_running_requests, options.chunked_prefill_size}, blocks_),

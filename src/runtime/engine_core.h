@@ -77,7 +77,7 @@ class EngineCore {
  private:
   struct Request;
   EngineCore(std::unique_ptr<Model> model, std::shared_ptr<const tok::Tokenizer> tokenizer,
-             const EngineOptions& options);
+             const EngineOptions& options, KvStorage kv);
 
   // What a step produced for one chunk: `count` logits rows (StepOutput order) for positions
   // [first_position, first_position + count), the chunk's last rows (all of them, its last, or

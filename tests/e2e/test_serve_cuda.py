@@ -11,8 +11,9 @@ The CUDA backend runs cuda-reference (exact f32, no CUDA graphs: --dtype float32
     sums in another order: f32 results differ by ~1e-5 here; past a near tie the continuations
     may part and are not compared).
 Without a CUDA device, or in a build without the CUDA backend, it prints why and exits 77, which
-ctest reports as skipped. scripts/cuda_check.sh runs it on a GPU machine; the target it describes
-comes from LUCID_CUDA_TARGET and LUCID_GPU_MEMORY (default: an H200, cuda:sm_90 with 141GiB).
+ctest reports as skipped. scripts/cuda_check.sh runs it on a GPU machine; the plan is for this
+machine's GPU (--target local: the device the CUDA runtime reports, its free memory, float32 and
+no graphs by rule), and each of the three servers, which share the GPU, holds a small KV pool.
 Run: .venv-e2e/bin/python tests/e2e/test_serve_cuda.py (ctest runs it as e2e_serve_cuda).
 """
 
@@ -34,9 +35,8 @@ except ImportError as e:  # pragma: no cover
              f"installs them into .venv-e2e): {e}")
 
 FIXTURES = ("tiny_glm_moe_dsa", "tiny_deepseek_v32", "tiny_deepseek_v3")
-GPU_FLAGS = ["--device", "cuda", "--target", os.environ.get("LUCID_CUDA_TARGET", "cuda:sm_90"),
-             "--gpu-memory", os.environ.get("LUCID_GPU_MEMORY", "141GiB"), "--dtype", "float32",
-             "--disable-cuda-graph"]
+GPU_FLAGS = ["--device", "cuda"]
+SERVER_KV_TOKENS = "65536"  # of the GPU's free memory each server would otherwise plan for
 NEAR_TIE = 1e-3
 PROMPT = [3, 14, 15, 92, 65, 35]
 NEW_TOKENS = 12
@@ -71,7 +71,9 @@ def setUpModule():
     for fixture in FIXTURES:
         MODEL_DIRS[fixture] = ls.make_model_dir(TMP.name, fixture)
         SERVERS[fixture] = ls.LucidServer(MODEL_DIRS[fixture],
-                                          GPU_FLAGS + ["--max-running-requests", "8"]).start()
+                                          GPU_FLAGS + ["--max-running-requests", "8",
+                                                       "--max-total-tokens", SERVER_KV_TOKENS]
+                                          ).start()
 
 
 def tearDownModule():
@@ -101,7 +103,16 @@ class CudaServeTest(unittest.TestCase):
         for fixture, server in SERVERS.items():
             status, body = ls.get(server.url + "/server_info")
             self.assertEqual(status, 200, body)
-            settings = json.loads(body)["config"]["settings"]
+            info = json.loads(body)
+            settings = info["config"]["settings"]
+            # The plan's weights and KV pool against what CudaAllocator holds, to the byte.
+            memory = info["memory"]
+            self.assertEqual(memory["device"], "cuda", fixture)
+            self.assertEqual(memory["weights_held_bytes"], memory["weights_planned_bytes"], memory)
+            self.assertEqual(memory["kv_pool_held_bytes"], memory["kv_pool_planned_bytes"], memory)
+            self.assertIn("memory on cuda: weights ", server.log(), fixture)
+            print(f"[ cuda ] serve {fixture}: weights {memory['weights_held_bytes']} B, KV pool "
+                  f"{memory['kv_pool_held_bytes']} B held on the GPU, as planned", file=sys.stderr)
             self.assertEqual(settings["device"]["value"], "cuda", fixture)
             self.assertEqual(settings["dtype"]["value"], "float32", fixture)
             self.assertIn("backend: cuda:reference on ", server.log(), fixture)
@@ -129,7 +140,7 @@ class CudaServeTest(unittest.TestCase):
     def test_greedy_tokens_agree_with_the_cpu_reference_until_a_near_tie(self):
         for fixture, server in SERVERS.items():
             cpu, err = generate(MODEL_DIRS[fixture], PROMPT, NEW_TOKENS,
-                                ["--cpu-kernels", "reference"])
+                                ["--device", "cpu", "--cpu-kernels", "reference"])
             self.assertIsNotNone(cpu, err)
             r = native_generate(server, PROMPT, NEW_TOKENS, top=2)
             compared = self.assertEqualUntilANearTie(

@@ -32,8 +32,12 @@ StatusOr<std::shared_ptr<void>> GuardedMemory::Allocate(size_t bytes) {
   char* p = base_ + used_;
   used_ += size;
   if (open_ > 0) mprotect(p, size, PROT_READ | PROT_WRITE);
+  held_->fetch_add(static_cast<int64_t>(bytes));
   // Freed pages go back to the kernel; their addresses are not reused (see the header).
-  return std::shared_ptr<void>(p, [size](void* q) { madvise(q, size, MADV_DONTNEED); });
+  return std::shared_ptr<void>(p, [size, bytes, held = held_](void* q) {
+    madvise(q, size, MADV_DONTNEED);
+    held->fetch_sub(static_cast<int64_t>(bytes));
+  });
 }
 
 void GuardedMemory::Zero(void* p, size_t bytes) {

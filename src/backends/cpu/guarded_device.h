@@ -20,6 +20,7 @@
 // Thread-safety: as Backend (ops from one thread at a time; allocation from any thread).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,6 +42,8 @@ class GuardedMemory final : public Allocator {
   Device device() const override { return Device::kCpu; }
   StatusOr<std::shared_ptr<void>> Allocate(size_t bytes) override;
   void Zero(void* p, size_t bytes) override;
+  // Bytes requested (not rounded to pages) and not yet freed.
+  std::optional<int64_t> held_bytes() const override { return held_->load(); }
 
   // Whether [p, p + bytes) lies inside memory handed out so far.
   bool Contains(const void* p, size_t bytes = 1) const;
@@ -64,6 +67,8 @@ class GuardedMemory final : public Allocator {
   size_t used_ = 0;  // bytes from base_ handed out (page multiples)
   int open_ = 0;     // Access scopes alive
   mutable std::mutex mu_;
+  // Shared with the deleters of allocations, which may outlive this object.
+  std::shared_ptr<std::atomic<int64_t>> held_ = std::make_shared<std::atomic<int64_t>>(0);
 };
 
 class GuardedDeviceBackend final : public Backend {

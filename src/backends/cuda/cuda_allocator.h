@@ -23,6 +23,7 @@ class CudaAllocator final : public Allocator {
   Device device() const override { return Device::kCuda; }
   StatusOr<std::shared_ptr<void>> Allocate(size_t bytes) override;
   void Zero(void* p, size_t bytes) override;
+  std::optional<int64_t> held_bytes() const override { return live_bytes(); }
 
   int device_index() const { return device_; }
   int64_t live_bytes() const { return live_->load(); }

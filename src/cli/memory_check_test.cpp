@@ -1,0 +1,137 @@
+// The memory plan against what a device backend holds: each tiny fixture loaded and its engine
+// made the way `lucid serve` does (LoadServedModel, EngineOptionsFrom, HeldGrowth around
+// CreateEngine) on GuardedDeviceBackend, whose allocator counts like CudaAllocator; the plan is
+// the resolver's, made before a weight is read.
+#include "cli/memory_check.h"
+
+#include <gtest/gtest.h>
+
+#include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/guarded_device.h"
+#include "cli/serve_parallel.h"
+#include "config/resolver.h"
+#include "config/settings.h"
+
+namespace lucid::cli {
+namespace {
+
+StatusOr<config::ResolvedConfig> ResolveFixture(const std::string& name,
+                                                const std::string& kv_dtype) {
+  config::ExplicitSettings s;
+  const std::pair<std::string, std::string> flags[] = {
+      {"model-path", std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/models/" + name},
+      {"target", "cpu"},
+      {"cpu-memory", "8GiB"},
+      {"max-total-tokens", "1000"},  // not a page multiple: the pool holds whole pages
+      {"kv-cache-dtype", kv_dtype}};
+  for (const auto& [k, v] : flags)
+    if (Status st = s.Set(k, v, config::Source::kCli, "--" + k); !st.ok()) return st;
+  return config::Resolve(s);
+}
+
+class PlanAgainstDevice : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PlanAgainstDevice, WeightsAndKvPoolEqualWhatTheBackendHolds) {
+  for (const char* kv : {"f32", "bf16", "fp8_e4m3"}) {
+    StatusOr<config::ResolvedConfig> rc = ResolveFixture(GetParam(), kv);
+    ASSERT_TRUE(rc.ok()) << rc.status().ToString();
+    CpuOps ops;
+    GuardedDeviceBackend device(ops);
+    StatusOr<ServedModel> loaded =
+        LoadServedModel(*rc, device, nullptr, /*leader=*/false, nullptr, [](const std::string&) {});
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    ASSERT_TRUE(loaded->weights_held.has_value());
+    const EngineOptions eo = EngineOptionsFrom(*rc, rc->Int("context-length"));
+    StatusOr<std::unique_ptr<Engine>> engine = Internal("not made");
+    MemoryCheck m{"cuda", rc->memory().weights, rc->memory().kv_pool_bytes, loaded->weights_held,
+                  std::nullopt};
+    m.kv_pool_held = HeldGrowth(
+        device.allocator(), [&] { engine = CreateEngine(std::move(loaded->model), nullptr, eo); });
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    EXPECT_TRUE(m.agrees()) << GetParam() << " " << kv << ": " << m.Describe();
+    EXPECT_EQ(*m.weights_held, static_cast<int64_t>(rc->memory().weights)) << GetParam();
+    EXPECT_GT(*m.kv_pool_held, 0);
+    EXPECT_EQ(*m.kv_pool_held, static_cast<int64_t>(rc->memory().kv_pool_bytes))
+        << GetParam() << " " << kv;
+    // 1000 tokens in pages of 16: 63 pages.
+    EXPECT_EQ(rc->memory().kv_pool_bytes,
+              static_cast<uint64_t>(63 * 16 * rc->memory().kv_bytes_per_token));
+    EXPECT_NE(m.Describe().find("as planned; KV pool"), std::string::npos) << m.Describe();
+    (*engine)->Stop();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyFixtures, PlanAgainstDevice,
+                         ::testing::Values("tiny_glm_moe_dsa", "tiny_deepseek_v32",
+                                           "tiny_deepseek_v3"));
+
+TEST(MemoryCheck, SaysByHowMuchAndWhichWayThePlanIsOff) {
+  MemoryCheck m{"cuda", 1000, 4096, 1000, 5120};
+  EXPECT_FALSE(m.agrees());
+  EXPECT_EQ(m.Describe(),
+            "memory on cuda: weights 1000 B held, as planned; KV pool 5120 B held, plan 4096 B "
+            "(1024 B more than planned)");
+  m.kv_pool_held = 4096;
+  m.weights_held = 990;
+  EXPECT_FALSE(m.agrees());
+  EXPECT_NE(m.Describe().find("weights 990 B held, plan 1000 B (10 B less than planned)"),
+            std::string::npos)
+      << m.Describe();
+  EXPECT_EQ(m.ToJson()["weights_held_bytes"], 990);
+  EXPECT_EQ(m.ToJson()["agrees"], false);
+}
+
+TEST(MemoryCheck, OnTheCpuOnlyThePlanIsReported) {
+  const MemoryCheck m{"cpu", 1000, 4096, std::nullopt, std::nullopt};
+  EXPECT_TRUE(m.agrees());
+  EXPECT_EQ(m.Describe(),
+            "memory on cpu: weights 1000 B planned (mapped from the checkpoint); KV pool 4096 B "
+            "planned (host memory, not counted)");
+  EXPECT_TRUE(m.ToJson()["kv_pool_held_bytes"].is_null());
+}
+
+// An allocator with a budget, counting like a device's.
+class BudgetAllocator final : public Allocator {
+ public:
+  explicit BudgetAllocator(size_t budget) : budget_(budget) {}
+  Device device() const override { return Device::kCpu; }
+  StatusOr<std::shared_ptr<void>> Allocate(size_t bytes) override {
+    if (bytes > budget_ - held_)
+      return ResourceExhausted("out of memory allocating " + std::to_string(bytes) + " bytes");
+    held_ += bytes;
+    return HostAllocator().Allocate(bytes);
+  }
+  void Zero(void* p, size_t bytes) override { HostAllocator().Zero(p, bytes); }
+  std::optional<int64_t> held_bytes() const override { return static_cast<int64_t>(held_); }
+
+ private:
+  size_t budget_, held_ = 0;
+};
+
+TEST(MemoryCheck, HeldGrowthIsWhatTheCallTookAndNothingWhereUncounted) {
+  BudgetAllocator device(1 << 20);
+  std::shared_ptr<void> keep;
+  EXPECT_EQ(HeldGrowth(device, [&] { keep = *device.Allocate(1234); }), 1234);
+  EXPECT_EQ(HeldGrowth(HostAllocator(), [&] { keep = *HostAllocator().Allocate(64); }),
+            std::nullopt);
+}
+
+// A pool larger than the device has is an error naming the pool, not an abort.
+TEST(MemoryCheck, AKvPoolThatDoesNotFitIsAnError) {
+  KvCacheSpec spec;
+  spec.num_layers = 2;
+  spec.latent_dim = 512;
+  spec.rope_dim = 64;
+  BudgetAllocator device(1 << 20);
+  StatusOr<KvStorage> kv = KvStorage::Make(spec, 1024, 64, KvDtype::kBF16, device);
+  ASSERT_FALSE(kv.ok());
+  EXPECT_EQ(kv.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(kv.status().message().find("the KV pool (1024 pages of 64 tokens"), std::string::npos)
+      << kv.status().message();
+  EXPECT_NE(kv.status().message().find("out of memory allocating"), std::string::npos)
+      << kv.status().message();
+  EXPECT_TRUE(KvStorage::Make(spec, 4, 64, KvDtype::kBF16, device).ok());
+}
+
+}  // namespace
+}  // namespace lucid::cli
