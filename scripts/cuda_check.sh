@@ -6,6 +6,8 @@
 # with the device line and the times, into the folder it is given. Bounded: each step has a
 # timeout; the whole run stays under 8 minutes with a build brought from elsewhere.
 #   scripts/cuda_check.sh OUT_DIR [BUILD_DIR]     (BUILD_DIR default build; built when missing)
+# A build brought from another machine comes as scripts/cuda_bundle.sh's .device/ (the binaries
+# with their libraries, and wheels of the openai client): used when BUILD_DIR is not given.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/cuda_check.sh OUT_DIR [BUILD_DIR]}
@@ -13,11 +15,28 @@ build=${2:-build}
 mkdir -p "$out"
 log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$out/summary.txt"; }
 log "machine: $(uname -m), $(nproc) cores; $(nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader 2>&1 | head -1)"
+python=.venv-e2e/bin/python
+if [ -z "${2:-}" ] && [ -f .device/lucid-cuda.tar.xz ]; then
+  rm -rf /tmp/lucid-device && mkdir -p /tmp/lucid-device
+  tar -C /tmp/lucid-device -xJf .device/lucid-cuda.tar.xz && build=/tmp/lucid-device/bundle/bin
+  log "using the bundled build (.device/lucid-cuda.tar.xz): $build"
+  missing=$(LD_LIBRARY_PATH=/tmp/lucid-device/bundle/lib:$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/lib \
+    /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib 2>/dev/null | paste -sd:) \
+    ldd "$build"/real/* 2>&1 | grep "not found" | sort -u)
+  [ -n "$missing" ] && log "libraries not found: $missing"
+fi
+if [ -d .device/whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/lucid-site .device/whl/*.whl >>"$out/summary.txt" 2>&1 &&
+    export PYTHONPATH=/tmp/lucid-site${PYTHONPATH:+:$PYTHONPATH} && python=python3
+  log "python for the serve tests: $python ($($python -c 'import openai; print("openai", openai.__version__)' 2>&1))"
+fi
 if [ ! -x "$build/src/backends/cuda/lucid_backends_cuda_tests" ] && [ ! -x "$build/lucid_backends_cuda_tests" ]; then
   log "building $build with the CUDA backend"
   LUCID_CUDA=ON timeout 420 scripts/build.sh >"$out/build.txt" 2>&1 || { log "build failed (see build.txt)"; exit 1; }
 fi
-tests=$(find "$build" -name lucid_backends_cuda_tests -type f -perm -u+x | head -1)
+tests=$build/lucid_backends_cuda_tests
+[ -x "$tests" ] || tests=$(find "$build" -name lucid_backends_cuda_tests -type f -perm -u+x | head -1)
 rc=0
 export LUCID_SOURCE_DIR=$(pwd)  # the fixtures of this checkout, wherever the build was made
 log "device tests: $tests"
@@ -25,7 +44,8 @@ timeout 180 "$tests" >"$out/cuda_tests.txt" 2>&1 || rc=1
 # The tiny fixtures end to end on the GPU (CudaModel.*): one line each, max error and margins.
 grep -E "^\[ cuda \]|FAILED|SKIPPED" "$out/cuda_tests.txt" | tee -a "$out/summary.txt" >/dev/null
 tail -3 "$out/cuda_tests.txt" | tee -a "$out/summary.txt"
-nccl=$(find "$build" -name lucid_dist_nccl_tests -type f -perm -u+x | head -1)
+nccl=$build/lucid_dist_nccl_tests
+[ -x "$nccl" ] || nccl=$(find "$build" -name lucid_dist_nccl_tests -type f -perm -u+x | head -1)
 if [ -n "$nccl" ]; then
   log "NCCL communicator tests (a world of one GPU): $nccl"
   timeout 60 "$nccl" >"$out/nccl_tests.txt" 2>&1 || rc=1
@@ -48,7 +68,7 @@ timeout 60 "$build/lucid" explain --model-path tests/fixtures/models/tiny_glm_mo
 grep -E "^Target:|device |dtype |gpu-memory|max-total-tokens|weights |KV pool" "$out/explain_local.txt" \
   | tee -a "$out/summary.txt" >/dev/null
 log "serve on the GPU: tests/e2e/test_serve_cuda.py"
-LUCID_BINARY="$build/lucid" timeout 200 .venv-e2e/bin/python -B tests/e2e/test_serve_cuda.py \
+LUCID_BINARY="$build/lucid" timeout 200 "$python" -B tests/e2e/test_serve_cuda.py \
   >"$out/serve_cuda.txt" 2>&1 || rc=1
 grep -E "^\[ cuda \]|^(OK|FAILED)|^Ran |skipped" "$out/serve_cuda.txt" | tee -a "$out/summary.txt" >/dev/null
 log "lucid backends --self-test"
