@@ -27,6 +27,7 @@ constexpr Preset kPresets[] = {
     {"tiny", 256, 3, 1, 512, 2, 128, 8, 2, 64, 2, 16, 512},
     {"1g", 2048, 4, 1, 5632, 16, 768, 32, 4, 512, 16, 2048, 32768},
     {"4g", 3072, 7, 1, 8192, 32, 1536, 32, 6, 768, 32, 2048, 32768},
+    {"16g", 6144, 6, 1, 12288, 64, 2048, 64, 8, 1024, 32, 2048, 65536},
 };
 
 const Preset* FindPreset(const std::string& n) {
@@ -137,7 +138,7 @@ StatusOr<nlohmann::json> SynthConfig(const std::string& arch, const std::string&
   LUCID_ASSIGN_OR_RETURN(ArchDims a, DimsOf(arch));
   const Preset* p = FindPreset(preset);
   if (p == nullptr)
-    return InvalidArgument("synth: unknown --preset \"" + preset + "\" (tiny, 1g, 4g)");
+    return InvalidArgument("synth: unknown --preset \"" + preset + "\" (tiny, 1g, 4g, 16g)");
   const bool glm = arch == "glm_moe_dsa";
   nlohmann::json c = {
       {"architectures", {a.architecture}},
@@ -224,6 +225,21 @@ StatusOr<SynthSummary> WriteBf16(const nlohmann::json& c, const SynthOptions& o,
 }
 
 }  // namespace
+
+StatusOr<SynthSummary> SynthSize(const std::string& arch, const std::string& preset) {
+  LUCID_ASSIGN_OR_RETURN(nlohmann::json c, SynthConfig(arch, preset));
+  LUCID_ASSIGN_OR_RETURN(ModelConfig mc, ParseModelConfig(c));
+  SynthSummary sum;
+  sum.shards = mc.num_hidden_layers + 1;
+  for (int64_t l = -1; l < mc.num_hidden_layers; ++l)
+    for (const Spec& s : LayerSpecs(mc, l)) {
+      const int64_t n = NumElements(s.shape);
+      sum.params += n;
+      sum.bytes += static_cast<uint64_t>(n) * DTypeBits(s.dtype) / 8;
+      ++sum.tensors;
+    }
+  return sum;
+}
 
 StatusOr<SynthSummary> Synthesize(const SynthOptions& o) {
   LUCID_ASSIGN_OR_RETURN(nlohmann::json c, SynthConfig(o.arch, o.preset));

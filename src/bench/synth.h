@@ -7,6 +7,7 @@
 //   tiny  ~3.5M params (tests; a forward is milliseconds)
 //   1g    ~0.55G params, about 1.1 GB in bf16 (benchmarks)
 //   4g    ~2.1G params, about 4.2 GB in bf16 (benchmarks)
+//   16g   ~8G params, about 16 GB in bf16 (GPU benchmarks: weights far beyond any L2)
 // Output: DIR/config.json (HF-style, parsed by LoadModelConfig), one safetensors shard per layer
 // plus one for embeddings/final norm/lm_head, and model.safetensors.index.json. Weights are bf16
 // (index weights_proj and the router bias f32, as in the real checkpoints), drawn uniform in
@@ -27,7 +28,7 @@ namespace lucid {
 
 struct SynthOptions {
   std::string arch = "glm_moe_dsa";  // glm_moe_dsa | deepseek_v32 | deepseek_v3
-  std::string preset = "tiny";       // tiny | 1g | 4g
+  std::string preset = "tiny";       // tiny | 1g | 4g | 16g
   std::string out_dir;
   std::string quant;  // "" (bf16) | nvfp4 | fp8-block
   uint64_t seed = 1;
@@ -42,6 +43,9 @@ struct SynthSummary {
 
 std::vector<std::string> SynthPresetNames();
 std::vector<std::string> SynthArchNames();
+// What Synthesize would write in bf16 (params, bytes, tensors, shards), computed from the same
+// tensor table without writing anything.
+StatusOr<SynthSummary> SynthSize(const std::string& arch, const std::string& preset);
 // The config.json the preset writes (no files touched).
 StatusOr<nlohmann::json> SynthConfig(const std::string& arch, const std::string& preset);
 // Writes the checkpoint (bf16; with `quant`, bf16 written beside `out_dir` then quantized into it by

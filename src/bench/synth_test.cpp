@@ -91,6 +91,33 @@ TEST(Synth, DeterministicInTheSeedAndRefusesUnknownNames) {
   EXPECT_EQ(Synthesize(bad).status().code(), StatusCode::kInvalidArgument);
 }
 
+// Every preset is the size its comment in synth.h promises, for every architecture, and the tiny
+// one's computed size is what Synthesize writes.
+TEST(Synth, PresetSizesAreWhatTheyPromise) {
+  struct Range {
+    const char* preset;
+    double lo_gb, hi_gb;
+  };
+  for (const std::string& arch : SynthArchNames()) {
+    for (const Range& r : {Range{"1g", 0.9, 1.4}, Range{"4g", 3.6, 4.8}, Range{"16g", 14.0, 18.0}}) {
+      auto s = SynthSize(arch, r.preset);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      EXPECT_GE(s->bytes / 1e9, r.lo_gb) << arch << " " << r.preset;
+      EXPECT_LE(s->bytes / 1e9, r.hi_gb) << arch << " " << r.preset;
+    }
+  }
+  SynthOptions o;
+  o.out_dir = TempDir("size");
+  auto w = Synthesize(o);
+  auto c = SynthSize(o.arch, o.preset);
+  ASSERT_TRUE(w.ok() && c.ok());
+  EXPECT_EQ(w->bytes, c->bytes);
+  EXPECT_EQ(w->params, c->params);
+  EXPECT_EQ(w->tensors, c->tensors);
+  std::filesystem::remove_all(o.out_dir);
+  EXPECT_EQ(SynthSize("glm_moe_dsa", "huge").status().code(), StatusCode::kInvalidArgument);
+}
+
 // --quant writes a packed checkpoint (via lucid quantize's code) that loads in that format, is
 // smaller than bf16, and leaves no temporary directory behind.
 TEST(Synth, QuantizedPresetsLoadPacked) {

@@ -72,7 +72,7 @@ void AppendCommandOptions(std::vector<OptionSpec>& t) {
   t.push_back(Row("arch", T::kString, "glm_moe_dsa", kSynth, kSynthG,
                   "Architecture: glm_moe_dsa | deepseek_v32 | deepseek_v3"));
   t.push_back(Row("preset", T::kString, "tiny", kSynth, kSynthG,
-                  "Size: tiny (tests) | 1g | 4g (benchmarks)"));
+                  "Size: tiny (tests) | 1g | 4g (CPU benchmarks) | 16g (GPU benchmarks)"));
   t.push_back(Row("quant", T::kString, "", kSynth, kSynthG,
                   "Weight format: nvfp4 | fp8-block (default: bf16)"));
   t.push_back(
