@@ -17,10 +17,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -48,8 +47,8 @@ std::vector<std::string> SynthArchNames();
 StatusOr<SynthSummary> SynthSize(const std::string& arch, const std::string& preset);
 // The config.json the preset writes (no files touched).
 StatusOr<nlohmann::json> SynthConfig(const std::string& arch, const std::string& preset);
-// Writes the checkpoint (bf16; with `quant`, bf16 written beside `out_dir` then quantized into it by
-// QuantizeCheckpoint and removed). InvalidArgument for an unknown arch/preset/quant; I/O errors
+// Writes the checkpoint (bf16; with `quant`, bf16 written beside `out_dir` then quantized into it
+// by QuantizeCheckpoint and removed). InvalidArgument for an unknown arch/preset/quant; I/O errors
 // from the writers.
 StatusOr<SynthSummary> Synthesize(const SynthOptions& o);
 
