@@ -1,7 +1,9 @@
 // `lucid backends [--json] [--self-test]`: every backend of every kernel family, whether it is
 // compiled in and usable on this machine (and why not), what it supports; --self-test runs each
 // usable kernel on random inputs against a double-precision evaluation of the op and prints the
-// max error and pass/fail (exit status 1 if any check fails).
+// max error and pass/fail (exit status 1 if any check fails); in a CUDA build a run on a device
+// is kept as the self-test record that generate and serve gate their kernels on
+// (cli/kernel_gate.h).
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -12,6 +14,8 @@
 #include "config/cli_options.h"
 #ifdef LUCID_HAVE_CUDA
 #include "backends/cuda/cuda_conformance_report.h"
+#include "cli/cuda_self_test_record.h"
+#include "cli/kernel_gate.h"
 #endif
 
 namespace lucid::cli {
@@ -19,13 +23,24 @@ namespace {
 
 #ifdef LUCID_HAVE_CUDA
 // The CUDA conformance run as self-test lines: one per op and format, and one SKIPPED line per
-// op without a CUDA kernel (or one for everything when there is no device).
-void AddCudaSelfTest(std::vector<config::SelfTestResult>* tests) {
+// op without a CUDA kernel (or one for everything when there is no device). A run on a device
+// is kept as this binary's self-test record for its compute capability (cli/kernel_gate.h), the
+// one `generate` and `serve` check their plan's kernels against; where it went is returned.
+std::string AddCudaSelfTest(const std::string& dir, std::vector<config::SelfTestResult>* tests) {
   const cuda::CudaSelfTest r = cuda::RunCudaSelfTest();
+  std::string kept;
+  if (r.skipped_reason.empty()) {
+    StatusOr<std::string> build = BinaryIdentity();
+    StatusOr<SelfTestRecord> rec =
+        build.ok() ? CudaRecord(r, *build) : StatusOr<SelfTestRecord>(build.status());
+    StatusOr<std::string> path = rec.ok() ? WriteRecord(dir, *rec) : rec.status();
+    kept = path.ok() ? "self-test recorded in " + *path
+                     : "self-test record not kept: " + path.status().message();
+  }
   if (!r.skipped_reason.empty()) {
     tests->push_back(
         {"cuda conformance", "cuda-reference", "every op", 0, 0, false, true, r.skipped_reason});
-    return;
+    return kept;
   }
   for (const cuda::CudaOpResult& o : r.ops)
     tests->push_back(
@@ -35,6 +50,7 @@ void AddCudaSelfTest(std::vector<config::SelfTestResult>* tests) {
   for (const std::string& op : r.not_implemented)
     tests->push_back({"cuda conformance", "cuda-reference", op, 0, 0, false, true,
                       "no CUDA kernel yet: " + r.device + " cannot run it"});
+  return kept;
 }
 #endif
 
@@ -54,9 +70,11 @@ void RegisterBackendsCommand(CLI::App& app, int* exit_code) {
     const bool json_out = settings->Bool("json"), self_test = settings->Bool("self-test");
     const std::vector<config::BackendRow> rows = config::BackendRows();
     std::vector<config::SelfTestResult> tests;
+    std::string record_note;  // where a device run's record was kept
     if (self_test) tests = config::RunSelfTest(rows);
 #ifdef LUCID_HAVE_CUDA
-    if (self_test) AddCudaSelfTest(&tests);
+    if (self_test)
+      record_note = AddCudaSelfTest(SelfTestDir(settings->String("self-test-dir")), &tests);
 #endif
     bool all_pass = true;
     for (const config::SelfTestResult& t : tests) all_pass = all_pass && (t.passed || t.skipped);
@@ -77,6 +95,7 @@ void RegisterBackendsCommand(CLI::App& app, int* exit_code) {
                         {"skipped", t.skipped},
                         {"note", t.note}});
         j["self_test"] = tj;
+        if (!record_note.empty()) j["self_test_record"] = record_note;
       }
       std::cout << j.dump(2) << "\n";
     } else {
@@ -96,6 +115,7 @@ void RegisterBackendsCommand(CLI::App& app, int* exit_code) {
           std::cout << line;
           if (!t.note.empty()) std::cout << "      " << t.note << "\n";
         }
+        if (!record_note.empty()) std::cout << "\n" << record_note << "\n";
       }
     }
     *exit_code = all_pass ? 0 : 1;

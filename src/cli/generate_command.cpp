@@ -118,6 +118,10 @@ Status RunGenerate(const GenerateFlags& f, const config::ResolvedConfig& rc) {
   LUCID_ASSIGN_OR_RETURN(const PlanBackend backend, MakePlanBackend(rc));
   if (!backend.description.empty())
     std::fprintf(stderr, "lucid generate: %s\n", backend.description.c_str());
+  for (const std::string& n : backend.notes)
+    std::fprintf(stderr, "lucid generate: %s\n", n.c_str());
+  for (const std::string& w : backend.warnings)
+    std::fprintf(stderr, "lucid generate: warning: %s\n", w.c_str());
   LUCID_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
                          LoadModel(f.model_path, *backend.backend, load));
   if (comm)  // the world, one line per rank: who runs where and holds what

@@ -8,14 +8,17 @@
 
 #ifdef LUCID_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cuda_ops.h"
+#include "cli/cuda_self_test_record.h"
+#include "cli/kernel_gate.h"
 #endif
 
 namespace lucid::cli {
 
 StatusOr<PlanBackend> MakePlanBackend(const config::ResolvedConfig& rc) {
   if (rc.data().cpu_kernels.has_value())
-    return PlanBackend{config::MakeCpuBackend(rc.cpu_kernel_set()), ""};
+    return PlanBackend{config::MakeCpuBackend(rc.cpu_kernel_set()), "", {}, {}};
   if (rc.String("device") != "cuda")
     return FailedPrecondition("a model runs on --device cpu or cuda, not " + rc.String("device"));
 #ifdef LUCID_HAVE_CUDA
@@ -31,10 +34,21 @@ StatusOr<PlanBackend> MakePlanBackend(const config::ResolvedConfig& rc) {
         "the plan needs what it lacks: " +
         text + " (pass --dtype float32 --disable-cuda-graph)");
   }
+  LUCID_ASSIGN_OR_RETURN(std::vector<cuda::CudaDeviceInfo> devices, cuda::ProbeCudaDevices());
+  if (devices.empty()) return FailedPrecondition("--device cuda: no CUDA device");
+  GateInputs gate;
+  gate.dir = SelfTestDir(rc.String("self-test-dir"));
+  LUCID_ASSIGN_OR_RETURN(gate.build, BinaryIdentity());
+  gate.device = cuda::DescribeDevice(devices[0]);
+  gate.sm = devices[0].sm;
+  gate.formats = RequiredFormats(rc.kernels(), rc.kv_cache_dtype());
+  gate.allow_unverified = rc.Bool("allow-unverified-kernels");
+  LUCID_ASSIGN_OR_RETURN(GateOutcome verdict, VerifyKernels(gate, RunCudaSelfTestRecord));
   LUCID_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> b,
                          cuda::CudaBackend::Create(0, cuda::MakeCudaReferenceOps, "reference"));
   std::string description = b->name() + " on " + cuda::DescribeDevice(b->info());
-  return PlanBackend{std::unique_ptr<Backend>(std::move(b)), std::move(description)};
+  return PlanBackend{std::unique_ptr<Backend>(std::move(b)), std::move(description),
+                     std::move(verdict.notes), std::move(verdict.warnings)};
 #else
   return FailedPrecondition(
       "--device cuda: this build has no CUDA backend (configure with "

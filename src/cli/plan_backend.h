@@ -4,13 +4,18 @@
 //   --device cuda  a CUDA build's cuda-reference ops on device 0 (backends/cuda/cuda_backend.h),
 //                  which compute in f32 without CUDA graphs: a plan that asks for more (the
 //                  resolver's kernel gaps) is refused with the flags that make it runnable, and
-//                  a machine without a CUDA device gets the runtime's reason.
+//                  a machine without a CUDA device gets the runtime's reason. Before the backend
+//                  is made, the self-test gate (cli/kernel_gate.h) checks the plan's kernels
+//                  against this binary's self-test record for the device (measuring it first
+//                  when there is none) and refuses a failed or never-run one unless
+//                  --allow-unverified-kernels.
 // The plan's device is the only input: nothing is swapped for something else silently.
 // Thread-safety: a pure function of its argument (plus the CUDA runtime's device probe).
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "config/resolved_config.h"
@@ -22,6 +27,8 @@ struct PlanBackend {
   std::unique_ptr<Backend> backend;
   std::string description;  // one line for the log ("cuda-reference on NVIDIA H200 ..."); empty
                             // for the CPU, whose kernel set the resolved plan already prints
+  std::vector<std::string> notes;     // the self-test gate's record and verdict (log at info)
+  std::vector<std::string> warnings;  // kernels started unverified; a record not kept
 };
 
 // FailedPrecondition (exit status 2) for a plan this build or machine cannot run on its device.

@@ -219,6 +219,8 @@ int ServeLeader(const config::ResolvedConfig& rc, Communicator* comm, SignalWatc
     return ExitCodeFor(backend.status());
   }
   if (!backend->description.empty()) LogInfo("backend: " + backend->description);
+  for (const std::string& n : backend->notes) LogInfo("kernels: " + n);
+  for (const std::string& w : backend->warnings) LogWarning("kernels: " + w);
   std::unique_ptr<Model> tp_shard;  // under tensor parallelism: what the engine's leader borrows
   std::unique_ptr<Engine> engine;   // declared before the server: destroyed after it
   server::HttpServer http(ServerOptionsFrom(rc));

@@ -125,6 +125,12 @@ std::vector<OptionSpec> BuildTable() {
                    "environment when OMP_WAIT_POLICY or GOMP_SPINCOUNT is set, else short-spin: "
                    "spin ~0.1 ms, then sleep, so a busy CPU is not starved); applied by lucid "
                    "re-executing itself once with the OpenMP variables set"));
+  t.push_back(Opt("allow-unverified-kernels", OptionType::kBool, "false", kKern,
+                  "Start on a GPU even when a kernel of the plan failed its self-test on this "
+                  "device's compute capability, or was never run there (a warning names each)"));
+  t.push_back(Opt("self-test-dir", OptionType::kString, "", kKern,
+                  "Where device self-test records are kept, one per binary and compute capability "
+                  "(default: $XDG_CACHE_HOME/lucid/self-test, else ~/.cache/lucid/self-test)"));
   t.push_back(Enum("cpu-contention", "auto", {"leave-a-core", "ignore"}, kKern,
                    "What the serving engine does while other processes want its CPUs (auto: "
                    "leave-a-core: the kernels' parallel regions run on one thread fewer until "
@@ -206,8 +212,10 @@ std::vector<OptionSpec> BuildTable() {
   also("dp-size", kGenerate);
   also("cpu-wait-policy", kGenerate | kBench);
   // generate --device cuda on a described GPU target, with the plan cuda-reference can run.
-  for (const char* name : {"device", "target", "gpu-memory", "dtype", "disable-cuda-graph"})
+  for (const char* name : {"device", "target", "gpu-memory", "dtype", "disable-cuda-graph",
+                           "allow-unverified-kernels", "self-test-dir"})
     also(name, kGenerate);
+  also("self-test-dir", kBackends);
   AppendCommandOptions(t);
   return t;
 }

@@ -14,6 +14,10 @@ Without a CUDA device, or in a build without the CUDA backend, it prints why and
 ctest reports as skipped. scripts/cuda_check.sh runs it on a GPU machine; the plan is for this
 machine's GPU (--target local: the device the CUDA runtime reports, its free memory, float32 and
 no graphs by rule), and each of the three servers, which share the GPU, holds a small KV pool.
+The GPU commands pass the self-test gate (cli/kernel_gate.h) with the binary's record for this
+device (scripts/cuda_check.sh makes it first with `lucid backends --self-test`; without one the
+first start measures it); LUCID_E2E_GPU_EXTRA_FLAGS adds flags to them (cuda_check.sh passes
+--allow-unverified-kernels there when the self-test found a failing kernel, to measure the rest).
 Run: .venv-e2e/bin/python tests/e2e/test_serve_cuda.py (ctest runs it as e2e_serve_cuda).
 """
 
@@ -35,7 +39,7 @@ except ImportError as e:  # pragma: no cover
              f"installs them into .venv-e2e): {e}")
 
 FIXTURES = ("tiny_glm_moe_dsa", "tiny_deepseek_v32", "tiny_deepseek_v3")
-GPU_FLAGS = ["--device", "cuda"]
+GPU_FLAGS = ["--device", "cuda"] + os.environ.get("LUCID_E2E_GPU_EXTRA_FLAGS", "").split()
 SERVER_KV_TOKENS = "65536"  # of the GPU's free memory each server would otherwise plan for
 NEAR_TIE = 1e-3
 PROMPT = [3, 14, 15, 92, 65, 35]

@@ -38,6 +38,7 @@ CudaSelfTest RunCudaSelfTest() {
     return r;
   }
   r.device = DescribeDevice((*b)->info());
+  r.sm = (*b)->info().sm;
   HostBridgeOps bridge(**b);
   const std::vector<ConformanceCase> cases =
       RunOpsConformance(bridge, ConformancePrecision::kF32, implemented);

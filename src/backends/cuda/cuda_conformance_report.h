@@ -19,6 +19,7 @@ struct CudaOpResult {
 
 struct CudaSelfTest {
   std::string device;          // DescribeDevice of device 0; empty without one
+  int sm = 0;                  // its compute capability, major*10+minor
   std::string skipped_reason;  // "no CUDA device: ..." when nothing could run
   std::vector<CudaOpResult> ops;
   std::vector<std::string> not_implemented;  // ops/ops.h methods with no CUDA kernel yet
