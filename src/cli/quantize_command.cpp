@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-
 #include <sstream>
 
 #include "cli/commands.h"
