@@ -2,9 +2,11 @@
 # The device check, for a machine with one NVIDIA GPU: builds (or reuses) a CUDA build, then runs
 # the CUDA backend's device tests (with the three tiny fixtures end to end on the GPU against the
 # CPU reference), the NCCL communicator's, `lucid generate` and `lucid serve` (openai client) on
-# the GPU after `lucid backends --self-test` (whose record they are gated on), and writes what they printed,
+# the GPU after `lucid backends --self-test` (whose record they are gated on), and the GPU
+# benchmark on the 16 GB synth preset, and writes what they printed,
 # with the device line and the times, into the folder it is given. Bounded: each step has a
-# timeout; the whole run stays under 8 minutes with a build brought from elsewhere.
+# timeout (the whole run is meant to take under 8 minutes with a build brought from elsewhere, and
+# the benchmark, the longest step, comes last: what ran before is kept if the limit cuts it).
 #   scripts/cuda_check.sh OUT_DIR [BUILD_DIR]     (BUILD_DIR default build; built when missing)
 # A build brought from another machine comes as scripts/cuda_bundle.sh's .device/ (the binaries
 # with their libraries, and wheels of the openai client): used when BUILD_DIR is not given.
@@ -86,5 +88,14 @@ log "serve on the GPU: tests/e2e/test_serve_cuda.py"
 LUCID_BINARY="$build/lucid" timeout 200 "$python" -B tests/e2e/test_serve_cuda.py \
   >"$out/serve_cuda.txt" 2>&1 || rc=1
 grep -E "^\[ cuda \]|^(OK|FAILED)|^Ran |skipped" "$out/serve_cuda.txt" | tee -a "$out/summary.txt" >/dev/null
+# The GPU benchmark (lucid bench --device cuda) on the 16 GB synth preset, written here (weights
+# far beyond L2), last: what ran before is kept when the time runs out.
+ck=/tmp/lucid-synth-16g
+log "synth --preset 16g into $ck"
+timeout 240 "$build/lucid" synth --arch glm_moe_dsa --preset 16g --out "$ck" >>"$out/bench_cuda.txt" 2>&1 || rc=1
+log "lucid bench --device cuda"
+timeout 300 "$build/lucid" bench --device cuda --model-path "$ck" --prompt-len 512 --gen-len 4 \
+  --repeats 2 --json >"$out/bench_cuda.json" 2>>"$out/bench_cuda.txt" || rc=1
+grep -E "read |prefill|decode batch|model " "$out/bench_cuda.txt" | tee -a "$out/summary.txt" >/dev/null
 log "done, rc=$rc"
 exit $rc

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <set>
 #include <string_view>
+#include <vector>
 
 namespace lucid {
 namespace {
@@ -156,7 +157,7 @@ void ProfilingOps::MlaAttention(const MlaAttentionArgs& a) const {
   const double t0 = Now();
   inner_.MlaAttention(a);
   double rows = 0;
-  for (int64_t t = 0; t < a.tokens; ++t) rows += a.selected_count[t];
+  for (int32_t c : Read(a.selected_count, a.tokens)) rows += c;
   const double K = double(a.latent_dim + a.rope_dim);
   Add(OpCategory::kAttention, Now() - t0, rows * double(KvRowBytes(a.kv)),
       rows * double(a.heads) * 2.0 * (K + double(a.latent_dim)));
@@ -166,7 +167,7 @@ void ProfilingOps::GqaAttention(const GqaAttentionArgs& a) const {
   const double t0 = Now();
   inner_.GqaAttention(a);
   double rows = 0;
-  for (int64_t t = 0; t < a.tokens; ++t) rows += a.count[t];
+  for (auto c : Read(a.count, a.tokens)) rows += double(c);
   Add(OpCategory::kAttention, Now() - t0, rows * double(KvRowBytes(a.kv)),
       rows * double(a.heads) * 4.0 * double(a.head_dim));
 }
@@ -175,7 +176,7 @@ void ProfilingOps::IndexerScores(const IndexerArgs& a) const {
   const double t0 = Now();
   inner_.IndexerScores(a);
   double keys = 0;
-  for (int64_t t = 0; t < a.tokens; ++t) keys += double(a.causal_len[t]);
+  for (int64_t n : Read(a.causal_len, a.tokens)) keys += double(n);
   Add(OpCategory::kIndexer, Now() - t0, keys * double(KvRowBytes(a.keys)),
       keys * double(a.heads) * (2.0 * double(a.head_dim) + 2.0));
 }
@@ -198,16 +199,15 @@ void ProfilingOps::MoeExperts(const Tensor& x, std::span<const ExpertWeights> ex
                               const Tensor& idx_t, const Tensor& weights, Tensor& out) const {
   const double t0 = Now();
   inner_.MoeExperts(x, experts, idx_t, weights, out);
-  const int64_t T = x.size(0), k = idx_t.size(1);
-  const int32_t* idx = idx_t.data<const int32_t>();  // host memory: the CPU sets only
-  std::set<int32_t> touched(idx, idx + T * k);
+  const std::vector<int32_t> idx = Read(idx_t.data<const int32_t>(), x.size(0) * idx_t.size(1));
+  std::set<int32_t> touched(idx.begin(), idx.end());
   double bytes = 0, flops = 0;
   for (int32_t e : touched) {
     const ExpertWeights& w = experts[e];
     bytes += double(w.gate.StoredBytes() + w.up.StoredBytes() + w.down.StoredBytes());
   }
-  for (int64_t i = 0; i < T * k; ++i) {
-    const ExpertWeights& w = experts[idx[i]];
+  for (int32_t e : idx) {
+    const ExpertWeights& w = experts[e];
     flops +=
         2.0 * double(w.gate.rows * w.gate.cols + w.up.rows * w.up.cols + w.down.rows * w.down.cols);
   }

@@ -16,6 +16,12 @@
 // name, its layer index replaced by "*" ("model.layers.*.self_attn.q_a_proj.weight"; the W_uk and
 // W_uv shares of kv_b_proj with " (W_uk)" / " (W_uv)" appended), so a step shows which matmuls
 // fall short of the bandwidth.
+// The step data the tallies depend on (MoeExperts' routing choice, the attention ops' per-row
+// counts) is read through the inner ops' CopyToHost (on a device: a copy after the ops issued so
+// far, which waits for them); set_read_step_data(false) reads none of it, leaving those ops'
+// bytes and FLOPs uncounted, for steps that are timed on an asynchronous device.
+// ProfilingBackend presents another Backend with ProfilingOps around its ops, so a model loaded on
+// it is accounted on any device.
 // Thread-safety: not thread-safe (the counters are plain); use from the one engine thread.
 #pragma once
 
@@ -23,7 +29,9 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
+#include "backends/backend.h"
 #include "ops/ops.h"
 
 namespace lucid {
@@ -52,6 +60,7 @@ class ProfilingOps final : public Ops {
     tally_ = {};
     by_weight_.clear();
   }
+  void set_read_step_data(bool on) const { read_step_data_ = on; }
   const OpTally& Get(OpCategory c) const { return tally_[static_cast<int>(c)]; }
   // The kMatmul calls since Reset, per LayerlessName of their weight; they sum to Get(kMatmul).
   const std::map<std::string, OpTally>& ByWeight() const { return by_weight_; }
@@ -95,6 +104,12 @@ class ProfilingOps final : public Ops {
   void NonFiniteRows(const Tensor& x, Tensor& flags) const override;
   Device device() const override { return inner_.device(); }
   Status Synchronize() const override { return inner_.Synchronize(); }
+  void CopyFromHost(const void* src, void* dst, size_t bytes) const override {
+    inner_.CopyFromHost(src, dst, bytes);
+  }
+  Status CopyToHost(const void* src, void* dst, size_t bytes) const override {
+    return inner_.CopyToHost(src, dst, bytes);
+  }
 
  private:
   void Add(OpCategory c, double seconds, double bytes, double flops) const;
@@ -102,6 +117,36 @@ class ProfilingOps final : public Ops {
   const Ops& inner_;
   mutable std::array<OpTally, static_cast<int>(OpCategory::kCount)> tally_{};
   mutable std::map<std::string, OpTally> by_weight_;
+  mutable bool read_step_data_ = true;
+  // n values at `p` (memory of the inner ops' device) as the host reads them; empty when reading
+  // is off or the copy failed (the step's Synchronize reports that).
+  template <class T>
+  std::vector<T> Read(const T* p, int64_t n) const {
+    std::vector<T> v;
+    if (!read_step_data_ || p == nullptr || n <= 0) return v;
+    v.resize(static_cast<size_t>(n));
+    if (!inner_.CopyToHost(p, v.data(), v.size() * sizeof(T)).ok()) v.clear();
+    return v;
+  }
+};
+
+// A Backend whose ops are ProfilingOps around `inner`'s; memory, uploads, workspace and host reads
+// are `inner`'s. Borrows `inner`, which must outlive it.
+class ProfilingBackend final : public Backend {
+ public:
+  explicit ProfilingBackend(Backend& inner) : inner_(inner), prof_(inner.ops()) {}
+  const ProfilingOps& profiling() const { return prof_; }
+  Device device() const override { return inner_.device(); }
+  std::string name() const override { return inner_.name(); }
+  const Ops& ops() const override { return prof_; }
+  Allocator& allocator() override { return inner_.allocator(); }
+  StatusOr<Tensor> UploadWeight(const Tensor& host) override { return inner_.UploadWeight(host); }
+  Workspace& workspace() override { return inner_.workspace(); }
+  StatusOr<Tensor> ReadableOnHost(const Tensor& t) override { return inner_.ReadableOnHost(t); }
+
+ private:
+  Backend& inner_;
+  ProfilingOps prof_;
 };
 
 }  // namespace lucid

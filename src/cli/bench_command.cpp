@@ -1,6 +1,8 @@
 // `lucid bench`: machine probes, then prefill, decode at batch sizes and a context sweep on one
 // model (bench/bench.h). Human-readable lines go to stdout, or to stderr with --json (the JSON
-// document then goes to stdout).
+// document then goes to stdout). `--device cuda` (a CUDA build on a GPU machine) runs the device
+// benchmark instead (bench/device_benchmark.h) on cuda-reference on GPU 0, with the device's
+// probes (backends/cuda/cuda_probe.h) and batch sizes 1,8,32,128 unless --batch says otherwise.
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -8,12 +10,20 @@
 
 #include "bench/bench.h"
 #include "cli/commands.h"
+#include "cli/local_gpus.h"
 #include "cli/process_env.h"
 #include "cli/serve_parallel.h"
 #include "config/cli_options.h"
 #include "config/cpu_kernels.h"
 #include "config/resolver.h"
 #include "config/wait_policy.h"
+#ifdef LUCID_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_device.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/cuda_probe.h"
+#include "bench/device_benchmark.h"
+#endif
 
 namespace lucid::cli {
 namespace {
@@ -68,7 +78,52 @@ StatusOr<BenchOptions> OptionsFrom(const config::ExplicitSettings& s,
   return o;
 }
 
+// `lucid bench --device cuda`: the device benchmark on GPU 0 (one process; cuda-reference, which
+// the self-test gate of serve and generate does not hold a benchmark to: its figures are timings).
+Status RunOnCuda(const config::ExplicitSettings& s, const config::ResolvedConfig& rc) {
+#ifdef LUCID_HAVE_CUDA
+  if (rc.Int("tp-size") != 1) return FailedPrecondition("bench --device cuda runs on one GPU");
+  DeviceBenchOptions o;
+  o.model_path = rc.String("model-path");
+  if (o.model_path.empty()) return InvalidArgument("--model-path is required");
+  o.kv_dtype = rc.kv_cache_dtype();
+  o.batches = {1, 8, 32, 128};
+  if (s.Get("batch") != nullptr) {
+    LUCID_ASSIGN_OR_RETURN(o.batches, ParseList("--batch", s.String("batch")));
+  }
+  o.prompt_len = s.Int("prompt-len");
+  o.context = s.Int("prompt-len");
+  o.gen_len = s.Int("gen-len");
+  o.repeats = static_cast<int>(s.Int("repeats"));
+  o.skip_prefill = s.Bool("skip-prefill");
+  LUCID_ASSIGN_OR_RETURN(std::vector<cuda::CudaDeviceInfo> devices, cuda::ProbeCudaDevices());
+  if (devices.empty()) return FailedPrecondition("--device cuda: no CUDA device");
+  LUCID_ASSIGN_OR_RETURN(cuda::CudaProbe measured, cuda::ProbeCudaDevice(0));
+  DeviceProbes probes;
+  probes.device = cuda::DescribeDevice(devices[0]);
+  probes.read_gbs = measured.read_gbs;
+  probes.peak_gbs = devices[0].peak_bandwidth_gbs;
+  probes.bf16_tflops = measured.bf16_tflops;
+  probes.f32_tflops = measured.f32_tflops;
+  LUCID_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> b,
+                         cuda::CudaBackend::Create(0, cuda::MakeCudaReferenceOps, "reference"));
+  const bool json = s.Bool("json");
+  LUCID_ASSIGN_OR_RETURN(nlohmann::json j, RunDeviceBench(*b, probes, o, json ? stderr : stdout));
+  if (json) std::printf("%s\n", j.dump(2).c_str());
+  return OkStatus();
+#else
+  (void)s;
+  (void)rc;
+  return FailedPrecondition(
+      "bench --device cuda: this build has no CUDA backend (configure with -DLUCID_CUDA=ON)");
+#endif
+}
+
 Status Run(const config::ExplicitSettings& s) {
+  if (const config::ExplicitValue* d = s.Get("device"); d != nullptr && d->value == "cuda") {
+    LUCID_ASSIGN_OR_RETURN(config::ResolvedConfig rc, ResolveOnThisMachine(s));
+    return RunOnCuda(s, rc);
+  }
   // The same OpenMP wait policy as `lucid serve` (config/wait_policy.h); may re-execute once,
   // before any parallel region runs.
   LUCID_ASSIGN_OR_RETURN(

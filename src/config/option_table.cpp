@@ -216,6 +216,7 @@ std::vector<OptionSpec> BuildTable() {
                            "allow-unverified-kernels", "self-test-dir"})
     also(name, kGenerate);
   also("self-test-dir", kBackends);
+  also("device", kBench);  // bench --device cuda: the device benchmark
   AppendCommandOptions(t);
   return t;
 }
