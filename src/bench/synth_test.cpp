@@ -99,7 +99,8 @@ TEST(Synth, PresetSizesAreWhatTheyPromise) {
     double lo_gb, hi_gb;
   };
   for (const std::string& arch : SynthArchNames()) {
-    for (const Range& r : {Range{"1g", 0.9, 1.4}, Range{"4g", 3.6, 4.8}, Range{"16g", 14.0, 18.0}}) {
+    for (const Range& r :
+         {Range{"1g", 0.9, 1.4}, Range{"4g", 3.6, 4.8}, Range{"16g", 14.0, 18.0}}) {
       auto s = SynthSize(arch, r.preset);
       ASSERT_TRUE(s.ok()) << s.status().ToString();
       EXPECT_GE(s->bytes / 1e9, r.lo_gb) << arch << " " << r.preset;
