@@ -63,11 +63,12 @@ void SetCounters(benchmark::State& st, int64_t T, int64_t N, int64_t K) {
 }
 
 // Args: level (2 AVX2, 5 the machine's best AVX-512 level), path (0 dot-product tiles, 1 GEMM),
-// format, T, N, K. One thread, all N rows.
+// format, T, N, K, activations (0 f32, 1 rounded to bf16: fast-bf16act). One thread, all N rows.
 void BM_Rows(benchmark::State& st) {
   const bool avx512 = st.range(0) == 5, gemm = st.range(1) != 0;
   const int f = static_cast<int>(st.range(2));
   const int64_t T = st.range(3), N = st.range(4), K = st.range(5);
+  const FastActivations act = st.range(6) ? FastActivations::kBf16 : FastActivations::kF32;
   const CpuIsa best = DetectCpuIsa();
   if (best < (avx512 ? CpuIsa::kAvx512 : CpuIsa::kAvx2)) {
     st.SkipWithError(avx512 ? "no AVX-512 on this machine" : "no AVX2 on this machine");
@@ -84,9 +85,15 @@ void BM_Rows(benchmark::State& st) {
       p.T = T;
       p.K = K;
       p.Kpad = (K + fast::kPadK - 1) / fast::kPadK * fast::kPadK;
-      fast::GemmPackX(kt, x.data<const float>(), K, fast::GemmX::kF32, &p);
+      p.hi_only = act == FastActivations::kBf16;
+      const fast::GemmX mode = !p.hi_only                           ? fast::GemmX::kF32
+                               : fast::GemmQ16(kt, w.format, act)   ? fast::GemmX::kQ16
+                               : fast::GemmPairs(kt, w.format, act) ? fast::GemmX::kBf16Pairs
+                               : fast::GemmRoundsX(kt)              ? fast::GemmX::kRoundedToBf16
+                                                                    : fast::GemmX::kF32;
+      fast::GemmPackX(kt, x.data<const float>(), K, mode, &p);
     } else {
-      fast::PackX(kt, x.data<const float>(), K, T, K, w.format, FastActivations::kF32, &p);
+      fast::PackX(kt, x.data<const float>(), K, T, K, w.format, act, &p);
     }
     if (gemm && !fast::GemmRows(kt, p, 0, T, w, 0, N, y.data(), N)) {
       st.SkipWithError("GemmRows refused");
@@ -100,9 +107,9 @@ void BM_Rows(benchmark::State& st) {
 // Dense prefill (T = 512 x K 2048 x N 6144) and an expert's share at prefill (~64 tokens x the
 // 1g preset's 512 x 2048 gate), and the small token counts where the GEMM starts to pay.
 BENCHMARK(BM_Rows)
-    ->ArgsProduct({{2, 5}, {0, 1}, {0, 1, 2, 3}, {32, 64, 512}, {6144}, {2048}})
-    ->ArgsProduct({{2, 5}, {0, 1}, {1, 2, 3}, {16, 32, 64, 128, 512}, {512}, {2048}})
-    ->ArgNames({"isa", "gemm", "fmt", "T", "N", "K"})
+    ->ArgsProduct({{2, 5}, {0, 1}, {0, 1, 2, 3}, {32, 64, 512}, {6144}, {2048}, {0, 1}})
+    ->ArgsProduct({{2, 5}, {0, 1}, {1, 2, 3}, {4, 8, 16, 32, 64, 128, 512}, {512}, {2048}, {0, 1}})
+    ->ArgNames({"isa", "gemm", "fmt", "T", "N", "K", "act"})
     ->Unit(benchmark::kMillisecond);
 
 // The reference point of "% of peak": fp32 FMAs on 16 independent accumulators (as lucid bench's

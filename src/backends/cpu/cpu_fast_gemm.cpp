@@ -8,12 +8,15 @@
 // (bf16, FP8-block and NVFP4 decoded in registers inside the transpose with the arithmetic of the
 // vector DequantSpan, so the values equal DequantizeRowSpan's; anything else through DequantSpan
 // and a row buffer); then the micro-kernel runs over every (x panel, w panel) pair and adds the k
-// block into y. Each weight element is decoded once per call. While one block is multiplied, the
+// block into y. Two variants of the panels: bf16 pairs (vdpbf16ps levels, GemmPairs) and, for
+// NVFP4 against bf16 activations at AVX2, int16 x per 16-column group with a power-of-two scale
+// against 2 * e2m1 int16 weights (GemmQ16, exact int32 sums per group). Each weight element is decoded once per call. While one block is multiplied, the
 // next block's stored bytes are prefetched into L2, a slice per x panel (rows are short runs the
 // hardware prefetcher does not follow).
 #include "backends/cpu/cpu_fast_gemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -179,6 +182,17 @@ void PoolFree(float* p) {
 
 }  // namespace
 
+// NVFP4 on int16 x (AVX2, bf16 activations) against the tiles, lucid_gemm_bench BM_Rows isa:2
+// fmt:3 act:1, N 512 x K 2048, one thread on the dev box's AVX2 path (GFLOP/s, medians of 3): at
+// 4 tokens 43.3 vs 45.7, at 8 58.3 vs 53.9, at 16 78.1 vs 46.4, at 32 87.2 vs 62.7.
+constexpr int64_t kQ16MinTokens = 8;
+
+bool GemmQ16(const KernelTable& kt, WeightFormat f, FastActivations act) {
+  const GemmKernels* g = KernelsFor(kt.isa);
+  return act == FastActivations::kBf16 && f == WeightFormat::kNvfp4 && g && g->tile_q16 &&
+         !GemmPairs(kt, f, act);
+}
+
 // Measured on the dev box (lucid_gemm_bench BM_GemmLinear, 2 threads, 6144 x 2048, GEMM against
 // the dot-product tiles at 16-128 tokens): NVFP4 GEMM is ahead from 32 tokens (341 vs 279
 // GFLOP/s), FP8-block from 32 (330 vs 313; 372 vs 315 at 48); bf16 (4 x 6 dp tiles) from 80 (at
@@ -194,6 +208,7 @@ int64_t GemmMinTokens(const KernelTable& kt, WeightFormat f, FastActivations act
   if (act == FastActivations::kBf16 && kt.bf16_split &&
       (f == WeightFormat::kFp8Block || f == WeightFormat::kNvfp4))
     return 2 * kGemmMinTokens;
+  if (GemmQ16(kt, f, act)) return kQ16MinTokens;
   // AVX2 (lucid_gemm_bench BM_Rows isa:2 on an AMD EPYC, 1 thread, GEMM against the dot-product
   // tiles in GFLOP/s): bf16 weights at 32 tokens 62-66 vs 66-75, at 64 76-79 vs 67-73; packed
   // formats ahead from 16 (NVFP4 49 vs 31), f32 from 64 (76 vs 63).
@@ -224,28 +239,55 @@ bool GemmRoundsX(const KernelTable& kt) {
   return g && g->pack_x_bf16;
 }
 
-void GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, GemmX mode, PackedX* p) {
-  const bool pairs = mode == GemmX::kBf16Pairs;
+namespace {
+
+// 32-bit words of one x panel of `mode` (mr tokens, K columns).
+int64_t XPanelWords(GemmX mode, int64_t mr, int64_t K) {
+  switch (mode) {
+    case GemmX::kBf16Pairs:
+      return (K + 1) / 2 * mr;
+    case GemmX::kQ16:
+      return (K + 15) / 16 * kQ16XGroupFloats;
+    default:
+      return K * mr;
+  }
+}
+
+}  // namespace
+
+bool GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, GemmX mode, PackedX* p) {
+  const bool pairs = mode == GemmX::kBf16Pairs, q16 = mode == GemmX::kQ16;
   const GemmKernels* g = KernelsFor(kt.isa);
+  LUCID_CHECK(!q16 || (g->pack_x_q16 && g->mr == kQ16Mr), "GemmPackX: no int16 x at this level");
   const int64_t T = p->T, K = p->K, mr = g->mr, panels = (T + mr - 1) / mr;
-  const int64_t Kp = pairs ? (K + 1) / 2 : K;  // panel length in 32-bit words per token
+  const int64_t words = XPanelWords(mode, mr, K);
   p->gemm_mr = mr;
   p->gemm_pairs = pairs;
-  p->gemm_panels.reset(PoolAlloc(panels * Kp * mr));
+  p->gemm_q16 = q16;
+  p->gemm_panels.reset(PoolAlloc(panels * words));
   float* out = p->gemm_panels.get();
+  std::atomic<bool> ok{true};
   ParallelFor(panels, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, K)),
               [&](int64_t q0, int64_t q1) {
                 for (int64_t q = q0; q < q1; ++q) {
                   const int m = static_cast<int>(std::min(mr, T - q * mr));
-                  float* dst = out + q * Kp * mr;
+                  float* dst = out + q * words;
                   if (pairs)
                     g->pack_x_pairs(x + q * mr * ldx, ldx, m, K, reinterpret_cast<uint32_t*>(dst));
+                  else if (q16 && !g->pack_x_q16(x + q * mr * ldx, ldx, m, K, dst))
+                    ok.store(false, std::memory_order_relaxed);
                   else if (mode == GemmX::kRoundedToBf16)
                     g->pack_x_bf16(x + q * mr * ldx, ldx, m, K, dst);
-                  else
+                  else if (mode == GemmX::kF32)
                     g->pack_x(x + q * mr * ldx, ldx, m, K, dst);
                 }
               });
+  if (!ok.load()) {
+    p->gemm_panels.reset();
+    p->gemm_q16 = false;
+    return false;
+  }
+  return true;
 }
 
 namespace {
@@ -257,10 +299,11 @@ struct GemmCall {
   const GemmKernels* g;
   const Weight* w;
   int64_t K, mr, nr;
-  int64_t Kp;  // x panel length in words (bf16 pairs: (K + 1) / 2)
-  int64_t kc;  // k columns per block (packed: whole scale blocks)
-  int64_t nb;  // weight rows per L2 block
-  bool pairs;  // bf16-pair panels and tile
+  int64_t xwords;  // 32-bit words of one of PackX's x panels
+  int64_t kc;      // k columns per block (packed: whole scale blocks)
+  int64_t nb;      // weight rows per L2 block
+  bool pairs;      // bf16-pair panels and tile
+  bool q16;        // NVFP4 against int16 x: the Q16 panels and tile
   // Where the stored rows are, by format: f32 and bf16 in place; FP8 and NVFP4 decoded inside
   // the transpose (fp8 / nvfp4); anything else through DequantSpan into `rows`.
   const float* wf32;
@@ -281,7 +324,7 @@ struct GemmCall {
   float* lane_scales;
 };
 
-GemmCall PlanGemm(const KernelTable& kt, const GemmKernels* g, const Weight& w, bool pairs,
+GemmCall PlanGemm(const KernelTable& kt, const GemmKernels* g, const Weight& w, GemmX xmode,
                   int64_t xpanels, int64_t rows_in_call, float** xp) {
   GemmCall c{};
   c.kt = &kt;
@@ -290,9 +333,11 @@ GemmCall PlanGemm(const KernelTable& kt, const GemmKernels* g, const Weight& w, 
   c.K = w.cols;
   c.mr = g->mr;
   c.nr = g->nr;
-  c.pairs = pairs;
-  c.Kp = pairs ? (c.K + 1) / 2 : c.K;
+  c.pairs = xmode == GemmX::kBf16Pairs;
+  c.q16 = xmode == GemmX::kQ16;
+  c.xwords = XPanelWords(xmode, c.mr, c.K);
   const bool packed = w.format == WeightFormat::kFp8Block || w.format == WeightFormat::kNvfp4;
+  const bool pairs = c.pairs;
   // Packed k blocks start at scale-block boundaries (DequantSpan's rule).
   c.kc = packed ? std::max<int64_t>(1, kKc / w.block_cols) * w.block_cols : kKc;
   c.nb = std::max<int64_t>(c.nr, kNb / c.nr * c.nr);
@@ -346,10 +391,24 @@ void PackXBlock(const GemmCall& c, const PackedX& x, int64_t t0, int64_t t1, int
     // t0 not on a panel boundary of PackX's panels: gather words (Linear's token split, rarely).
     const float* src = x.gemm_panels.get();
     const int64_t xmr = x.gemm_mr;
+    if (c.q16) {  // a token's group: its 8 words of int16 and its scale
+      const int64_t g0 = k0 / 16, groups = (kk + 15) / 16;
+      for (int64_t gi = 0; gi < groups; ++gi) {
+        float* dg = dst + gi * kQ16XGroupFloats;
+        for (int64_t i = 0; i < mr; ++i) {
+          const float* sg = src + (t + i) / xmr * c.xwords + (g0 + gi) * kQ16XGroupFloats;
+          const int64_t r = (t + i) % xmr;
+          for (int v = 0; v < 8; ++v) dg[8 * i + v] = i < m ? sg[8 * r + v] : 0.0f;
+          dg[8 * mr + i] = i < m ? sg[8 * mr + r] : 0.0f;
+        }
+        for (int64_t i = mr; i < 8; ++i) dg[8 * mr + i] = 0.0f;
+      }
+      continue;
+    }
     for (int64_t k = 0; k < kkp; ++k)
       for (int64_t i = 0; i < mr; ++i)
         dst[k * mr + i] =
-            i < m ? src[(t + i) / xmr * c.Kp * xmr + (k0p + k) * xmr + (t + i) % xmr] : 0.0f;
+            i < m ? src[(t + i) / xmr * c.xwords + (k0p + k) * xmr + (t + i) % xmr] : 0.0f;
   }
 }
 
@@ -393,7 +452,9 @@ void PackWPanel(const GemmCall& c, int64_t b0, int64_t b1, int64_t p, int64_t k0
   float* panel = c.wp + p * nr * c.kc;
   uint32_t* panel_pairs = reinterpret_cast<uint32_t*>(panel);
   const GemmKernels& g = *c.g;
-  if (c.pairs && c.fp8) {
+  if (c.q16) {
+    g.pack_w_nvfp4_q16(rp8, sp, (kk + 15) / 16, panel);
+  } else if (c.pairs && c.fp8) {
     g.pack_w_fp8_pairs(rp8, kk, panel_pairs);
     for (int64_t b = 0; b * w.block_cols < kk; ++b)
       for (int64_t j = 0; j < nr; ++j) c.lane_scales[(p * c.nsub + b) * nr + j] = sp[j][b];
@@ -417,6 +478,7 @@ void PackWPanel(const GemmCall& c, int64_t b0, int64_t b1, int64_t p, int64_t k0
 void MultiplyPanels(const GemmCall& c, const float* xq, int64_t p, int64_t kk, float* y,
                     int64_t ldy, int m, int nn, bool add) {
   const float* wq = c.wp + p * c.nr * c.kc;
+  if (c.q16) return c.g->tile_q16(xq, wq, (kk + 15) / 16, c.s2, y, ldy, m, nn, add);
   if (!c.pairs) return c.g->tile(xq, wq, kk, y, ldy, m, nn, add);
   const uint32_t* xw = reinterpret_cast<const uint32_t*>(xq);
   const uint32_t* ww = reinterpret_cast<const uint32_t*>(wq);
@@ -452,20 +514,25 @@ bool GemmRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, c
       !pairs || w.format != WeightFormat::kFp8Block || (w.block_cols % 16 == 0 && w.block_rows > 0),
       "GemmRows: FP8 weight " + w.name + " has scale blocks of " + std::to_string(w.block_cols) +
           " columns (bf16 pairs need a multiple of 16)");
+  // int16 x (PackX made it for NVFP4 at this level; f32 rows or panels take the f32 path).
+  const bool q16 = x.gemm_panels && x.gemm_q16;
+  LUCID_CHECK(!q16 || (w.format == WeightFormat::kNvfp4 && w.block_cols == 16 && g->tile_q16),
+              "GemmRows: x was packed as int16 for NVFP4, not for " + w.name);
+  const GemmX xmode = q16 ? GemmX::kQ16 : pairs ? GemmX::kBf16Pairs : GemmX::kF32;
   const int64_t mr = g->mr, nr = g->nr, K = w.cols, xpanels = (t1 - t0 + mr - 1) / mr;
   // x panels: PackX's when they line up with t0, else packed here per k block.
   const bool prepacked = x.gemm_panels && x.gemm_mr == mr && t0 % mr == 0;
   float* xp = nullptr;
-  const GemmCall c = PlanGemm(kt, g, w, pairs, xpanels, n1 - n0, prepacked ? nullptr : &xp);
+  const GemmCall c = PlanGemm(kt, g, w, xmode, xpanels, n1 - n0, prepacked ? nullptr : &xp);
   const int64_t kc = c.kc, nb = c.nb;
   for (int64_t k0 = 0; k0 < K; k0 += kc) {
     const int64_t kk = std::min(kc, K - k0);
     if (!prepacked) PackXBlock(c, x, t0, t1, k0, kk, xp);
-    // k0 is even (kc is), so a pair panel's k block starts at word k0 / 2.
-    const int64_t k0p = pairs ? k0 / 2 : k0;
+    // Where block k0 starts in a panel: k0 is even (kc is), so a pair panel's block starts at
+    // word k0 / 2; an int16 panel's at its group k0 / 16.
+    const int64_t k0w = q16 ? k0 / 16 * kQ16XGroupFloats : pairs ? k0 / 2 * mr : k0 * mr;
     auto xpanel = [&](int64_t q) {
-      return prepacked ? x.gemm_panels.get() + (t0 / mr + q) * c.Kp * mr + k0p * mr
-                       : xp + q * mr * kc;
+      return prepacked ? x.gemm_panels.get() + (t0 / mr + q) * c.xwords + k0w : xp + q * mr * kc;
     };
     for (int64_t b0 = n0; b0 < n1; b0 += nb) {
       const int64_t b1 = std::min(n1, b0 + nb), bp = (b1 - b0 + nr - 1) / nr;

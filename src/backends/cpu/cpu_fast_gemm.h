@@ -63,7 +63,37 @@ struct GemmKernels {
   void (*pack_w_fp8_pairs)(const uint8_t* const* rows, int64_t kc, uint32_t* wp) = nullptr;
   // From f32 rows holding bf16 values (exact; others rounded to nearest even).
   void (*pack_x_pairs)(const float* x, int64_t ldx, int m, int64_t kc, uint32_t* xp) = nullptr;
+
+  // NVFP4 against int16 activations (AVX2, cpu_fast_gemm_q16_avx2.cpp; for activations rounded
+  // to bf16 where there are no bf16 pairs), mr = kQ16Mr tokens, nr = kQ16Nr rows. Panels are per
+  // 16-column group g of the k block, 32-byte aligned:
+  //   x group [kQ16XGroupFloats]: token i's 16 values as int16 q (32 bytes at 8 i floats), then
+  //            its scale s[i] (f32 at 8 kQ16Mr + i; 0 for a token past m and an all-zero group):
+  //            x = bf16(x) ~ q * s, q = bf16(x) * 2^k rounded to nearest, one k per token and
+  //            group (the group's largest |bf16(x)| * 2^k in [2^14, 2^15)), s = 2^-k. A value
+  //            within 2^7 of its group's largest is exact; a smaller one is off by at most
+  //            2^-16 of the largest.
+  //   w group [kQ16WGroupFloats]: for each column pair p < 8 and half h (rows 8h..8h+7) one
+  //            vector (32 bytes at (2p + h) * 8 floats) of 8 rows' int16 pairs 2 * e2m1(col 2p),
+  //            2 * e2m1(col 2p + 1); then the rows' group scales / 2 (f32, at 8 kQ16Nr + j).
+  // Returns false, leaving xp unusable, when a value is non-finite or a group's k falls outside
+  // what the tile's scales hold; columns from kc to the last group's end read as zero.
+  bool (*pack_x_q16)(const float* x, int64_t ldx, int m, int64_t kc, float* xp) = nullptr;
+  // rows[j] at the byte of the k block's first column (a multiple of 16), gs[j][g] the f32 value
+  // of group g's e4m3 scale from there, for j < kQ16Nr (missing rows point at zeros).
+  void (*pack_w_nvfp4_q16)(const uint8_t* const* rows, const float* const* gs, int64_t groups,
+                           float* wp) = nullptr;
+  // C[i * ldc + j] (+ when add)= s2 * sum over groups of the group's integer sum of q * 2 e2m1
+  // (exact) times its w scale times its x scale, for i < m, j < n.
+  void (*tile_q16)(const float* xp, const float* wp, int64_t groups, float s2, float* c,
+                   int64_t ldc, int m, int n, bool add) = nullptr;
 };
+
+constexpr int kQ16Mr = 6, kQ16Nr = 16;
+constexpr int64_t kQ16XGroupFloats = (kQ16Mr * 32 + 32) / 4;
+constexpr int64_t kQ16WGroupFloats = (8 * kQ16Nr * 4 + kQ16Nr * 4) / 4;
+// The Q16 kernels of cpu_fast_gemm_q16_avx2.cpp into t.
+void AddQ16GemmAvx2(GemmKernels& t);
 
 // The kernels of each instruction set that has them (cpu_fast_gemm_avx512.cpp,
 // cpu_fast_gemm_avx2.cpp; the AVX2 table has no bf16-pair kernels).

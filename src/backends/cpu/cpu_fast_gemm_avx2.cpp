@@ -2,7 +2,9 @@
 // tile (6 tokens of two ymm accumulators: 12 accumulators, two weight vectors and a broadcast of
 // the 16 registers), 8x8 in-register transposes for packing. The weight decoders are those of the
 // AVX2 DequantSpan (cpu_fast_avx2_common.h), so the panels hold DequantizeRowSpan's values. There
-// is no bf16-pair path at this level (no vdpbf16ps): every format multiplies f32 panels. Every
+// is no bf16-pair path at this level (no vdpbf16ps): every format multiplies f32 panels, but NVFP4
+// against activations rounded to bf16, which takes the int16 kernels of
+// cpu_fast_gemm_q16_avx2.cpp (vpmaddwd: twice the multiply-adds of an FMA). Every
 // function carries the AVX2 target attribute; GemmRows reaches them only when the kernel table's
 // level is kAvx2 (CPUID said yes).
 #include <type_traits>
@@ -218,6 +220,7 @@ const GemmKernels* Avx2GemmKernels() {
     t.pack_w_nvfp4 = &PackWNvfp4;
     t.pack_x = &PackX<false>;
     t.pack_x_bf16 = &PackX<true>;
+    AddQ16GemmAvx2(t);
     return t;
   }();
   return &g;

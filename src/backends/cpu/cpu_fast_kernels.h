@@ -289,6 +289,9 @@ struct PackedX {
   // gemm_panels hold bf16 pairs ([ceil(T / gemm_mr)][ceil(K / 2)][gemm_mr] 32-bit words; see
   // GemmPairs) instead of f32.
   bool gemm_pairs = false;
+  // gemm_panels hold NVFP4's int16 activations ([ceil(T / gemm_mr)][ceil(K / 16)] x groups of
+  // GemmKernels::pack_x_q16; see GemmQ16) instead of f32.
+  bool gemm_q16 = false;
 };
 constexpr int64_t kPadK = 64;
 // The padding of an x with a hi/lo split for the fused packed tiles (a multiple of every
@@ -334,12 +337,19 @@ int64_t GemmMinTokens(const KernelTable& kt, WeightFormat f, FastActivations act
 // the tile applies to its sums: bf16 (1), NVFP4 with 16-column groups (s2), FP8 blocks (the
 // block scale: one tile call per scale block).
 bool GemmPairs(const KernelTable& kt, WeightFormat f, FastActivations act);
+// Whether the GEMM runs NVFP4 weights on int16 activations (GemmKernels::tile_q16, vpmaddwd) for
+// this format: activations rounded to bf16 at a level with such kernels and no bf16 pairs (AVX2).
+// A bf16 value within 2^7 of the largest in its 16-column group is exact as such an int16; a
+// smaller one is off by at most 2^-16 of that largest.
+bool GemmQ16(const KernelTable& kt, WeightFormat f, FastActivations act);
 // How GemmPackX writes x: f32 values as they are, rounded to bf16 (GemmRoundsX: this level
-// rounds as it packs), or as bf16 pairs (GemmPairs for the weight's format).
-enum class GemmX { kF32, kRoundedToBf16, kBf16Pairs };
+// rounds as it packs), as bf16 pairs (GemmPairs for the weight's format), or rounded to bf16 and
+// held as int16 per 16-column group (GemmQ16).
+enum class GemmX { kF32, kRoundedToBf16, kBf16Pairs, kQ16 };
 bool GemmRoundsX(const KernelTable& kt);
 // PackX's part for such an x: p->gemm_panels (p->T, K, Kpad set by the caller), split across
-// threads outside parallel regions.
-void GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, GemmX mode, PackedX* p);
+// threads outside parallel regions. False only for kQ16, when x holds a non-finite value or one
+// out of the int16 scales' range (then nothing usable is packed: pack it another way).
+bool GemmPackX(const KernelTable& kt, const float* x, int64_t ldx, GemmX mode, PackedX* p);
 
 }  // namespace lucid::fast

@@ -338,22 +338,42 @@ void PackX(const KernelTable& kt, const float* x, int64_t ldx, int64_t T, int64_
   const int64_t pad = fused ? kFusedPadK : kPadK;
   p->Kpad = (K + pad - 1) / pad * pad;
   p->hi_only = bf16;
+  // A reused PackedX keeps none of its previous x's forms.
+  p->gemm_panels.reset();
+  p->gemm_mr = 0;
+  p->gemm_pairs = p->gemm_q16 = false;
+  p->f32.clear();
+  p->hi.clear();
+  p->lo.clear();
   // Many tokens go to GemmRows (callers pass all T rows, or at least kGemmMinTokens of them, to
   // each MatmulRows call): it wants only its panels.
   if (const int64_t g = GemmMinTokens(kt, format, act); g > 0 && T >= g) {
-    if (!bf16) return GemmPackX(kt, x, ldx, GemmX::kF32, p);
+    if (!bf16) {
+      GemmPackX(kt, x, ldx, GemmX::kF32, p);
+      return;
+    }
     // bf16 pairs round as they pack (the same vcvtne2ps2bf16 as the split), and so do the f32
     // panels of a level with a rounding pack_x; elsewhere f32 panels are packed from a rounded
     // copy.
-    if (GemmPairs(kt, format, act)) return GemmPackX(kt, x, ldx, GemmX::kBf16Pairs, p);
-    if (GemmRoundsX(kt)) return GemmPackX(kt, x, ldx, GemmX::kRoundedToBf16, p);
+    if (GemmPairs(kt, format, act)) {
+      GemmPackX(kt, x, ldx, GemmX::kBf16Pairs, p);
+      return;
+    }
+    // int16 x for NVFP4, unless a value is non-finite (or beyond the int16 scales): then the f32
+    // panels, which carry it.
+    if (GemmQ16(kt, format, act) && GemmPackX(kt, x, ldx, GemmX::kQ16, p)) return;
+    if (GemmRoundsX(kt)) {
+      GemmPackX(kt, x, ldx, GemmX::kRoundedToBf16, p);
+      return;
+    }
     thread_local std::vector<float> rounded;
     thread_local std::vector<uint16_t> bits;
     rounded.resize(T * K);
     bits.resize(T * K);
     for (int64_t t = 0; t < T; ++t) std::memcpy(&rounded[t * K], x + t * ldx, K * sizeof(float));
     RoundToBf16(kt, rounded.data(), bits.data(), T * K);
-    return GemmPackX(kt, rounded.data(), K, GemmX::kF32, p);
+    GemmPackX(kt, rounded.data(), K, GemmX::kF32, p);
+    return;
   }
   p->f32.assign(T * p->Kpad, 0.0f);
   for (int64_t t = 0; t < T; ++t) std::memcpy(&p->f32[t * p->Kpad], x + t * ldx, K * sizeof(float));
@@ -677,7 +697,11 @@ bool MatmulNvfp4Q16(const KernelTable& kt, const PackedX& x, int64_t t, const We
 void MatmulRows(const KernelTable& kt, const PackedX& x, int64_t t0, int64_t t1, const Weight& w,
                 int64_t n0, int64_t n1, float* y, int64_t ldy) {
   if (n1 <= n0 || t1 <= t0) return;
-  if (t1 - t0 >= kGemmMinTokens && GemmRows(kt, x, t0, t1, w, n0, n1, y, ldy)) return;
+  // x as GEMM panels (PackX made them: T >= GemmMinTokens for this format) goes to GemmRows at
+  // any count; f32 rows from kGemmMinTokens (GemmRows packs them itself).
+  if ((x.gemm_panels || t1 - t0 >= kGemmMinTokens) && GemmRows(kt, x, t0, t1, w, n0, n1, y, ldy))
+    return;
+  LUCID_CHECK(!x.gemm_panels, "MatmulRows: x packed as GEMM panels that GemmRows refused");
   if (w.format == WeightFormat::kGgml && t1 - t0 < 4 &&
       GgmlGemvRows(kt, x, t0, t1, w, n0, n1, y, ldy))
     return;
