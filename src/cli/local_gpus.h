@@ -1,7 +1,7 @@
 // This machine's GPUs for `--target local` (config/target.h): the commands that plan for or run
 // a model here (explain, generate, serve) resolve through ResolveOnThisMachine, so that on a GPU
 // machine the plan is for its GPU and the memory it has free; the config layer itself does not
-// link CUDA. `lucid bench` (CPU only) resolves without a probe.
+// link CUDA. `lucid bench` resolves through it with --device cuda, without a probe on the CPU.
 // Thread-safety: reentrant (the CUDA runtime's device probe is).
 #pragma once
 

@@ -165,8 +165,8 @@ std::vector<BackendRow> BackendRows() {
           "not compiled in (this build has no CUDA backend; configure with -DLUCID_CUDA=ON)";
     else if (d.device != Device::kCpu)
       r.why_not =
-          "compiled in; `lucid serve` and `lucid generate` run a model on it with --device "
-          "cuda, `lucid bench` does not (--self-test runs its ops)";
+          "compiled in; `lucid serve`, `lucid generate` and `lucid bench` run a model on it "
+          "with --device cuda on a machine with a GPU (--self-test runs its ops)";
     else
       r.usable_here = true;
     rows.push_back(r);

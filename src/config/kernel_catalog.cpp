@@ -90,8 +90,8 @@ KernelDecl CudaReference(KernelFamily f) {
                  ? "lucid backends/cuda: no device sampling yet; the host sampler "
                    "(runtime/sampler.h) samples the logits copied from the device"
                  : "lucid backends/cuda (cuda-reference: exact f32, the CPU reference's "
-                   "formulas; `lucid serve` and `lucid generate` run on it with --device cuda, "
-                   "`lucid bench` does not)";
+                   "formulas; `lucid serve`, `lucid generate` and `lucid bench` run on it with "
+                   "--device cuda)";
   if (f == KernelFamily::kDenseAttention || f == KernelFamily::kSparseAttention ||
       f == KernelFamily::kIndexer)
     d.kv_dtypes = {KD::kF32, KD::kBF16, KD::kFp8E4M3};  // every KvRowKind (cuda_attention.h)

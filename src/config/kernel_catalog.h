@@ -2,8 +2,8 @@
 //
 // KernelCatalog() holds only what lucid has: the `cpu` kernels (backends/cpu, every CPU kernel
 // set) and the `cuda-reference` kernels (backends/cuda: exact f32, compiled in with
-// -DLUCID_CUDA=ON; `lucid serve` and `lucid generate` run a model on them with --device cuda,
-// `lucid bench` does not). Only
+// -DLUCID_CUDA=ON; `lucid serve`, `lucid generate` and `lucid bench` run a model on them with
+// --device cuda). Only
 // these are planned. ForeignKernels() keeps the names and published capabilities of the CUDA and
 // ROCm kernels SGLang and vLLM run (flashmla_kv, deep_gemm, tilelang, ...; docs/CONFIG.md gives
 // the sources) so that a flag naming one is refused by name with the lucid kernel that does the

@@ -139,7 +139,7 @@ TEST(ScenarioTest, ACudaPlanIsNotRunnableHereWithItsReasons) {
     EXPECT_NE(std::find(notes.begin(), notes.end(),
                         "--device cuda: `lucid serve` and `lucid generate` run lucid's CUDA "
                         "kernels (cuda-reference: exact f32, no CUDA graphs; correct, not fast) "
-                        "on GPU 0; `lucid bench` runs on the CPU only"),
+                        "on GPU 0, and `lucid bench` its device benchmark"),
               notes.end());
     EXPECT_FALSE(has("this build has no CUDA backend (configure with -DLUCID_CUDA=ON)"));
   } else {
