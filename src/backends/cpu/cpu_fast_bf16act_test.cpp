@@ -21,16 +21,9 @@ namespace {
 
 using testing_util::Random;
 using testing_util::RelErr;
+using testing_util::RoundedToBf16;
 
 const CpuOps kRef;
-
-// x with every value rounded to the nearest bf16 (ties to even).
-Tensor RoundedToBf16(const Tensor& x) {
-  Tensor r = x.Clone();
-  for (int64_t i = 0; i < r.numel(); ++i)
-    r.data<float>()[i] = Bf16ToF32(F32ToBf16(r.data<float>()[i]));
-  return r;
-}
 
 // 0 f32, 1 bf16, 2 FP8 block (f32 scales), 3 FP8 block (UE8M0 scales), 4 NVFP4.
 Weight AnyWeight(int kind, int64_t rows, int64_t cols, uint32_t seed) {

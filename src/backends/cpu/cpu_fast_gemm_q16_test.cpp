@@ -24,16 +24,9 @@ namespace {
 
 using testing_util::Random;
 using testing_util::RelErr;
+using testing_util::RoundedToBf16;
 
 const CpuOps kRef;
-
-// x rounded to bf16 (nearest even), what the reference is given.
-Tensor RoundedToBf16(const Tensor& x) {
-  Tensor r = x.Clone();
-  for (int64_t i = 0; i < r.numel(); ++i)
-    r.data<float>()[i] = Bf16ToF32(F32ToBf16(r.data<float>()[i]));
-  return r;
-}
 
 Weight Nvfp4(int64_t rows, int64_t cols, uint32_t seed, int64_t skip = 0) {
   return testing_util::RandomNvfp4(skip + rows + 3, cols, seed).RowRange(skip, rows);
@@ -178,14 +171,9 @@ TEST_P(Q16GemmTest, MoeExpertsMatchReferenceOnBf16Activations) {
     ex.push_back({Nvfp4(I, D, 100 + s), Nvfp4(I, D, 200 + s), Nvfp4(D, I, 300 + s)});
   }
   Tensor x = Random({T, D}, 17);
-  std::vector<int32_t> idx(T * k);
-  std::vector<float> wt(T * k);
-  for (int64_t t = 0; t < T; ++t) {
-    idx[t * k] = static_cast<int32_t>((t * 3) % E);
-    idx[t * k + 1] = static_cast<int32_t>((t * 3 + 1 + t % 3) % E);
-    wt[t * k] = 0.7f;
-    wt[t * k + 1] = 0.4f;
-  }
+  std::vector<int32_t> idx;
+  std::vector<float> wt;
+  testing_util::Top2Routing(T, E, &idx, &wt);
   Tensor out = Random({T, D}, 18), ref = out.Clone();
   ops_.MoeExperts(x, ex, testing_util::IdxRows(idx, k), testing_util::WtRows(wt, k), out);
   // The reference on bf16 x; its hidden activations are f32 where the fast path rounds them too,

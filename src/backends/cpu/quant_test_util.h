@@ -36,6 +36,14 @@ inline double RelErr(const Tensor& a, const Tensor& b) {
   return e / m;
 }
 
+// x with every value rounded to the nearest bf16 (ties to even; NaN and Inf kept).
+inline Tensor RoundedToBf16(const Tensor& x) {
+  Tensor r = x.Clone();
+  for (int64_t i = 0; i < r.numel(); ++i)
+    r.data<float>()[i] = Bf16ToF32(F32ToBf16(r.data<float>()[i]));
+  return r;
+}
+
 // A fixed top-2 routing of T tokens over E experts for the MoE tests: token t takes experts
 // 3t and 3t + 2 (mod E) with weights 0.7 and 0.4.
 inline void Top2Routing(int64_t T, int64_t E, std::vector<int32_t>* idx, std::vector<float>* wt) {
