@@ -466,12 +466,12 @@ void CpuFastOps::IndexerScores(const IndexerArgs& a) const {
 }
 
 // TopK: a radix select on order-preserving integer keys (larger score, larger key; -0 as +0, NaN
-// above every number, as ops.h says). A histogram of the keys' top 11 bits finds the bucket holding the k-th
-// largest; one branch-free pass keeps the (key, index) of every key in that bucket or above, in
-// index order; nth_element on the bucket alone gives the exact threshold; the keys above it and
-// the ties at it in index order are the k chosen, sorted by (score desc, index asc) as 64-bit
-// (inverted key, index) pairs. BM_TopK, n = 32768, k = 2048: 56-58 us, against 617 us for the
-// reference's partial_sort and ~250 us for the nth_element over all n used before.
+// above every number, as ops.h says). A histogram of the keys' top 11 bits finds the bucket holding
+// the k-th largest; one branch-free pass keeps the (key, index) of every key in that bucket or
+// above, in index order; nth_element on the bucket alone gives the exact threshold; the keys above
+// it and the ties at it in index order are the k chosen, sorted by (score desc, index asc) as
+// 64-bit (inverted key, index) pairs. BM_TopK, n = 32768, k = 2048: 56-58 us, against 617 us for
+// the reference's partial_sort and ~250 us for the nth_element over all n used before.
 namespace {
 inline uint32_t OrderKey(float f) {
   if (f != f) return 0xFFFFFFFFu;

@@ -10,9 +10,10 @@
 // and a row buffer); then the micro-kernel runs over every (x panel, w panel) pair and adds the k
 // block into y. Two variants of the panels: bf16 pairs (vdpbf16ps levels, GemmPairs) and, for
 // NVFP4 against bf16 activations at AVX2, int16 x per 16-column group with a power-of-two scale
-// against 2 * e2m1 int16 weights (GemmQ16, exact int32 sums per group). Each weight element is decoded once per call. While one block is multiplied, the
-// next block's stored bytes are prefetched into L2, a slice per x panel (rows are short runs the
-// hardware prefetcher does not follow).
+// against 2 * e2m1 int16 weights (GemmQ16, exact int32 sums per group). Each weight element is
+// decoded once per call. While one block is multiplied, the next block's stored bytes are
+// prefetched into L2, a slice per x panel (rows are short runs the hardware prefetcher does not
+// follow).
 #include "backends/cpu/cpu_fast_gemm.h"
 
 #include <algorithm>
