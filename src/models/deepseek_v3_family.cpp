@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "models/deepseek_v3_model.h"
 #include "models/deepseek_v3_shard.h"
 #include "models/deepseek_v3_weights.h"
 #include "models/registry.h"
@@ -12,6 +13,7 @@
 #include "models/tensor_parallel.h"
 
 namespace lucid {
+namespace deepseek_v3 {
 namespace {
 
 constexpr float kLatentNormEps = 1e-6f;   // q_a_layernorm / kv_a_layernorm (transformers)
@@ -20,57 +22,6 @@ constexpr float kIndexerNormEps = 1e-6f;  // indexer.k_norm (nn.LayerNorm eps)
 RopeStyle StyleOf(RopeLayout l) {
   return l == RopeLayout::kInterleaved ? RopeStyle::kInterleaved : RopeStyle::kHalfSplit;
 }
-
-// The rows of one step (a checked view of the StepInput): which sequence each token belongs to,
-// at which position, and the integer metadata the ops get with it: built on the host from the
-// StepInput, then copied into the step's workspace (Upload), since the ops read it by raw pointer
-// in the backend's memory (ops/ops.h). The host keeps its own copy for what it computes itself
-// (pool rows, the numerics sites).
-struct StepLayout {
-  std::span<const int32_t> ids;
-  std::span<const int64_t> positions;
-  struct Span {
-    std::span<const int32_t> page_table;  // host
-    int64_t begin, count, start_pos;
-    Tensor table;   // i32 [pages]: page_table in the backend's memory
-    Tensor causal;  // i64 [count]: start_pos + i + 1, each row's causal length (the indexer's)
-  };
-  std::vector<Span> spans;
-  std::vector<int64_t> pool_rows;  // [N] the KV pool row of each token's slot (WriteKvRows)
-  // Several sequences' attention as one MlaAttention problem: their page tables concatenated (a
-  // layer's pages of every sequence live in one pool buffer, so the combined table addresses them
-  // all) and each query row's selected tokens shifted by the rows of the tables before its
-  // sequence's (`offset`, applied by TopKRows). A backend then spreads the whole batch over its
-  // threads in one parallel region instead of one per sequence. Each query row still attends only
-  // to its own sequence's rows. Off for one sequence, or when the rows overflow int32.
-  bool batched = false;
-  std::vector<int32_t> page_table;  // combined
-  std::vector<int32_t> offset;      // [spans] first row of each span's pages in the combined table
-  std::vector<int32_t> begin;       // [N] offset of each row's span (dense mode's dense_begin)
-  Tensor table_dev, begin_dev;      // page_table and begin in the backend's memory
-  // The StepInput sequence of each span (numerics sites); empty: span i is sequence i.
-  std::vector<size_t> seq;
-};
-
-// Data-parallel attention: the step's sequences whose KV is in this rank's partition, as a layout
-// of their own (rows renumbered from 0, page ids mapped to the local storage) and the step row of
-// each of its rows. The layout's spans view `tables`, `ids` and `positions`.
-struct OwnedRows {
-  StepLayout s;
-  std::vector<int64_t> rows;
-  std::vector<int32_t> ids;
-  std::vector<int64_t> positions;
-  std::vector<std::vector<int32_t>> tables;
-};
-
-// Which tokens each query row attends to, shared by the layers that reuse a full layer's choice.
-struct Selection {
-  bool ready = false;
-  int64_t stride = 0;           // K: columns of `rows`
-  std::vector<int32_t> counts;  // [N] tokens attended (host metadata: min(K, causal) or causal)
-  Tensor counts_dev;            // counts in the backend's memory
-  Tensor rows;                  // i32 [N, stride], sparse only (TopKRows' output)
-};
 
 // Fills s's batched table (see StepLayout) and pool rows.
 void BatchSpans(const KvStorage& kv, StepLayout* s) {
@@ -108,106 +59,16 @@ void Upload(Backend& b, StepLayout* s) {
   s->begin_dev = b.StepCopy(std::span<const int32_t>(s->begin));
 }
 
-class DeepseekV3Model final : public Model {
- public:
-  DeepseekV3Model(ModelConfig c, DeepseekV3Weights w, std::shared_ptr<Backend> backend,
-                  int64_t index_topk, bool dense, Communicator* tp, bool check_replicated,
-                  int ep_size, bool dp_attention)
-      : c_(std::move(c)),
-        w_(std::move(w)),
-        backend_(std::move(backend)),
-        ops_(backend_->ops()),
-        ws_(backend_->workspace()),
-        index_topk_(index_topk),
-        indexer_live_(c_.has_indexer && !dense),
-        tp_(tp),
-        check_replicated_(check_replicated && tp_.active()),
-        dp_attention_(dp_attention && tp_.active()),
-        heads_(c_.num_attention_heads / (dp_attention_ ? 1 : tp_.size())),
-        expert_parallel_(ep_size > 1),
-        experts_(c_.n_routed_experts / (ep_size > 1 ? ep_size : 1)),
-        expert_begin_(ep_size > 1 ? tp_.rank() * experts_ : 0) {
-    spec_ = KvSpecFor(c_);
-    rope_ = MakeRopeTable(c_.rope, c_.qk_rope_head_dim);
-    scale_ = static_cast<float>(c_.AttentionScale());
-  }
+// Rows that StepOutput gets: strictly ascending, inside [0, n).
+Status CheckRowList(std::span<const int64_t> rows, int64_t n, const char* what) {
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] < 0 || rows[i] >= n || (i > 0 && rows[i] <= rows[i - 1]))
+      return InvalidArgument(std::string("forward: ") + what +
+                             " must be strictly ascending rows in [0, " + std::to_string(n) + ")");
+  return OkStatus();
+}
 
-  const ModelConfig& config() const override { return c_; }
-  const KvCacheSpec& kv_spec() const override { return spec_; }
-  uint64_t weight_bytes() const override { return w_.bytes; }
-  Allocator& kv_allocator() const override { return backend_->allocator(); }
-
-  Status Forward(const StepInput& in, KvStorage& kv, StepOutput* out) override;
-  bool SetNumericsCheck(bool on) override {
-    check_ = on;
-    sites_.clear();
-    return true;
-  }
-  std::vector<std::optional<NonFiniteSite>> LastNonFiniteSites() const override { return sites_; }
-  Status CheckFeedForwardWeights() override;
-
- private:
-  // x [ids, D] = the embedding of ids (vocabulary-parallel under TP: one all-reduce).
-  void Embed(std::span<const int32_t> ids, Tensor& x);
-  StatusOr<StepLayout> Layout(const StepInput& in, const KvStorage& kv) const;
-  // A step's activation [rows, cols] f32, from the workspace (uninitialised).
-  Tensor F32(int64_t rows, int64_t cols) { return Tensor::Empty(DType::kF32, {rows, cols}, ws_); }
-  // A step output [rows, cols] f32 (outlives the step: the backend's allocator).
-  Tensor Output(int64_t rows, int64_t cols) {
-    return Tensor::Empty(DType::kF32, {rows, cols}, backend_->allocator());
-  }
-  Tensor Attention(int64_t l, const Tensor& h, const StepLayout& s, KvStorage& pool,
-                   Selection* sel);
-  // Data-parallel attention: this rank's sequences of the step (OwnedRows), or InvalidArgument
-  // when one of them has pages outside its partition.
-  StatusOr<OwnedRows> Owned(const StepInput& in, const KvStorage& kv) const;
-  // [N, D]: Attention over `mine`'s rows at their step rows, zero in every other row.
-  Tensor OwnedAttention(int64_t l, const Tensor& h, const OwnedRows& mine, KvStorage& pool,
-                        Selection* sel);
-  // The indexer's projections of one layer, as they come out of the matmuls (Attention runs them
-  // with the layer's other projections of the same inputs).
-  struct IndexerProjections {
-    Tensor q;  // [N, nI * dI] = wq_b(cq)
-    Tensor k;  // [N, dI] = wk(h)
-    Tensor w;  // [N, nI] = weights_proj(h)
-  };
-  void SelectTokens(int64_t l, int64_t N, IndexerProjections* ip, const StepLayout& s,
-                    KvStorage& pool, Selection* sel);
-  Tensor Mlp(const MlpWeights& m, const Tensor& x);
-  // down(silu(g) * u), g overwritten.
-  Tensor MlpDown(const MlpWeights& m, Tensor& g, const Tensor& u);
-  Tensor Moe(const MoeWeights& m, const Tensor& x);
-  // Expert parallelism: out += this rank's experts' share of the routed output (rows routed to
-  // other ranks' experts are theirs: summed by the MoE block's all-reduce).
-  void LocalExperts(const MoeWeights& m, const Tensor& x, const Tensor& idx, const Tensor& wts,
-                    Tensor& out);
-  // Numerics checking: records `op` of `layer` for each span whose rows of t ([N, ...]) are not
-  // all finite and that has no earlier site. No-op unless SetNumericsCheck(true). `rows`, when
-  // given, names the step row of each row of t (t holds only those rows, ascending).
-  void Check(const Tensor& t, int64_t layer, const char* op, const StepLayout& s,
-             std::span<const int64_t> rows = {});
-
-  ModelConfig c_;
-  DeepseekV3Weights w_;
-  std::shared_ptr<Backend> backend_;  // shared with whoever made the model
-  const Ops& ops_;                    // backend_->ops()
-  Workspace& ws_;                     // backend_->workspace(): this model's activations
-  int64_t index_topk_;
-  bool indexer_live_;  // false: attend to every causal token (deepseek_v3, or forced dense)
-  TpCollectives tp_;   // the collective points (models/tensor_parallel.h); no-ops for one rank
-  bool check_replicated_;
-  bool dp_attention_;  // ModelLoadOptions::dp_attention, under a group of more than one
-  int64_t heads_;      // attention heads this rank computes (all of them without TP)
-  // Routed experts this rank holds: [expert_begin_, + experts_) whole under expert parallelism,
-  // every expert (whole or sliced by intermediate dimension) otherwise.
-  bool expert_parallel_;
-  int64_t experts_, expert_begin_;
-  KvCacheSpec spec_;
-  RopeTable rope_;
-  float scale_;
-  bool check_ = false;
-  std::vector<std::optional<NonFiniteSite>> sites_;  // per span of the last Forward
-};
+}  // namespace
 
 void DeepseekV3Model::Check(const Tensor& t, int64_t layer, const char* op, const StepLayout& s,
                             std::span<const int64_t> rows) {
@@ -236,15 +97,6 @@ void DeepseekV3Model::Check(const Tensor& t, int64_t layer, const char* op, cons
       break;
     }
   }
-}
-
-// Rows that StepOutput gets: strictly ascending, inside [0, n).
-Status CheckRowList(std::span<const int64_t> rows, int64_t n, const char* what) {
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (rows[i] < 0 || rows[i] >= n || (i > 0 && rows[i] <= rows[i - 1]))
-      return InvalidArgument(std::string("forward: ") + what +
-                             " must be strictly ascending rows in [0, " + std::to_string(n) + ")");
-  return OkStatus();
 }
 
 StatusOr<StepLayout> DeepseekV3Model::Layout(const StepInput& in, const KvStorage& kv) const {
@@ -604,143 +456,7 @@ void DeepseekV3Model::SelectTokens(int64_t l, int64_t N, IndexerProjections* ip,
   }
 }
 
-Tensor DeepseekV3Model::Mlp(const MlpWeights& m, const Tensor& x) {
-  const int64_t N = x.size(0);
-  Tensor g = F32(N, m.gate.rows), u = F32(N, m.up.rows);
-  const Weight* ws[] = {&m.gate, &m.up};
-  Tensor* ys[] = {&g, &u};
-  ops_.LinearMany(x, ws, ys);
-  return MlpDown(m, g, u);
-}
-
-Tensor DeepseekV3Model::MlpDown(const MlpWeights& m, Tensor& g, const Tensor& u) {
-  ops_.SwiGlu(g, u, g);
-  Tensor out = F32(g.size(0), c_.hidden_size);
-  ops_.Linear(g, m.down, out);
-  return out;
-}
-
-Tensor DeepseekV3Model::Moe(const MoeWeights& m, const Tensor& x) {
-  const int64_t N = x.size(0), K = c_.num_experts_per_tok;
-  // The router and the shared expert's gate and up read x together.
-  Tensor router_logits = F32(N, c_.n_routed_experts), g, u;
-  if (c_.n_shared_experts > 0) {
-    g = F32(N, m.shared.gate.rows);
-    u = F32(N, m.shared.up.rows);
-    const Weight* ws[] = {&m.router, &m.shared.gate, &m.shared.up};
-    Tensor* ys[] = {&router_logits, &g, &u};
-    ops_.LinearMany(x, ws, ys);
-  } else {
-    ops_.Linear(x, m.router, router_logits);
-  }
-  Tensor idx = Tensor::Empty(DType::kI32, {N, K}, ws_), wts = F32(N, K);
-  ops_.MoeRoute(router_logits, m.router_bias, c_.n_group, c_.topk_group, K, c_.norm_topk_prob,
-                static_cast<float>(c_.routed_scaling_factor), idx, wts);
-  if (check_replicated_) {
-    tp_.CheckReplicated(idx, "the router's experts");
-    tp_.CheckReplicated(wts, "the router's weights");
-  }
-  Tensor out = Tensor::Zeros(DType::kF32, {N, c_.hidden_size}, ws_);  // MoeExperts adds into it
-  if (expert_parallel_) {
-    LocalExperts(m, x, idx, wts, out);
-  } else {
-    ops_.MoeExperts(x, m.experts, idx, wts, out);
-  }
-  if (c_.n_shared_experts > 0) ops_.Accumulate(out, MlpDown(m.shared, g, u));
-  return out;
-}
-
-void DeepseekV3Model::LocalExperts(const MoeWeights& m, const Tensor& x, const Tensor& idx,
-                                   const Tensor& wts, Tensor& out) {
-  (void)ops_.Synchronize();  // the host reads the routing (a device backend copies it back)
-  const int64_t N = x.size(0), K = idx.size(1), D = x.size(1);
-  std::vector<int64_t> rows;  // one pair per (token, selection) of a local expert
-  std::vector<int32_t> local;
-  std::vector<float> weight;
-  for (int64_t t = 0; t < N; ++t)
-    for (int64_t i = 0; i < K; ++i) {
-      const int64_t e = idx.data<const int32_t>()[t * K + i] - expert_begin_;
-      if (e < 0 || e >= experts_) continue;
-      rows.push_back(t);
-      local.push_back(static_cast<int32_t>(e));
-      weight.push_back(wts.data<const float>()[t * K + i]);
-    }
-  const int64_t P = static_cast<int64_t>(rows.size());
-  if (P == 0) return;
-  Tensor xp = F32(P, D), ip = Tensor::Empty(DType::kI32, {P, 1}, ws_), wp = F32(P, 1);
-  std::copy(local.begin(), local.end(), ip.data<int32_t>());
-  std::copy(weight.begin(), weight.end(), wp.data<float>());
-  ops_.GatherRows(x, rows, xp);
-  Tensor op = Tensor::Zeros(DType::kF32, {P, D}, ws_);
-  ops_.MoeExperts(xp, std::span<const ExpertWeights>(m.experts).subspan(expert_begin_, experts_),
-                  ip, wp, op);
-  (void)ops_.Synchronize();
-  // Each pair's output back onto its token's row, in (token, selection) order.
-  for (int64_t p = 0; p < P; ++p) {
-    float* dst = out.data<float>() + rows[p] * D;
-    const float* src = op.data<const float>() + p * D;
-    for (int64_t j = 0; j < D; ++j) dst[j] += src[j];
-  }
-}
-
-// One token (the same finite row for every block: 1/sqrt(D), the scale a normed hidden state has)
-// through each feed-forward block; routed experts all in one MoeExperts call, row e to expert e.
-// The outputs are scanned by NonFiniteRows (the host reads one flag per row). The inputs are
-// made on the host and copied into the backend's memory.
-Status DeepseekV3Model::CheckFeedForwardWeights() {
-  const int64_t D = c_.hidden_size;
-  const float v = 1.0f / std::sqrt(static_cast<float>(D));
-  Allocator& mem = backend_->allocator();
-  auto first_bad_row = [&](const Tensor& t) -> StatusOr<int64_t> {
-    Tensor flags = Tensor::Empty(DType::kI32, {t.size(0)}, mem);
-    ops_.NonFiniteRows(t, flags);
-    LUCID_ASSIGN_OR_RETURN(Tensor bad, backend_->ReadableOnHost(flags));
-    for (int64_t i = 0; i < t.size(0); ++i)
-      if (bad.data<const int32_t>()[i] != 0) return i;
-    return int64_t{-1};
-  };
-  // A tensor of the backend's memory holding host values.
-  auto filled = [&](DType dtype, Shape shape, const void* host) {
-    Tensor t = Tensor::Empty(dtype, std::move(shape), mem);
-    ops_.CopyFromHost(host, t.raw(), t.nbytes());
-    return t;
-  };
-  auto refuse = [](int64_t layer, const std::string& what) {
-    return InvalidArgument("layer " + std::to_string(layer) + " " + what +
-                           ": non-finite output for a finite input (NaN or Inf in its weights); "
-                           "the checkpoint is refused");
-  };
-  const std::vector<float> row(D, v);
-  const Tensor one = filled(DType::kF32, {1, D}, row.data());
-  for (int64_t l = 0; l < static_cast<int64_t>(w_.layers.size()); ++l) {
-    const LayerWeights& lw = w_.layers[l];
-    if (!lw.is_moe) {
-      LUCID_ASSIGN_OR_RETURN(int64_t bad, first_bad_row(Mlp(lw.dense, one)));
-      if (bad >= 0) return refuse(l, "dense MLP");
-      continue;
-    }
-    const int64_t E = experts_;  // this rank's (all of them without expert parallelism)
-    const std::span<const ExpertWeights> held =
-        std::span<const ExpertWeights>(lw.moe.experts).subspan(expert_begin_, experts_);
-    if (E > 0) {
-      const std::vector<float> rows(E * D, v), ones(E, 1.0f);
-      std::vector<int32_t> experts(E);
-      for (int64_t e = 0; e < E; ++e) experts[e] = static_cast<int32_t>(e);
-      const Tensor x = filled(DType::kF32, {E, D}, rows.data());
-      Tensor out = Tensor::Zeros(DType::kF32, {E, D}, mem);  // MoeExperts adds into it
-      const Tensor idx = filled(DType::kI32, {E, 1}, experts.data());
-      const Tensor wts = filled(DType::kF32, {E, 1}, ones.data());
-      ops_.MoeExperts(x, held, idx, wts, out);
-      LUCID_ASSIGN_OR_RETURN(int64_t e, first_bad_row(out));
-      if (e >= 0) return refuse(l, "routed expert " + std::to_string(expert_begin_ + e));
-    }
-    if (c_.n_shared_experts > 0) {
-      LUCID_ASSIGN_OR_RETURN(int64_t bad, first_bad_row(Mlp(lw.moe.shared, one)));
-      if (bad >= 0) return refuse(l, "shared expert");
-    }
-  }
-  return OkStatus();
-}
+namespace {
 
 // Every weight tensor onto the backend's device, once (CPU: the mapped views themselves).
 Status UploadAll(Backend& b, DeepseekV3Weights* w) {
@@ -797,20 +513,21 @@ StatusOr<std::unique_ptr<Model>> Build(const ModelConfig& config, DeepseekV3Weig
 }
 
 }  // namespace
+}  // namespace deepseek_v3
 
 StatusOr<std::unique_ptr<Model>> CreateDeepseekV3Family(const ModelConfig& config,
                                                         const Checkpoint& ckpt,
                                                         std::shared_ptr<Backend> backend,
                                                         const ModelLoadOptions& options) {
   LUCID_ASSIGN_OR_RETURN(DeepseekV3Weights w, LoadDeepseekV3Weights(config, ckpt));
-  return Build(config, std::move(w), std::move(backend), options);
+  return deepseek_v3::Build(config, std::move(w), std::move(backend), options);
 }
 
 StatusOr<std::unique_ptr<Model>> CreateDeepseekV3FamilyFromGguf(
     const ModelConfig& config, std::shared_ptr<const GgufFile> file,
     std::shared_ptr<Backend> backend, const ModelLoadOptions& options) {
   LUCID_ASSIGN_OR_RETURN(DeepseekV3Weights w, LoadDeepseekV3Weights(config, std::move(file)));
-  return Build(config, std::move(w), std::move(backend), options);
+  return deepseek_v3::Build(config, std::move(w), std::move(backend), options);
 }
 
 }  // namespace lucid
