@@ -3,6 +3,7 @@
 #include "config/cpu_kernels.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -40,7 +41,8 @@ StatusOr<ResolvedConfig> ResolveWith(const std::map<std::string, std::string>& c
   LUCID_RETURN_IF_ERROR(s.Set("model-path", model, Source::kCli, "--model-path"));
   for (const auto& [k, v] : cli) LUCID_RETURN_IF_ERROR(s.Set(k, v, Source::kCli, "--" + k));
   if (!file_text.empty()) {
-    const std::string path = ::testing::TempDir() + "/lucid_cpu_kernels.yaml";
+    const std::string path =
+        ::testing::TempDir() + "/lucid_cpu_kernels_" + std::to_string(getpid()) + ".yaml";
     std::ofstream(path) << file_text;
     LUCID_RETURN_IF_ERROR(LoadConfigFile(path, &s));
     std::remove(path.c_str());

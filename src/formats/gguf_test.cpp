@@ -4,6 +4,7 @@
 #include "formats/gguf.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -300,7 +301,7 @@ TEST(GgufFile, UnsupportedTypesOpenButGetSaysWhichType) {
 
 TEST(GgufFile, OpenNamesMissingAndEmptyFiles) {
   EXPECT_EQ(GgufFile::Open("/nonexistent/x.gguf").status().code(), StatusCode::kNotFound);
-  const std::string p = ::testing::TempDir() + "/empty.gguf";
+  const std::string p = ::testing::TempDir() + "/empty_" + std::to_string(getpid()) + ".gguf";
   std::ofstream(p).close();
   auto e = GgufFile::Open(p);
   EXPECT_EQ(e.status().code(), StatusCode::kDataLoss);

@@ -5,6 +5,7 @@
 // the DSA indexer's top-k selection matters) are bit-identical with the reference kernels.
 // The transformers golden bounds both (the family test's tolerance).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -168,8 +169,8 @@ std::string Patched(const std::string& from, const std::string& to) {
   for (size_t at = bytes.find(from); at != std::string::npos; at = bytes.find(from, at + 1), ++n)
     bytes.replace(at, from.size(), to);
   EXPECT_GT(n, 0u) << from;
-  const std::string path =
-      ::testing::TempDir() + "/patched_" + std::to_string(std::hash<std::string>()(from)) + ".gguf";
+  const std::string path = ::testing::TempDir() + "/patched_" + std::to_string(getpid()) + "_" +
+                           std::to_string(std::hash<std::string>()(from)) + ".gguf";
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
 }

@@ -4,6 +4,7 @@
 // fixture's safetensors (the oracle: which tensor was poisoned), the kind of weights the warm-up
 // generation may never route to.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -28,8 +29,8 @@ std::string Fixture(const std::string& name) {
 class PoisonedModel {
  public:
   PoisonedModel(const std::string& name, float value, int64_t at) {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("lucid_ffn_check_" + std::to_string(reinterpret_cast<uintptr_t>(this)));
+    dir_ = fs::path(::testing::TempDir()) / ("lucid_ffn_check_" + std::to_string(getpid()) + "_" +
+                                             std::to_string(reinterpret_cast<uintptr_t>(this)));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     const std::string src = Fixture("tiny_glm_moe_dsa");

@@ -2,6 +2,7 @@
 // NaN makes the model name layer 1's MLP as the first op with a non-finite output, for every
 // sequence of the step; the unpoisoned checkpoint records no site, and checking off records none.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -27,7 +28,7 @@ std::string Fixture() {
 // A copy of the fixture with element 0 of `tensor` set to NaN, patched in the safetensors bytes
 // (8-byte header length, JSON header with data_offsets, then the data).
 std::string PoisonedCopy(const std::string& tensor) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "llama_nan";
+  const fs::path dir = fs::path(::testing::TempDir()) / ("llama_nan_" + std::to_string(getpid()));
   fs::create_directories(dir);
   for (const char* f : {"config.json", "generation_config.json"})
     fs::copy_file(fs::path(Fixture()) / f, dir / f, fs::copy_options::overwrite_existing);

@@ -3,6 +3,7 @@
 #include "models/registry.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -23,8 +24,9 @@ std::string Fixture(const std::string& name) {
 class BrokenModel {
  public:
   explicit BrokenModel(const std::string& name) {
-    dir_ = fs::path(::testing::TempDir()) / ("lucid_broken_" + name + "_" +
-                                             std::to_string(reinterpret_cast<uintptr_t>(this)));
+    dir_ =
+        fs::path(::testing::TempDir()) / ("lucid_broken_" + name + "_" + std::to_string(getpid()) +
+                                          "_" + std::to_string(reinterpret_cast<uintptr_t>(this)));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     fs::copy_file(Fixture(name) + "/config.json", dir_ / "config.json");
@@ -39,12 +41,12 @@ class BrokenModel {
     std::ofstream(dir() + "/config.json") << j.dump();
   }
   // Rewrites model.safetensors with `edit` applied to the list of tensors.
-  void EditTensors(
-      const std::function<void(std::vector<std::pair<std::string, Tensor>>&)>& edit) {
+  void EditTensors(const std::function<void(std::vector<std::pair<std::string, Tensor>>&)>& edit) {
     std::vector<std::pair<std::string, Tensor>> tensors;
     {
       auto f = SafetensorsFile::Open(dir() + "/model.safetensors").value();
-      for (const auto& [name, info] : f->tensors()) tensors.push_back({name, f->Get(name)->Clone()});
+      for (const auto& [name, info] : f->tensors())
+        tensors.push_back({name, f->Get(name)->Clone()});
     }
     edit(tensors);
     ASSERT_TRUE(WriteSafetensors(dir() + "/model.safetensors", tensors).ok());
@@ -80,7 +82,8 @@ TEST(RegistryTest, EveryRowResolvesItsOwnFixture) {
 TEST(RegistryTest, MissingTensorIsNamed) {
   BrokenModel m("tiny_glm_moe_dsa");
   m.EditTensors([](auto& ts) {
-    std::erase_if(ts, [](auto& t) { return t.first == "model.layers.1.self_attn.indexer.wk.weight"; });
+    std::erase_if(ts,
+                  [](auto& t) { return t.first == "model.layers.1.self_attn.indexer.wk.weight"; });
   });
   auto r = LoadModel(m.dir(), kOps);
   ASSERT_FALSE(r.ok());
@@ -93,7 +96,8 @@ TEST(RegistryTest, MisShapedTensorNamesTensorAndShapes) {
   BrokenModel m("tiny_deepseek_v3");
   m.EditTensors([](auto& ts) {
     for (auto& [name, t] : ts)
-      if (name == "model.layers.2.mlp.experts.3.up_proj.weight") t = t.Reshape({t.size(1), t.size(0)});
+      if (name == "model.layers.2.mlp.experts.3.up_proj.weight")
+        t = t.Reshape({t.size(1), t.size(0)});
   });
   auto r = LoadModel(m.dir(), kOps);
   ASSERT_FALSE(r.ok());

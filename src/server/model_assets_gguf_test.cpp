@@ -7,6 +7,7 @@
 // token by token (as the GGUF tokenizer splits it) and refuses invalid ones (JSON Schema
 // semantics, written by hand).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -133,7 +134,8 @@ TEST(GgufAssets, StructuredOutputCompilesOverTheGgufTokenizer) {
 }
 
 TEST(GgufAssets, ACorruptGgufIsAnErrorNamingTheFile) {
-  const fs::path p = fs::path(::testing::TempDir()) / "broken.gguf";
+  const fs::path p =
+      fs::path(::testing::TempDir()) / ("broken_" + std::to_string(getpid()) + ".gguf");
   std::ofstream(p) << "GGUF\x03";
   auto a = LoadModelAssets(p.string());
   ASSERT_FALSE(a.ok());
