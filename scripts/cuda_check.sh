@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The device check, for a machine with one NVIDIA GPU: builds (or reuses) a CUDA build, then runs
 # the CUDA backend's device tests (with the three tiny fixtures end to end on the GPU against the
-# CPU reference), the NCCL communicator's, `lucid generate` and `lucid serve` (openai client) on
+# CPU: cuda-reference against the reference, cuda-bf16act against fast-bf16act), the NCCL communicator's, `lucid generate` and `lucid serve` (openai client) on
 # the GPU after `lucid backends --self-test` (whose record they are gated on), and the GPU
 # benchmark on the 16 GB synth preset, and writes what they printed,
 # with the device line and the times, into the folder it is given. Bounded: each step has a
@@ -43,8 +43,9 @@ rc=0
 export LUCID_SOURCE_DIR=$(pwd)  # the fixtures of this checkout, wherever the build was made
 log "device tests: $tests"
 timeout 180 "$tests" >"$out/cuda_tests.txt" 2>&1 || rc=1
-# The tiny fixtures end to end on the GPU (CudaModel.*): one line each, max error and margins.
-grep -E "^\[ cuda \]|FAILED|SKIPPED" "$out/cuda_tests.txt" | tee -a "$out/summary.txt" >/dev/null
+# The tiny fixtures end to end on the GPU (CudaModel.*, CudaBf16ActModel.*): one line each, max
+# error and margins.
+grep -E "^\[ cuda(-bf16act)? \]|FAILED|SKIPPED" "$out/cuda_tests.txt" | tee -a "$out/summary.txt" >/dev/null
 tail -3 "$out/cuda_tests.txt" | tee -a "$out/summary.txt"
 nccl=$build/lucid_dist_nccl_tests
 [ -x "$nccl" ] || nccl=$(find "$build" -name lucid_dist_nccl_tests -type f -perm -u+x | head -1)
@@ -68,15 +69,20 @@ if ! timeout 60 "$build/lucid" generate --model-path tests/fixtures/models/tiny_
   export LUCID_E2E_GPU_EXTRA_FLAGS=--allow-unverified-kernels
 fi
 grep -m2 "kernels\|self-test" "$out/gate.txt" | tee -a "$out/summary.txt" >/dev/null
-# lucid generate on each tiny fixture, on the GPU and on the CPU reference (both exact f32): the
-# token ids side by side (a difference is a near-tie unless CudaModel.* above failed too).
+# lucid generate on each tiny fixture, on the GPU and on the CPU: cuda-reference (--dtype float32)
+# against the CPU reference (both exact f32), cuda-bf16act (--dtype bfloat16) against the CPU's
+# fast-bf16act; the token ids side by side (a difference is a near-tie unless CudaModel.* or
+# CudaBf16ActModel.* above failed too).
 for m in tiny_deepseek_v3 tiny_deepseek_v32 tiny_glm_moe_dsa; do
   gen=("$build/lucid" generate --model-path "tests/fixtures/models/$m" --prompt-ids 3,14,15,92,65,35
        --max-new-tokens 12 --cpu-wait-policy environment)
-  gpu=$(timeout 60 "${gen[@]}" --device cuda "${gate[@]}" 2>>"$out/generate.txt") || rc=1
-  cpu=$(timeout 60 "${gen[@]}" --device cpu --cpu-kernels reference 2>>"$out/generate.txt") || rc=1
-  same=differ; [ -n "$gpu" ] && [ "$gpu" = "$cpu" ] && same=equal
-  log "generate $m: cuda [$gpu] cpu-reference [$cpu]: $same"
+  for pair in "float32 reference" "bfloat16 fast-bf16act"; do
+    set -- $pair
+    gpu=$(timeout 60 "${gen[@]}" --device cuda --dtype "$1" "${gate[@]}" 2>>"$out/generate.txt") || rc=1
+    cpu=$(timeout 60 "${gen[@]}" --device cpu --cpu-kernels "$2" 2>>"$out/generate.txt") || rc=1
+    same=differ; [ -n "$gpu" ] && [ "$gpu" = "$cpu" ] && same=equal
+    log "generate $m $1: cuda [$gpu] cpu $2 [$cpu]: $same"
+  done
 done
 # lucid serve --device cuda on the tiny fixtures with the openai client (tests/e2e/test_serve_cuda.py).
 # What the plan is on this machine's GPU (--target local), for the memory lines of serve's log.

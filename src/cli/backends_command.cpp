@@ -14,6 +14,7 @@
 #include "config/cli_options.h"
 #ifdef LUCID_HAVE_CUDA
 #include "backends/cuda/cuda_conformance_report.h"
+#include "backends/cuda/cuda_ops.h"
 #include "cli/cuda_self_test_record.h"
 #include "cli/kernel_gate.h"
 #endif
@@ -37,19 +38,21 @@ std::string AddCudaSelfTest(const std::string& dir, std::vector<config::SelfTest
     kept = path.ok() ? "self-test recorded in " + *path
                      : "self-test record not kept: " + path.status().message();
   }
-  if (!r.skipped_reason.empty()) {
-    tests->push_back(
-        {"cuda conformance", "cuda-reference", "every op", 0, 0, false, true, r.skipped_reason});
-    return kept;
+  for (const cuda::CudaOpsSet& set : cuda::CudaOpsSets()) {
+    if (!r.skipped_reason.empty()) {
+      tests->push_back(
+          {"cuda conformance", set.kernel, "every op", 0, 0, false, true, r.skipped_reason});
+      continue;
+    }
+    for (const std::string& op : r.not_implemented)
+      tests->push_back({"cuda conformance", set.kernel, op, 0, 0, false, true,
+                        "no CUDA kernel yet: " + r.device + " cannot run it"});
   }
   for (const cuda::CudaOpResult& o : r.ops)
     tests->push_back(
-        {"cuda conformance", "cuda-reference",
+        {"cuda conformance", o.set,
          o.op + " " + o.format + ": " + std::to_string(o.cases) + " cases (error/tolerance)",
          o.worst, 1.0, o.passed, false, o.failures});
-  for (const std::string& op : r.not_implemented)
-    tests->push_back({"cuda conformance", "cuda-reference", op, 0, 0, false, true,
-                      "no CUDA kernel yet: " + r.device + " cannot run it"});
   return kept;
 }
 #endif

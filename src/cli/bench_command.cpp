@@ -1,8 +1,9 @@
 // `lucid bench`: machine probes, then prefill, decode at batch sizes and a context sweep on one
 // model (bench/bench.h). Human-readable lines go to stdout, or to stderr with --json (the JSON
 // document then goes to stdout). `--device cuda` (a CUDA build on a GPU machine) runs the device
-// benchmark instead (bench/device_benchmark.h) on cuda-reference on GPU 0, with the device's
-// probes (backends/cuda/cuda_probe.h) and batch sizes 1,8,32,128 unless --batch says otherwise.
+// benchmark instead (bench/device_benchmark.h) on the plan's CUDA op set on GPU 0, with the
+// device's probes (backends/cuda/cuda_probe.h) and batch sizes 1,8,32,128 unless --batch says
+// otherwise.
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cuda_probe.h"
 #include "bench/device_benchmark.h"
+#include "cli/plan_backend.h"
 #endif
 
 namespace lucid::cli {
@@ -78,11 +80,13 @@ StatusOr<BenchOptions> OptionsFrom(const config::ExplicitSettings& s,
   return o;
 }
 
-// `lucid bench --device cuda`: the device benchmark on GPU 0 (one process; cuda-reference, which
-// the self-test gate of serve and generate does not hold a benchmark to: its figures are timings).
+// `lucid bench --device cuda`: the device benchmark on GPU 0 (one process; the plan's CUDA op set,
+// cuda-bf16act or cuda-reference as --dtype says, which the self-test gate of serve and generate
+// does not hold a benchmark to: its figures are timings).
 Status RunOnCuda(const config::ExplicitSettings& s, const config::ResolvedConfig& rc) {
 #ifdef LUCID_HAVE_CUDA
   if (rc.Int("tp-size") != 1) return FailedPrecondition("bench --device cuda runs on one GPU");
+  LUCID_ASSIGN_OR_RETURN(const cuda::CudaOpsSet* set, PlanCudaOpsSet(rc));
   DeviceBenchOptions o;
   o.model_path = rc.String("model-path");
   if (o.model_path.empty()) return InvalidArgument("--model-path is required");
@@ -106,7 +110,7 @@ Status RunOnCuda(const config::ExplicitSettings& s, const config::ResolvedConfig
   probes.bf16_tflops = measured.bf16_tflops;
   probes.f32_tflops = measured.f32_tflops;
   LUCID_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> b,
-                         cuda::CudaBackend::Create(0, cuda::MakeCudaReferenceOps, "reference"));
+                         cuda::CudaBackend::Create(0, set->make, set->backend));
   const bool json = s.Bool("json");
   LUCID_ASSIGN_OR_RETURN(nlohmann::json j, RunDeviceBench(*b, probes, o, json ? stderr : stdout));
   if (json) std::printf("%s\n", j.dump(2).c_str());

@@ -120,9 +120,10 @@ std::pair<int, std::string> RunLucid(const std::vector<std::string>& args) {
   return {exit_code, testing::internal::GetCapturedStderr()};
 }
 
-// generate --device cuda runs cuda-reference, which computes in f32 without CUDA graphs: a plan
-// asking for bf16 compute or graphs is refused naming the flags that make it runnable; with them,
-// a machine without a GPU gets the device probe's reason. Exit 2, one line, either way.
+// generate --device cuda runs lucid's CUDA kernels (cuda-bf16act in bfloat16, cuda-reference in
+// float32) without CUDA graphs: a plan asking for graphs or another dtype is refused naming the
+// flags that make it runnable; with them, a machine without a GPU gets the device probe's reason.
+// Exit 2, one line, either way.
 TEST(CommandsTest, GenerateOnCudaRunsOnlyAPlanCudaReferenceCanRun) {
   const std::string model =
       std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/models/tiny_glm_moe_dsa";
@@ -135,24 +136,36 @@ TEST(CommandsTest, GenerateOnCudaRunsOnlyAPlanCudaReferenceCanRun) {
   EXPECT_EQ(code, 2) << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
 #ifdef LUCID_HAVE_CUDA
-  EXPECT_NE(err.find("does not compute in bf16"), std::string::npos) << err;
-  EXPECT_NE(err.find("(pass --dtype float32 --disable-cuda-graph)"), std::string::npos) << err;
-  std::vector<std::string> runnable = base;
-  runnable.insert(runnable.end(), {"--dtype", "float32", "--disable-cuda-graph"});
-  auto [code2, err2] = RunLucid(runnable);
+  EXPECT_NE(err.find("cuda-bf16act cannot be captured in a CUDA graph"), std::string::npos) << err;
+  EXPECT_NE(err.find("(pass --dtype bfloat16 or float32, and --disable-cuda-graph)"),
+            std::string::npos)
+      << err;
+  std::vector<std::string> f16 = base;
+  f16.insert(f16.end(), {"--dtype", "float16", "--disable-cuda-graph"});
+  auto [code_f16, err_f16] = RunLucid(f16);
+  EXPECT_EQ(code_f16, 2) << err_f16;
+  EXPECT_NE(err_f16.find("cuda-bf16act does not compute in f16 (only bf16)"), std::string::npos)
+      << err_f16;
   StatusOr<std::vector<cuda::CudaDeviceInfo>> devices = cuda::ProbeCudaDevices();
-  if (devices.ok()) {
-    EXPECT_EQ(code2, 0) << err2;  // a GPU machine runs it (scripts/cuda_check.sh compares it)
-  } else {
-    EXPECT_EQ(code2, 2) << err2;
-    EXPECT_EQ(err2, "lucid generate: " + devices.status().message() + "\n");
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--disable-cuda-graph"},
+        std::vector<std::string>{"--dtype", "float32", "--disable-cuda-graph"}}) {
+    std::vector<std::string> runnable = base;
+    runnable.insert(runnable.end(), flags.begin(), flags.end());
+    auto [code2, err2] = RunLucid(runnable);
+    if (devices.ok()) {
+      EXPECT_EQ(code2, 0) << err2;  // a GPU machine runs it (scripts/cuda_check.sh compares it)
+    } else {
+      EXPECT_EQ(code2, 2) << err2;
+      EXPECT_EQ(err2, "lucid generate: " + devices.status().message() + "\n");
+    }
   }
 #else
   EXPECT_NE(err.find("this build has no CUDA backend"), std::string::npos) << err;
 #endif
 }
 
-// serve --device cuda is refused the same way while the plan needs what cuda-reference lacks
+// serve --device cuda is refused the same way while the plan needs what lucid's CUDA kernels lack
 // (the resolver's not-runnable lines); a runnable plan on a machine without a GPU stops before it
 // listens, with the device probe's reason. (On a GPU machine it would serve:
 // tests/e2e/test_serve_cuda.py runs it there.)
@@ -167,7 +180,8 @@ TEST(CommandsTest, ServeOnCudaRunsOnlyAPlanCudaReferenceCanRun) {
   EXPECT_EQ(code, 2) << err;
 #ifdef LUCID_HAVE_CUDA
   EXPECT_NE(err.find("this build cannot run the resolved plan:"), std::string::npos) << err;
-  EXPECT_NE(err.find("kernel cuda-reference does not compute in bf16"), std::string::npos) << err;
+  EXPECT_NE(err.find("kernel cuda-bf16act cannot be captured in a CUDA graph"), std::string::npos)
+      << err;
   StatusOr<std::vector<cuda::CudaDeviceInfo>> devices = cuda::ProbeCudaDevices();
   if (devices.ok()) return;  // it would serve until stopped
   std::vector<std::string> runnable = base;

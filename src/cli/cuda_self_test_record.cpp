@@ -13,7 +13,7 @@ StatusOr<SelfTestRecord> CudaRecord(const cuda::CudaSelfTest& r, const std::stri
   rec.sm = r.sm;
   rec.ran_at = static_cast<int64_t>(std::time(nullptr));
   for (const cuda::CudaOpResult& o : r.ops)
-    rec.kernels.push_back({o.op, o.format, o.cases, o.worst, o.passed, o.failures});
+    rec.kernels.push_back({o.set, o.op, o.format, o.cases, o.worst, o.passed, o.failures});
   rec.not_implemented = r.not_implemented;
   return rec;
 }

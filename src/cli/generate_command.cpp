@@ -4,8 +4,8 @@
 // chat template with --chat, as transformers' apply_chat_template(add_generation_prompt=True) does;
 // prints the new text, cut at the first EOS id of config.json). JSON output has token_ids, and
 // prompt_ids and text for a text prompt. Can dump the prompt's logits as .npy.
-// It runs on the plan's device (cli/plan_backend.h): the CPU kernel set, or cuda-reference on GPU 0
-// for --device cuda (a CUDA build, on a described target such as --target cuda:sm_90).
+// It runs on the plan's device (cli/plan_backend.h): the CPU kernel set, or the plan's CUDA set on
+// GPU 0 for --device cuda (a CUDA build; cuda-bf16act for bfloat16, cuda-reference for float32).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

@@ -22,11 +22,12 @@ void AddOnce(std::vector<std::string>& v, const std::string& s) {
   if (!Contains(v, s)) v.push_back(s);
 }
 
-// A row is one of the plan's kernels when its format is one the plan uses (GGUF: every row of
-// the op that runs the GGUF block types).
-bool Required(const KernelResult& k, const std::vector<std::string>& formats) {
-  if (k.op == "GgufWeights") return Contains(formats, "ggml");
-  return Contains(formats, k.format);
+// A row is one of the plan's kernels when it is of the plan's op set and its format is one the
+// plan uses (GGUF: every row of the op that runs the GGUF block types).
+bool Required(const KernelResult& k, const GateInputs& in) {
+  if (k.set != in.set) return false;
+  if (k.op == "GgufWeights") return Contains(in.formats, "ggml");
+  return Contains(in.formats, k.format);
 }
 
 std::string Hex(const std::string& build) {
@@ -53,7 +54,8 @@ StatusOr<SelfTestRecord> ReadMatching(const std::string& path, const GateInputs&
 nlohmann::json RecordToJson(const SelfTestRecord& r) {
   nlohmann::json kernels = nlohmann::json::array();
   for (const KernelResult& k : r.kernels)
-    kernels.push_back({{"op", k.op},
+    kernels.push_back({{"set", k.set},
+                       {"op", k.op},
                        {"format", k.format},
                        {"cases", k.cases},
                        {"worst", k.worst},
@@ -89,10 +91,11 @@ StatusOr<SelfTestRecord> RecordFromJson(const nlohmann::json& j) {
   r.sm = j["sm"];
   r.ran_at = j.value("ran_at", int64_t{0});
   for (const nlohmann::json& k : j["kernels"]) {
-    if (!k.is_object() || !k.contains("op") || !k["op"].is_string() || !k.contains("format") ||
-        !k["format"].is_string() || !k.contains("passed") || !k["passed"].is_boolean())
-      return InvalidArgument("self-test record: a kernel row lacks op, format or passed");
-    r.kernels.push_back({k["op"], k["format"], k.value("cases", 0), k.value("worst", 0.0),
+    const auto text = [&k](const char* name) { return k.contains(name) && k[name].is_string(); };
+    if (!k.is_object() || !text("set") || !text("op") || !text("format") || !k.contains("passed") ||
+        !k["passed"].is_boolean())
+      return InvalidArgument("self-test record: a kernel row lacks set, op, format or passed");
+    r.kernels.push_back({k["set"], k["op"], k["format"], k.value("cases", 0), k.value("worst", 0.0),
                          k["passed"], k.value("failures", std::string())});
   }
   for (const nlohmann::json& o : j["not_implemented"])
@@ -213,28 +216,29 @@ StatusOr<GateOutcome> VerifyKernels(const GateInputs& in, const SelfTestRunner& 
   std::vector<std::string> unverified;
   int checked = 0, passed = 0;
   for (const KernelResult& k : out.record.kernels) {
-    if (!Required(k, in.formats)) continue;
+    if (!Required(k, in)) continue;
     ++checked;
     passed += k.passed ? 1 : 0;
     if (!k.passed) {
       char worst[32];
       std::snprintf(worst, sizeof worst, "%.3g", k.worst);
-      unverified.push_back(k.op + " " + k.format + " failed (worst error/tolerance " + worst +
-                           (k.failures.empty() ? "" : "; " + k.failures) + ")");
+      unverified.push_back(k.set + " " + k.op + " " + k.format + " failed (worst error/tolerance " +
+                           worst + (k.failures.empty() ? "" : "; " + k.failures) + ")");
     }
   }
   for (const std::string& f : in.formats) {
     if (f == "ggml") continue;  // GgufWeights' rows are named by block type
-    const bool ran = std::any_of(out.record.kernels.begin(), out.record.kernels.end(),
-                                 [&f](const KernelResult& k) { return k.format == f; });
+    const bool ran =
+        std::any_of(out.record.kernels.begin(), out.record.kernels.end(),
+                    [&](const KernelResult& k) { return k.set == in.set && k.format == f; });
     if (!ran)
-      unverified.push_back("no kernel with format " + f + " was run on sm_" +
+      unverified.push_back("no " + in.set + " kernel with format " + f + " was run on sm_" +
                            std::to_string(in.sm));
   }
   for (const std::string& op : out.record.not_implemented)
     unverified.push_back(op + " has no kernel on this backend (never run)");
   out.notes.push_back(
-      std::to_string(passed) + " of the plan's " + std::to_string(checked) +
+      std::to_string(passed) + " of the plan's " + std::to_string(checked) + " " + in.set +
       " kernels passed on sm_" + std::to_string(in.sm) + " by this record" +
       (unverified.empty() ? "" : "; " + std::to_string(unverified.size()) + " unverified"));
   if (unverified.empty()) return out;

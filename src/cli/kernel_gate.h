@@ -3,13 +3,15 @@
 // device's compute capability, with this binary, and it passed.
 //
 // A self-test record is what `lucid backends --self-test` (or the gate itself) measured: one row
-// per op and conformance format ("Linear" "fp8-ue8m0", "MlaAttention" "kv:bf16", "RmsNorm" "-"),
+// per op set, op and conformance format ("cuda-bf16act" "Linear" "fp8-ue8m0", "cuda-reference"
+// "MlaAttention" "kv:bf16", "cuda-reference" "RmsNorm" "-"),
 // for one binary (`build`, a hash of the executable: a rebuilt kernel is a new binary) on one
 // compute capability. It is kept as JSON in the self-test directory, one file per (sm, build).
 //
 // VerifyKernels: the record for this device is read, or, when there is none (or it is unreadable,
 // or another device's), the suite is run now through the given runner and its record written. The
-// plan's kernels are those rows whose format the plan uses (RequiredFormats); the plan is refused
+// plan's kernels are the rows of its op set whose format the plan uses (RequiredFormats); the plan
+// is refused
 // (FailedPrecondition, exit status 2) when one of them failed, or when a format it uses has no row
 // at all (never run here), naming each and the flag that forces a start; with
 // --allow-unverified-kernels it starts with one warning per such kernel. Nothing is skipped
@@ -30,6 +32,7 @@
 namespace lucid::cli {
 
 struct KernelResult {
+  std::string set;         // the op set's kernel name ("cuda-reference")
   std::string op, format;  // ops/ops.h method name; conformance format ("-" where none)
   int cases = 0;
   double worst = 0.0;  // worst case's error / its tolerance
@@ -74,6 +77,7 @@ struct GateInputs {
   std::string build;   // BinaryIdentity()
   std::string device;  // DescribeDevice of the device the plan runs on
   int sm = 0;
+  std::string set;                   // the op set the plan runs ("cuda-bf16act")
   std::vector<std::string> formats;  // RequiredFormats(...)
   bool allow_unverified = false;     // --allow-unverified-kernels
 };

@@ -25,13 +25,19 @@ std::string TempDir(const std::string& tag) {
 SelfTestRecord Measured(bool nvfp4_passes) {
   SelfTestRecord r;
   r.device = "cuda:0 Fake GPU (sm_90)";
+  const std::string ref = "cuda-reference", act = "cuda-bf16act";
   r.kernels = {
-      {"RmsNorm", "-", 4, 0.1, true, ""},
-      {"Linear", "f32", 6, 0.2, true, ""},
-      {"Linear", "bf16", 6, 0.3, true, ""},
-      {"Linear", "nvfp4", 6, 3.5, nvfp4_passes, nvfp4_passes ? "" : "T=129 N=33 K=300 nan"},
-      {"MlaAttention", "kv:bf16", 8, 0.4, true, ""},
-      {"MlaAttention", "kv:fp8_e4m3", 8, 0.4, true, ""}};
+      {ref, "RmsNorm", "-", 4, 0.1, true, ""},
+      {ref, "Linear", "f32", 6, 0.2, true, ""},
+      {ref, "Linear", "bf16", 6, 0.3, true, ""},
+      {ref, "Linear", "nvfp4", 6, 3.5, nvfp4_passes, nvfp4_passes ? "" : "T=129 N=33 K=300 nan"},
+      {ref, "MlaAttention", "kv:bf16", 8, 0.4, true, ""},
+      {ref, "MlaAttention", "kv:fp8_e4m3", 8, 0.4, true, ""},
+      // The other set: its NVFP4 row passes; it never ran an FP8 KV cache.
+      {act, "RmsNorm", "-", 4, 0.1, true, ""},
+      {act, "Linear", "f32", 6, 0.2, true, ""},
+      {act, "Linear", "nvfp4", 6, 0.5, true, ""},
+      {act, "MlaAttention", "kv:bf16", 8, 0.4, true, ""}};
   return r;
 }
 
@@ -41,6 +47,7 @@ GateInputs Inputs(const std::string& dir, std::vector<std::string> formats) {
   in.build = "xxh3:00000000000000aa";
   in.device = "cuda:0 Fake GPU (sm_90)";
   in.sm = 90;
+  in.set = "cuda-reference";
   in.formats = std::move(formats);
   return in;
 }
@@ -65,9 +72,10 @@ TEST(KernelGateTest, RunsOnceKeepsTheRecordAndRunsAgainForAnotherBinaryOrDevice)
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_FALSE(second->ran_now);
   EXPECT_EQ(runs, 1);
-  EXPECT_EQ(second->record.kernels.size(), 6u);
+  EXPECT_EQ(second->record.kernels.size(), 10u);
   EXPECT_EQ(second->record.build, in.build);
-  EXPECT_NE(second->notes.back().find("4 of the plan's 4 kernels passed"), std::string::npos)
+  EXPECT_NE(second->notes.back().find("4 of the plan's 4 cuda-reference kernels passed"),
+            std::string::npos)
       << second->notes.back();
 
   GateInputs rebuilt = in;
@@ -92,7 +100,8 @@ TEST(KernelGateTest, AFailedKernelOfThePlanRefusesTheStartUnlessForced) {
   StatusOr<GateOutcome> refused = VerifyKernels(nvfp4, run);
   ASSERT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
   const std::string& m = refused.status().message();
-  EXPECT_NE(m.find("Linear nvfp4 failed (worst error/tolerance 3.5; T=129 N=33 K=300 nan)"),
+  EXPECT_NE(m.find("cuda-reference Linear nvfp4 failed (worst error/tolerance 3.5; T=129 N=33 "
+                   "K=300 nan)"),
             std::string::npos)
       << m;
   EXPECT_NE(m.find("--allow-unverified-kernels"), std::string::npos) << m;
@@ -114,12 +123,37 @@ TEST(KernelGateTest, AFormatNoKernelRanWithIsNeverRunAndRefused) {
   };
   StatusOr<GateOutcome> g = VerifyKernels(Inputs(dir, {"-", "f32", "fp8", "kv:bf16"}), run);
   ASSERT_EQ(g.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(g.status().message().find("no kernel with format fp8 was run on sm_90"),
+  EXPECT_NE(g.status().message().find("no cuda-reference kernel with format fp8 was run on sm_90"),
             std::string::npos)
       << g.status().message();
   EXPECT_NE(g.status().message().find("GqaAttention has no kernel on this backend"),
             std::string::npos)
       << g.status().message();
+  std::filesystem::remove_all(dir);
+}
+
+// The plan's op set decides which rows gate it: another set's failure does not refuse it, and a
+// format only another set ran is never run for it.
+TEST(KernelGateTest, OnlyTheRowsOfThePlansOpSetGateIt) {
+  const std::string dir = TempDir("set");
+  const SelfTestRunner run = [] { return StatusOr<SelfTestRecord>(Measured(false)); };
+  GateInputs act = Inputs(dir, {"-", "f32", "nvfp4", "kv:bf16"});
+  act.set = "cuda-bf16act";
+  StatusOr<GateOutcome> g = VerifyKernels(act, run);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_NE(g->notes.back().find("4 of the plan's 4 cuda-bf16act kernels passed"),
+            std::string::npos)
+      << g->notes.back();
+  GateInputs reference = act;
+  reference.set = "cuda-reference";
+  EXPECT_EQ(VerifyKernels(reference, run).status().code(), StatusCode::kFailedPrecondition);
+  act.formats = {"-", "f32", "kv:fp8_e4m3"};
+  StatusOr<GateOutcome> fp8_kv = VerifyKernels(act, run);
+  ASSERT_EQ(fp8_kv.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(fp8_kv.status().message().find(
+                "no cuda-bf16act kernel with format kv:fp8_e4m3 was run on sm_90"),
+            std::string::npos)
+      << fp8_kv.status().message();
   std::filesystem::remove_all(dir);
 }
 
@@ -178,6 +212,10 @@ TEST(KernelGateTest, RecordsRoundTripAndMalformedOnesAreNamed) {
   j = RecordToJson(r);
   j["kernels"][0].erase("passed");
   EXPECT_EQ(RecordFromJson(j).status().code(), StatusCode::kInvalidArgument);
+  j = RecordToJson(r);
+  j["kernels"][1].erase("set");
+  EXPECT_NE(RecordFromJson(j).status().message().find("lacks set, op, format or passed"),
+            std::string::npos);
   EXPECT_EQ(RecordFromJson(nlohmann::json::array()).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(RecordPath("/d", 90, r.build), "/d/self-test-sm90-0123456789abcdef.json");
 }

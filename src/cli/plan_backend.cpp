@@ -16,13 +16,9 @@
 
 namespace lucid::cli {
 
-StatusOr<PlanBackend> MakePlanBackend(const config::ResolvedConfig& rc) {
-  if (rc.data().cpu_kernels.has_value())
-    return PlanBackend{config::MakeCpuBackend(rc.cpu_kernel_set()), "", {}, {}};
-  if (rc.String("device") != "cuda")
-    return FailedPrecondition("a model runs on --device cpu or cuda, not " + rc.String("device"));
 #ifdef LUCID_HAVE_CUDA
-  std::vector<std::string> gaps;  // what the plan asks of cuda-reference that it does not do
+StatusOr<const cuda::CudaOpsSet*> PlanCudaOpsSet(const config::ResolvedConfig& rc) {
+  std::vector<std::string> gaps;  // what the plan asks of lucid's CUDA kernels that they lack
   for (const config::KernelChoice& k : rc.data().kernels)
     for (const std::string& g : k.gaps)
       if (std::find(gaps.begin(), gaps.end(), g) == gaps.end()) gaps.push_back(g);
@@ -30,10 +26,33 @@ StatusOr<PlanBackend> MakePlanBackend(const config::ResolvedConfig& rc) {
     std::string text;
     for (const std::string& g : gaps) text += (text.empty() ? "" : "; ") + g;
     return FailedPrecondition(
-        "--device cuda runs cuda-reference (exact f32, no CUDA graphs), but "
-        "the plan needs what it lacks: " +
-        text + " (pass --dtype float32 --disable-cuda-graph)");
+        "--device cuda runs lucid's CUDA kernels (cuda-bf16act in bfloat16, cuda-reference in "
+        "float32; no CUDA graphs), but the plan needs what they lack: " +
+        text + " (pass --dtype bfloat16 or float32, and --disable-cuda-graph)");
   }
+  std::string name;
+  for (const config::KernelChoice& k : rc.data().kernels) {
+    if (name.empty()) name = k.kernel;
+    if (k.kernel != name)
+      return FailedPrecondition("--device cuda: the plan's kernels are of two CUDA sets (" + name +
+                                ", " + k.kernel + "); one set runs a model (pass --dtype)");
+  }
+  const cuda::CudaOpsSet* set = cuda::FindCudaOpsSet(name);
+  if (set == nullptr)
+    return FailedPrecondition("--device cuda: the plan's kernel " +
+                              (name.empty() ? std::string("(none)") : name) +
+                              " is not a CUDA op set of this build");
+  return set;
+}
+#endif
+
+StatusOr<PlanBackend> MakePlanBackend(const config::ResolvedConfig& rc) {
+  if (rc.data().cpu_kernels.has_value())
+    return PlanBackend{config::MakeCpuBackend(rc.cpu_kernel_set()), "", {}, {}};
+  if (rc.String("device") != "cuda")
+    return FailedPrecondition("a model runs on --device cpu or cuda, not " + rc.String("device"));
+#ifdef LUCID_HAVE_CUDA
+  LUCID_ASSIGN_OR_RETURN(const cuda::CudaOpsSet* set, PlanCudaOpsSet(rc));
   LUCID_ASSIGN_OR_RETURN(std::vector<cuda::CudaDeviceInfo> devices, cuda::ProbeCudaDevices());
   if (devices.empty()) return FailedPrecondition("--device cuda: no CUDA device");
   GateInputs gate;
@@ -41,12 +60,13 @@ StatusOr<PlanBackend> MakePlanBackend(const config::ResolvedConfig& rc) {
   LUCID_ASSIGN_OR_RETURN(gate.build, BinaryIdentity());
   gate.device = cuda::DescribeDevice(devices[0]);
   gate.sm = devices[0].sm;
+  gate.set = set->kernel;
   gate.formats = RequiredFormats(rc.kernels(), rc.kv_cache_dtype());
   gate.allow_unverified = rc.Bool("allow-unverified-kernels");
   LUCID_ASSIGN_OR_RETURN(GateOutcome verdict, VerifyKernels(gate, RunCudaSelfTestRecord));
   LUCID_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> b,
-                         cuda::CudaBackend::Create(0, cuda::MakeCudaReferenceOps, "reference"));
-  std::string description = b->name() + " on " + cuda::DescribeDevice(b->info());
+                         cuda::CudaBackend::Create(0, set->make, set->backend));
+  std::string description = std::string(set->kernel) + " on " + cuda::DescribeDevice(b->info());
   return PlanBackend{std::unique_ptr<Backend>(std::move(b)), std::move(description),
                      std::move(verdict.notes), std::move(verdict.warnings)};
 #else

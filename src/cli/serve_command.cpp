@@ -210,8 +210,8 @@ int ServeLeader(const config::ResolvedConfig& rc, Communicator* comm, SignalWatc
   const std::string model_path = rc.String("model-path");
   const std::chrono::milliseconds step_timeout = comm ? comm->timeout() : kDefaultCollectiveTimeout;
   if (comm) comm->SetTimeout(std::max(step_timeout, kStartupMeetingTimeout));
-  // The plan's device (cli/plan_backend.h): the --cpu-kernels set on the host, or cuda-reference
-  // on GPU 0. Declared before the engine, so it outlives the model and the engine thread.
+  // The plan's device (cli/plan_backend.h): the --cpu-kernels set on the host, or the plan's CUDA
+  // set on GPU 0. Declared before the engine, so it outlives the model and the engine thread.
   StatusOr<PlanBackend> backend = MakePlanBackend(rc);
   if (!backend.ok()) {
     LogError("lucid serve: " + backend.status().message());

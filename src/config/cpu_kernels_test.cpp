@@ -271,9 +271,9 @@ TEST(BackendRegistryTest, ForcingEachRegisteredSetRunsIt) {
   EXPECT_FALSE(FindOpsSet("cuda", "fast"));
 }
 
-// The CPU rows are compiled in exactly when registered; lucid's CUDA kernels (cuda-reference) are
-// compiled in exactly in a -DLUCID_CUDA=ON build and are not in the backend registry (only
-// `lucid generate` runs a model on them).
+// The CPU rows are compiled in exactly when registered; lucid's CUDA kernels (cuda-bf16act and
+// cuda-reference) are compiled in exactly in a -DLUCID_CUDA=ON build and are not in the backend
+// registry (the CUDA op sets are backends/cuda/cuda_ops.h's).
 TEST(BackendRegistryTest, ExplainMarksExactlyTheRegisteredKernelsCompiledIn) {
   int cpu_rows = 0, cuda_rows = 0, compiled = 0;
   for (const KernelDecl& d : KernelCatalog()) {
@@ -282,7 +282,7 @@ TEST(BackendRegistryTest, ExplainMarksExactlyTheRegisteredKernelsCompiledIn) {
       EXPECT_EQ(d.compiled_in, reg) << d.name << " " << FamilyName(d.family);
     } else {
       EXPECT_EQ(d.device, Device::kCuda);
-      EXPECT_EQ(d.name, "cuda-reference");
+      EXPECT_TRUE(d.name == "cuda-reference" || d.name == "cuda-bf16act") << d.name;
       EXPECT_FALSE(reg) << FamilyName(d.family);
       EXPECT_EQ(d.compiled_in, BuildHasCuda()) << FamilyName(d.family);
     }
@@ -292,7 +292,7 @@ TEST(BackendRegistryTest, ExplainMarksExactlyTheRegisteredKernelsCompiledIn) {
   }
   EXPECT_EQ(compiled, cpu_rows + (BuildHasCuda() ? cuda_rows : 0));
   EXPECT_GT(cpu_rows, 0);
-  EXPECT_EQ(cuda_rows, cpu_rows);  // one cuda-reference row per family
+  EXPECT_EQ(cuda_rows, 2 * cpu_rows);  // a cuda-bf16act and a cuda-reference row per family
   for (const KernelDecl& d : ForeignKernels()) EXPECT_FALSE(d.compiled_in) << d.name;
   // explain --json: every chosen kernel and every candidate, on the CPU and on a described GPU.
   const std::map<std::string, std::string> gpus = {
@@ -304,13 +304,15 @@ TEST(BackendRegistryTest, ExplainMarksExactlyTheRegisteredKernelsCompiledIn) {
     const nlohmann::json j = r->ToJson();
     const std::string device = flags.empty() ? "cpu" : "cuda";
     auto compiled_in = [&](const std::string& fam, const std::string& name) {
-      return device == "cpu" ? Registered(device, fam, name)
-                             : name == "cuda-reference" && BuildHasCuda();
+      return device == "cpu"
+                 ? Registered(device, fam, name)
+                 : (name == "cuda-reference" || name == "cuda-bf16act") && BuildHasCuda();
     };
     ASSERT_FALSE(j["kernels"].empty());
     for (const auto& k : j["kernels"]) {
       const std::string fam = k["family"];
-      EXPECT_EQ(k["kernel"], device == "cpu" ? "cpu" : "cuda-reference") << k.dump();
+      // The described GPU deployment computes in the checkpoint's bfloat16: cuda-bf16act.
+      EXPECT_EQ(k["kernel"], device == "cpu" ? "cpu" : "cuda-bf16act") << k.dump();
       EXPECT_EQ(k["compiled_in"].get<bool>(), compiled_in(fam, k["kernel"].get<std::string>()))
           << k.dump();
       for (const auto& c : k["candidates"])

@@ -129,8 +129,9 @@ TEST(ExplainCommandTest, Sm90PlanShowsTheScaleDecisionAndTheGraphReserve) {
                                          "8",          "--tp-size",    "8"};
   CliResult r = RunCli(base);
   ASSERT_EQ(r.code, 0) << r.err;
-  // lucid's CUDA kernel dequantizes the scales as stored: no conversion at load.
-  EXPECT_NE(r.out.find("fp8 block scales: matmul cuda-reference reads either scale format "
+  // lucid's CUDA kernel (cuda-bf16act: the checkpoint computes in bfloat16) dequantizes the
+  // scales as stored: no conversion at load.
+  EXPECT_NE(r.out.find("fp8 block scales: matmul cuda-bf16act reads either scale format "
                        "(dequantized as stored); checkpoint f32 (weight_scale_inv): none, read as "
                        "stored (exact)"),
             std::string::npos)
@@ -147,7 +148,7 @@ TEST(ExplainCommandTest, Sm90PlanShowsTheScaleDecisionAndTheGraphReserve) {
                        "kernels") != std::string::npos,
             BuildHasCuda())
       << r.out;
-  EXPECT_NE(r.out.find("cuda-reference cannot be captured in a CUDA graph"), std::string::npos)
+  EXPECT_NE(r.out.find("cuda-bf16act cannot be captured in a CUDA graph"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("CUDA graph reserve"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("batch sizes 1, 2, 4, 8, 16, 24, ..., 248, 256"), std::string::npos)
@@ -212,14 +213,15 @@ TEST(ExplainCommandTest, SglangKernelNamesExitTwoNamingLucidsKernel) {
       {{"--attention-backend", "flashmla_kv"},
        "lucid explain: --attention-backend flashmla_kv: not implemented by lucid (an SGLang "
        "kernel: FlashMLA sparse decode over the FP8 (656 B) cache); lucid's sparse_attention "
-       "kernels are cpu (on cpu) and cuda-reference (on cuda)"},
+       "kernels are cpu (on cpu) and cuda-bf16act, cuda-reference (on cuda)"},
       {{"--nsa-prefill-backend", "tilelang"},
        "--nsa-prefill-backend tilelang: not implemented by lucid (an SGLang kernel: TileLang "
        "sparse MLA (DeepSeek)); lucid's sparse_attention kernels are cpu (on cpu) and "
-       "cuda-reference (on cuda)"},
+       "cuda-bf16act, cuda-reference (on cuda)"},
       {{"--fp8-gemm-backend", "deep_gemm"},
        "--fp8-gemm-backend deep_gemm: not implemented by lucid (an SGLang kernel: DeepGEMM fp8 "
-       "1x128/128x128); lucid's matmul kernels are cpu (on cpu) and cuda-reference (on cuda)"},
+       "1x128/128x128); lucid's matmul kernels are cpu (on cpu) and cuda-bf16act, cuda-reference "
+       "(on cuda)"},
       {{"--fp4-gemm-backend", "flashinfer_cutlass"},
        "--fp4-gemm-backend flashinfer_cutlass: not implemented by lucid (an SGLang kernel"},
   };
@@ -250,7 +252,7 @@ TEST(ExplainCommandTest, SglangKernelNamesExitTwoNamingLucidsKernel) {
 TEST(ExplainCommandTest, BadInputIsOneLineAndExitTwo) {
   const std::vector<BadInput> cases = {
       {{"--no-such-flag", "1"}, "no-such-flag"},
-      {{"--attention-backend", "flashmlaa"}, "valid: auto, cpu, cuda-reference)"},
+      {{"--attention-backend", "flashmlaa"}, "valid: auto, cpu, cuda-bf16act, cuda-reference)"},
       {{"--mem-fraction-static", "1.5"}, "out of range"},
       {{"--tp-size", "0"}, "out of range"},
       {{"--gpu-memory", "lots"}, "is not a size"},
@@ -293,7 +295,7 @@ TEST(BackendsCommandTest, ListsEveryBackendAndSelfTestPasses) {
   CliResult r = RunCli({"backends", "--json", "--self-test"});
   ASSERT_EQ(r.code, 0) << r.out;
   nlohmann::json j = nlohmann::json::parse(r.out);
-  int cpu_usable = 0, cuda_reference = 0, foreign = 0;
+  int cpu_usable = 0, cuda_rows = 0, foreign = 0;
   for (const auto& b : j["backends"]) {
     if (b["device"] == "cpu") cpu_usable += b["usable_here"].get<bool>();
     if (b["device"] != "cpu") {
@@ -305,8 +307,8 @@ TEST(BackendsCommandTest, ListsEveryBackendAndSelfTestPasses) {
       EXPECT_EQ(why, "not implemented by lucid (" + b["project"].get<std::string>() + ")");
       EXPECT_FALSE(b["compiled_in"].get<bool>());
     } else if (b["device"] == "cuda") {
-      ++cuda_reference;
-      EXPECT_EQ(b["name"], "cuda-reference");
+      ++cuda_rows;
+      EXPECT_TRUE(b["name"] == "cuda-reference" || b["name"] == "cuda-bf16act") << b.dump();
       EXPECT_EQ(b["compiled_in"].get<bool>(), BuildHasCuda());
       EXPECT_NE(why.find(BuildHasCuda() ? "`lucid bench` run a model on it"
                                         : "not compiled in (this build has no CUDA backend"),
@@ -315,7 +317,7 @@ TEST(BackendsCommandTest, ListsEveryBackendAndSelfTestPasses) {
     }
   }
   EXPECT_EQ(cpu_usable, 6);
-  EXPECT_EQ(cuda_reference, 6);  // one per family
+  EXPECT_EQ(cuda_rows, 12);  // cuda-bf16act and cuda-reference, one of each per family
   EXPECT_GT(foreign, 20);
   int passed = 0;
   for (const auto& t : j["self_test"]) passed += t["passed"].get<bool>();

@@ -88,14 +88,21 @@ TEST(Fp8ScalePlanTest, ExplainStatesTheDecisionForSm90) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const std::vector<std::string>& lines = r->data().fp8_scales;
   ASSERT_FALSE(lines.empty());
-  // lucid's CUDA kernel (cuda-reference) dequantizes the block scales as stored, in the linear
-  // layers and the experts.
+  // lucid's CUDA kernel (cuda-bf16act: the checkpoint's bfloat16) dequantizes the block scales as
+  // stored, in the linear layers and the experts; so does cuda-reference for --dtype float32.
   const std::string as_stored =
-      " cuda-reference reads either scale format (dequantized as stored); checkpoint f32 "
-      "(weight_scale_inv): none, read as stored (exact)";
-  EXPECT_EQ(lines, (std::vector<std::string>{"matmul" + as_stored, "moe" + as_stored}));
+      " reads either scale format (dequantized as stored); checkpoint f32 (weight_scale_inv): "
+      "none, read as stored (exact)";
+  EXPECT_EQ(lines, (std::vector<std::string>{"matmul cuda-bf16act" + as_stored,
+                                             "moe cuda-bf16act" + as_stored}));
   EXPECT_THAT(r->ToText(), HasSubstr("  fp8 block scales: " + lines[0] + "\n"));
   EXPECT_EQ(r->ToJson()["fp8_scales"].size(), lines.size());
+  auto f32 =
+      ResolveFixture("DeepSeek-V3-FP8",
+                     {{"target", "cuda:sm_90"}, {"gpu-memory", "141GiB"}, {"dtype", "float32"}});
+  ASSERT_TRUE(f32.ok()) << f32.status().ToString();
+  EXPECT_EQ(f32->data().fp8_scales, (std::vector<std::string>{"matmul cuda-reference" + as_stored,
+                                                              "moe cuda-reference" + as_stored}));
 }
 
 // DeepGEMM is not lucid's (refused by name); its declaration in the foreign catalog still says
@@ -116,7 +123,7 @@ TEST(Fp8ScalePlanTest, DeepGemmOnSm100ReadsUe8m0FromAScaleFmtCheckpoint) {
   auto a =
       ResolveFixture("DeepSeek-V3.2-FP8", {{"target", "cuda:sm_100"}, {"gpu-memory", "180GiB"}});
   ASSERT_TRUE(a.ok()) << a.status().ToString();
-  EXPECT_THAT(a->ToText(), HasSubstr("fp8 block scales: matmul cuda-reference reads either scale "
+  EXPECT_THAT(a->ToText(), HasSubstr("fp8 block scales: matmul cuda-bf16act reads either scale "
                                      "format (dequantized as stored); checkpoint f32, scale_fmt "
                                      "ue8m0 (powers of two, checked at load): none, read as "
                                      "stored (exact)"));
@@ -144,7 +151,7 @@ TEST(Fp8ScalePlanTest, TheLossyPathIsNeverPlanned) {
   ASSERT_FALSE(a->data().fp8_scales.empty());
   for (const std::string& l : a->data().fp8_scales) {
     EXPECT_THAT(l, Not(HasSubstr("refused"))) << l;
-    EXPECT_THAT(l, HasSubstr(" cuda-reference reads either scale format")) << l;
+    EXPECT_THAT(l, HasSubstr(" cuda-bf16act reads either scale format")) << l;
   }
 }
 

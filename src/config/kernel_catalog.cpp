@@ -6,7 +6,9 @@
 // (backends/cpu/ops_registry.h). The `cuda-reference` rows state what backends/cuda/cuda_ops.h
 // implements: float32 compute (cuBLAS SGEMM without TF32), f32/bf16/FP8-block/NVFP4 weights (no
 // GGUF), f32/bf16/fp8_e4m3 KV rows, any page size, no graph capture, sampling by the host sampler
-// over logits copied from the device; compiled in exactly in a -DLUCID_CUDA=ON build.
+// over logits copied from the device; compiled in exactly in a -DLUCID_CUDA=ON build. The
+// `cuda-bf16act` rows are the same kernels computing in bfloat16: the matmuls take bf16 inputs
+// (tensor cores where the weight is exact in bf16), the rest stays f32 as in cuda-reference.
 // Foreign rows state published capabilities of the kernels SGLang and vLLM use for MLA/DSA models
 // (FlashMLA, FlashAttention-3, FlashInfer, TRT-LLM gen, CUTLASS, DeepGEMM, TileLang, Triton,
 // Marlin, aiter); docs/CONFIG.md gives the source of each claim. lucid implements none of them.
@@ -91,7 +93,7 @@ KernelDecl CudaReference(KernelFamily f) {
                    "(runtime/sampler.h) samples the logits copied from the device"
                  : "lucid backends/cuda (cuda-reference: exact f32, the CPU reference's "
                    "formulas; `lucid serve`, `lucid generate` and `lucid bench` run on it with "
-                   "--device cuda)";
+                   "--device cuda --dtype float32)";
   if (f == KernelFamily::kDenseAttention || f == KernelFamily::kSparseAttention ||
       f == KernelFamily::kIndexer)
     d.kv_dtypes = {KD::kF32, KD::kBF16, KD::kFp8E4M3};  // every KvRowKind (cuda_attention.h)
@@ -100,10 +102,24 @@ KernelDecl CudaReference(KernelFamily f) {
   return d;
 }
 
+// cuda-reference's kernels with bf16 matmul inputs (backends/cuda/cuda_ops.h, "cuda-bf16act").
+KernelDecl CudaBf16Act(KernelFamily f) {
+  KernelDecl d = CudaReference(f);
+  d.name = kCudaBf16Act;
+  d.compute_dtypes = {DType::kBF16};
+  if (f != KernelFamily::kSampling)
+    d.origin =
+        "lucid backends/cuda (cuda-bf16act: cuda-reference's kernels with the matmuls' inputs "
+        "rounded to bf16, on the tensor cores where the weight is exact in bf16; `lucid serve`, "
+        "`lucid generate` and `lucid bench` run on it with --device cuda --dtype bfloat16)";
+  return d;
+}
+
 std::vector<KernelDecl> BuildCatalog() {
   std::vector<KernelDecl> c;
   for (KernelFamily f : kAllFamilies) {
     c.push_back(Cpu(f));
+    c.push_back(CudaBf16Act(f));
     c.push_back(CudaReference(f));
   }
   return c;
@@ -336,10 +352,21 @@ std::optional<std::string> ForeignKernelRefusal(const std::vector<KernelFamily>&
       break;
     }
   if (foreign == nullptr) return std::nullopt;
+  // "cpu (on cpu) and cuda-bf16act, cuda-reference (on cuda)": the names by device, in catalog
+  // order.
+  std::vector<std::pair<Device, std::string>> by_device;
+  for (const KernelDecl& d : KernelCatalog()) {
+    if (d.family != foreign->family) continue;
+    auto it = std::find_if(by_device.begin(), by_device.end(),
+                           [&d](const auto& p) { return p.first == d.device; });
+    if (it == by_device.end())
+      by_device.push_back({d.device, d.name});
+    else
+      it->second += ", " + d.name;
+  }
   std::string lucid;
-  for (const KernelDecl& d : KernelCatalog())
-    if (d.family == foreign->family)
-      lucid += (lucid.empty() ? "" : " and ") + d.name + " (on " + DeviceName(d.device) + ")";
+  for (const auto& [device, names] : by_device)
+    lucid += (lucid.empty() ? "" : " and ") + names + " (on " + DeviceName(device) + ")";
   const bool an = foreign->project == "SGLang";  // "an ess-G-Lang"
   return std::string("not implemented by lucid (") + (an ? "an " : "a ") + foreign->project +
          " kernel: " + foreign->origin + "); lucid's " + FamilyName(foreign->family) +
@@ -410,9 +437,9 @@ std::vector<const KernelDecl*> FindForeignKernels(KernelFamily family, const std
 }
 
 const std::vector<std::string>& PriorityList(KernelFamily family, Device device) {
-  (void)family;  // one lucid kernel per family and device so far
+  (void)family;  // the same lucid kernels in every family so far
   static const std::vector<std::string> kCpu = {"cpu"};
-  static const std::vector<std::string> kCuda = {kCudaReference};
+  static const std::vector<std::string> kCuda = {kCudaBf16Act, kCudaReference};
   static const std::vector<std::string> kNone;  // ROCm: lucid has no kernel
   if (device == Device::kCpu) return kCpu;
   if (device == Device::kCuda) return kCuda;

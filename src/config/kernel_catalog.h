@@ -1,9 +1,9 @@
 // The kernel catalog: lucid's kernels in every kernel family and what each implements.
 //
 // KernelCatalog() holds only what lucid has: the `cpu` kernels (backends/cpu, every CPU kernel
-// set) and the `cuda-reference` kernels (backends/cuda: exact f32, compiled in with
-// -DLUCID_CUDA=ON; `lucid serve`, `lucid generate` and `lucid bench` run a model on them with
-// --device cuda). Only
+// set) and the `cuda-bf16act` and `cuda-reference` kernels (backends/cuda, compiled in with
+// -DLUCID_CUDA=ON: bf16 matmul inputs, and exact f32; `lucid serve`, `lucid generate` and `lucid
+// bench` run a model on them with --device cuda, the set the plan's --dtype chooses). Only
 // these are planned. ForeignKernels() keeps the names and published capabilities of the CUDA and
 // ROCm kernels SGLang and vLLM run (flashmla_kv, deep_gemm, tilelang, ...; docs/CONFIG.md gives
 // the sources) so that a flag naming one is refused by name with the lucid kernel that does the
@@ -84,8 +84,9 @@ struct KernelDecl {
   std::string project = "lucid";         // "lucid", or the server that runs it ("SGLang")
 };
 
-// lucid's CUDA kernel set (backends/cuda/cuda_ops.h), as the flags and the plan spell it.
+// lucid's CUDA kernel sets (backends/cuda/cuda_ops.h), as the flags and the plan spell them.
 inline constexpr const char* kCudaReference = "cuda-reference";
+inline constexpr const char* kCudaBf16Act = "cuda-bf16act";
 
 // Whether this build contains backends/cuda (configured with -DLUCID_CUDA=ON).
 bool BuildHasCuda();
@@ -99,7 +100,7 @@ const std::vector<KernelDecl>& ForeignKernels();
 // For a flag choosing a kernel of `families`: nullopt when `name` is not a foreign kernel of
 // those families; else the one-line refusal after "--flag name: ", e.g. "not implemented by lucid
 // (an SGLang kernel: FlashMLA sparse decode ...); lucid's sparse_attention kernels are cpu (on
-// cpu) and cuda-reference (on cuda)".
+// cpu) and cuda-bf16act, cuda-reference (on cuda)".
 std::optional<std::string> ForeignKernelRefusal(const std::vector<KernelFamily>& families,
                                                 const std::string& name);
 

@@ -1,7 +1,7 @@
 // Kernel selection with reasons: for one situation, either the backend the user named (which
-// must declare support for exactly that situation) or the first of the device's priority list
-// that does. Every candidate looked at is recorded with why it was taken or refused.
-// Thread-safety: pure functions.
+// must declare support for exactly that situation) or, of the device's priority list, the one
+// that does with the fewest runtime gaps (RuntimeGaps; the first among equals). Every candidate
+// looked at is recorded with why it was taken or refused. Thread-safety: pure functions.
 #pragma once
 
 #include <optional>
@@ -32,10 +32,11 @@ struct Selection {
 // Why backend `name` cannot serve all of `situations` (the same family; e.g. prefill and decode
 // of a matmul format); nullopt when it can. Considers every declaration of the name (a backend
 // may declare one kernel per weight format).
-// On cuda the compute dtype and graph capture do not refuse (Refusal's gaps_refuse false): no
-// model runs on the CUDA backend yet, so a cuda plan is a deployment plan that this build cannot
-// run, and what the chosen kernel lacks is reported as Selection::gaps (explain lists each under
-// "not runnable here") rather than replacing the deployment's dtype and graphs.
+// On cuda the compute dtype and graph capture do not refuse (Refusal's gaps_refuse false): a cuda
+// plan may describe a deployment that lucid's kernels cannot run (a described target's dtype and
+// graphs), and what the chosen kernel lacks is reported as Selection::gaps (explain lists each
+// under "not runnable here"; generate and serve refuse such a plan) rather than replacing the
+// deployment's dtype and graphs.
 std::optional<std::string> RefusalByName(const std::string& name,
                                          const std::vector<Situation>& situations);
 

@@ -211,7 +211,7 @@ std::vector<OptionSpec> BuildTable() {
   also("enable-dp-attention", kGenerate);
   also("dp-size", kGenerate);
   also("cpu-wait-policy", kGenerate | kBench);
-  // generate --device cuda on a described GPU target, with the plan cuda-reference can run.
+  // generate --device cuda on a described GPU target, with a plan lucid's CUDA sets can run.
   for (const char* name : {"device", "target", "gpu-memory", "dtype", "disable-cuda-graph",
                            "allow-unverified-kernels", "self-test-dir"})
     also(name, kGenerate);

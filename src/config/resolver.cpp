@@ -231,8 +231,8 @@ StatusOr<ResolvedConfig> Resolver::Run() {
   if (V("device") == "cuda" && BuildHasCuda())
     d.notes.push_back(
         "--device cuda: `lucid serve` and `lucid generate` run lucid's CUDA kernels "
-        "(cuda-reference: exact f32, no CUDA graphs; correct, not fast) on GPU 0, and "
-        "`lucid bench` its device benchmark");
+        "(cuda-bf16act for --dtype bfloat16, cuda-reference's exact f32 for float32; no CUDA "
+        "graphs) on GPU 0, and `lucid bench` its device benchmark");
   if (V("device") == "cuda" && V("tp-size").get<int64_t>() > 1)
     d.not_runnable_here.push_back("tensor parallelism " + V("tp-size").dump() +
                                   " on the CUDA backend: a model runs on one GPU so far");

@@ -37,6 +37,9 @@ Status Resolver::ResolveMemory() {
   in.dp_attention = V("enable-dp-attention") == true;
   in.kv_dtype = *KvDtypeFromName(V("kv-cache-dtype").get<std::string>());
   in.compute_dtype = ComputeDTypeFromName(V("dtype").get<std::string>());
+  // On this machine's GPU lucid's kernels keep activations in f32 in either set (cuda-bf16act
+  // rounds only the matmuls' inputs); a described target plans the deployment's dtype.
+  if (in.cuda && !target_.local_gpus.empty()) in.compute_dtype = DType::kF32;
   in.page_size = V("page-size").get<int64_t>();
   in.context_length = V("context-length").get<int64_t>();
   in.chunked_prefill_size = V("chunked-prefill-size").get<int64_t>();

@@ -48,7 +48,8 @@ TEST(ScenarioTest, Glm5Sm120ExplicitCpuKernelOnTheGpuNamesTheFlagAndWhatWorks) {
   EXPECT_NE(m.find("--nsa-decode-backend cpu (user:cli)"), std::string::npos) << m;
   EXPECT_NE(m.find("runs on cpu, target device is cuda"), std::string::npos) << m;
   // Working choices come from the catalog: lucid's CUDA kernel, with the fp8 KV kept.
-  EXPECT_NE(m.find("--nsa-decode-backend auto | cuda-reference"), std::string::npos) << m;
+  EXPECT_NE(m.find("--nsa-decode-backend auto | cuda-bf16act | cuda-reference"), std::string::npos)
+      << m;
   EXPECT_EQ(m.find("--kv-cache-dtype bf16"), std::string::npos) << m;
 }
 
@@ -56,7 +57,8 @@ TEST(ScenarioTest, Glm5Sm120ExplicitCpuKernelOnTheGpuNamesTheFlagAndWhatWorks) {
 // read, in one line naming lucid's kernels for the job; never swapped for another.
 TEST(ScenarioTest, SglangKernelNamesAreRefusedByNameWithLucidsKernel) {
   const std::string lucid_sparse =
-      "lucid's sparse_attention kernels are cpu (on cpu) and cuda-reference (on cuda)";
+      "lucid's sparse_attention kernels are cpu (on cpu) and cuda-bf16act, cuda-reference (on "
+      "cuda)";
   const struct {
     std::string flag, value, says;
   } cases[] = {
@@ -73,10 +75,12 @@ TEST(ScenarioTest, SglangKernelNamesAreRefusedByNameWithLucidsKernel) {
        "sparse prefill"},
       {"attention-backend", "triton",
        "--attention-backend triton: not implemented by lucid (an SGLang kernel: SGLang Triton "
-       "MLA); lucid's dense_attention kernels are cpu (on cpu) and cuda-reference (on cuda)"},
+       "MLA); lucid's dense_attention kernels are cpu (on cpu) and cuda-bf16act, cuda-reference "
+       "(on cuda)"},
       {"fp8-gemm-backend", "deep_gemm",
        "--fp8-gemm-backend deep_gemm: not implemented by lucid (an SGLang kernel: DeepGEMM fp8 "
-       "1x128/128x128); lucid's matmul kernels are cpu (on cpu) and cuda-reference (on cuda)"},
+       "1x128/128x128); lucid's matmul kernels are cpu (on cpu) and cuda-bf16act, cuda-reference "
+       "(on cuda)"},
       {"fp4-gemm-backend", "marlin",
        "--fp4-gemm-backend marlin: not implemented by lucid (a vLLM kernel: Marlin"},
       {"moe-runner-backend", "cutlass",
@@ -98,13 +102,13 @@ TEST(ScenarioTest, SglangKernelNamesAreRefusedByNameWithLucidsKernel) {
   for (const char* flag : {"attention-backend", "nsa-decode-backend", "fp8-gemm-backend",
                            "fp4-gemm-backend", "moe-runner-backend", "sampling-backend"}) {
     const std::vector<std::string>& allowed = FindOption(flag)->allowed;
-    EXPECT_EQ(allowed, (std::vector<std::string>{"cpu", "cuda-reference"})) << flag;
+    EXPECT_EQ(allowed, (std::vector<std::string>{"cpu", "cuda-bf16act", "cuda-reference"})) << flag;
   }
   // A name nobody declares is still an unknown value.
   auto typo = ResolveFixture("GLM-5-NVFP4", With(kRtxPro8, {{"nsa-decode-backend", "flashmlaa"}}));
   ASSERT_FALSE(typo.ok());
   EXPECT_NE(typo.status().message().find("unknown value \"flashmlaa\" (valid: auto, cpu, "
-                                         "cuda-reference)"),
+                                         "cuda-bf16act, cuda-reference)"),
             std::string::npos)
       << typo.status().message();
 }
@@ -117,18 +121,24 @@ TEST(ScenarioTest, Glm5Sm120KvLeftUnsetShowsItsRule) {
   EXPECT_EQ(kv->value, "fp8_e4m3");
   EXPECT_EQ(kv->Provenance(), "rule:kv-fp8-dsa-blackwell");
   EXPECT_EQ(kv->reason.find("is not possible"), std::string::npos) << kv->reason;
-  EXPECT_EQ(r->Value("nsa-decode-backend"), "cuda-reference");
+  EXPECT_EQ(r->Value("nsa-decode-backend"), "cuda-bf16act");
   EXPECT_EQ(r->Field("nsa-decode-backend")->Provenance(), "rule:kernel-priority");
   EXPECT_EQ(r->Value("page-size"), 64);
 }
 
-// A cuda plan is planned with lucid's kernel and says exactly why this build cannot run it.
+// A cuda plan is planned with lucid's kernels that compute in its dtype (cuda-bf16act for the
+// checkpoint's bfloat16) and says exactly why this build cannot run it.
 TEST(ScenarioTest, ACudaPlanIsNotRunnableHereWithItsReasons) {
   auto r = ResolveFixture("GLM-5-NVFP4", kRtxPro8);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   for (const KernelChoice& k : r->kernels()) {
-    EXPECT_EQ(k.kernel, "cuda-reference") << FamilyName(k.family);
+    EXPECT_EQ(k.kernel, "cuda-bf16act") << FamilyName(k.family);
     EXPECT_EQ(k.compiled_in, BuildHasCuda());
+    // cuda-reference is passed over for computing in f32, not bf16.
+    ASSERT_EQ(k.candidates.size(), 2u);
+    EXPECT_EQ(k.candidates[1].name, "cuda-reference");
+    EXPECT_TRUE(k.candidates[1].supported);
+    EXPECT_EQ(k.candidates[1].reason, "supported, lower in the priority list than cuda-bf16act");
   }
   const std::vector<std::string>& nr = r->not_runnable_here();
   auto has = [&](const std::string& line) {
@@ -138,24 +148,42 @@ TEST(ScenarioTest, ACudaPlanIsNotRunnableHereWithItsReasons) {
     const std::vector<std::string>& notes = r->data().notes;
     EXPECT_NE(std::find(notes.begin(), notes.end(),
                         "--device cuda: `lucid serve` and `lucid generate` run lucid's CUDA "
-                        "kernels (cuda-reference: exact f32, no CUDA graphs; correct, not fast) "
-                        "on GPU 0, and `lucid bench` its device benchmark"),
+                        "kernels (cuda-bf16act for --dtype bfloat16, cuda-reference's exact f32 "
+                        "for float32; no CUDA graphs) on GPU 0, and `lucid bench` its device "
+                        "benchmark"),
               notes.end());
     EXPECT_FALSE(has("this build has no CUDA backend (configure with -DLUCID_CUDA=ON)"));
   } else {
     EXPECT_TRUE(has("this build has no CUDA backend (configure with -DLUCID_CUDA=ON)"));
     EXPECT_TRUE(
-        has("matmul prefill+decode: kernel cuda-reference is not compiled into this "
+        has("matmul prefill+decode: kernel cuda-bf16act is not compiled into this "
             "build"));
   }
-  // The deployment's bf16 compute and decode graphs, which cuda-reference does not do yet.
+  // The deployment's decode graphs, which lucid's kernels do not do yet; its bf16 compute they do.
   EXPECT_EQ(r->Value("dtype"), "bfloat16");
+  for (const std::string& line : nr) EXPECT_EQ(line.find("does not compute in"), std::string::npos);
   EXPECT_TRUE(
-      has("kernel cuda-reference does not compute in bf16 (only f32) (sparse_attention, "
+      has("kernel cuda-bf16act cannot be captured in a CUDA graph (sparse_attention, "
           "indexer, matmul, moe, sampling)"));
-  EXPECT_TRUE(
-      has("kernel cuda-reference cannot be captured in a CUDA graph (sparse_attention, "
-          "indexer, matmul, moe, sampling)"));
+  // A dtype neither set computes in: the first of the list, with both gaps.
+  auto f16 = ResolveFixture("GLM-5-NVFP4", With(kRtxPro8, {{"dtype", "float16"}}));
+  ASSERT_TRUE(f16.ok()) << f16.status().ToString();
+  const std::vector<std::string>& f16_nr = f16->not_runnable_here();
+  EXPECT_NE(std::find(f16_nr.begin(), f16_nr.end(),
+                      "kernel cuda-bf16act does not compute in f16 (only bf16) (sparse_attention, "
+                      "indexer, matmul, moe, sampling)"),
+            f16_nr.end());
+  // float32 takes cuda-reference; cuda-bf16act is passed over for its dtype, said so.
+  auto f32 = ResolveFixture("GLM-5-NVFP4", With(kRtxPro8, {{"dtype", "float32"}}));
+  ASSERT_TRUE(f32.ok()) << f32.status().ToString();
+  for (const KernelChoice& k : f32->kernels()) {
+    EXPECT_EQ(k.kernel, "cuda-reference") << FamilyName(k.family);
+    ASSERT_EQ(k.candidates.size(), 2u);
+    // Both lack decode graphs; the prefill rows have no graph to lack.
+    const std::string why = k.candidates[0].reason;
+    EXPECT_EQ(why.rfind("supported, but it does not compute in f32 (only bf16)", 0), 0u) << why;
+    EXPECT_NE(why.find("(cuda-reference lacks less)"), std::string::npos) << why;
+  }
   auto no_graphs = ResolveFixture(
       "GLM-5-NVFP4", With(kRtxPro8, {{"dtype", "float32"}, {"disable-cuda-graph", "true"}}));
   ASSERT_TRUE(no_graphs.ok()) << no_graphs.status().ToString();
@@ -216,7 +244,8 @@ TEST(ScenarioTest, TheLocalTargetWithoutADeviceSaysWhy) {
 }
 
 // A probe that found GPUs: the local target plans for device 0's kind (another kind is left
-// out), its free memory and what cuda-reference runs (f32, no graphs), each value by a rule.
+// out), its free memory and what lucid's CUDA kernels run (the bfloat16 checkpoint on
+// cuda-bf16act, no graphs), each value by a rule.
 TEST(ScenarioTest, TheLocalTargetPlansForThisMachinesGpu) {
   const int64_t gib = int64_t{1} << 30;
   const LocalGpus gpus{{{0, "NVIDIA H200", 90, 140 * gib, 139 * gib},
@@ -230,8 +259,9 @@ TEST(ScenarioTest, TheLocalTargetPlansForThisMachinesGpu) {
   EXPECT_EQ(r->Field("gpu-count")->Provenance(), "rule:gpu-count-local");
   EXPECT_EQ(r->Value("gpu-memory"), 137 * gib);  // the least free of the two H200s
   EXPECT_EQ(r->Field("gpu-memory")->Provenance(), "rule:gpu-memory-local");
-  EXPECT_EQ(r->Value("dtype"), "float32");
-  EXPECT_EQ(r->Field("dtype")->Provenance(), "rule:dtype-local-cuda-f32");
+  EXPECT_EQ(r->Value("dtype"), "bfloat16");
+  EXPECT_EQ(r->Field("dtype")->Provenance(), "rule:dtype-local-cuda");
+  for (const KernelChoice& k : r->kernels()) EXPECT_EQ(k.kernel, "cuda-bf16act");
   EXPECT_EQ(r->Value("disable-cuda-graph"), true);
   EXPECT_EQ(r->Field("disable-cuda-graph")->Provenance(), "rule:graphs-off-local-cuda");
   EXPECT_EQ(r->memory().device_memory, static_cast<uint64_t>(137 * gib));
@@ -245,16 +275,21 @@ TEST(ScenarioTest, TheLocalTargetPlansForThisMachinesGpu) {
     EXPECT_TRUE(r->not_runnable_here().empty()) << why;
   else
     EXPECT_NE(why.find("this build has no CUDA backend"), std::string::npos) << why;
-  // The user's values stand: bf16 on the local GPU is planned and named as what it cannot run.
-  auto bf16 = ResolveFixture("../models/tiny_glm_moe_dsa",
-                             {{"dtype", "bfloat16"}, {"gpu-memory", "64GiB"}}, &gpus);
-  ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
-  EXPECT_EQ(bf16->Value("dtype"), "bfloat16");
-  EXPECT_EQ(bf16->Value("gpu-memory"), 64 * gib);
-  EXPECT_EQ(bf16->Value("disable-cuda-graph"), true);
-  size_t gaps = 0;  // what cuda-reference lacks, which `serve` refuses naming the flags
-  for (const KernelChoice& k : bf16->data().kernels) gaps += k.gaps.size();
+  // The user's values stand: f16 on the local GPU is planned and named as what it cannot run.
+  auto f16 = ResolveFixture("../models/tiny_glm_moe_dsa",
+                            {{"dtype", "float16"}, {"gpu-memory", "64GiB"}}, &gpus);
+  ASSERT_TRUE(f16.ok()) << f16.status().ToString();
+  EXPECT_EQ(f16->Value("dtype"), "float16");
+  EXPECT_EQ(f16->Value("gpu-memory"), 64 * gib);
+  EXPECT_EQ(f16->Value("disable-cuda-graph"), true);
+  size_t gaps = 0;  // what lucid's CUDA kernels lack, which `serve` refuses naming the flags
+  for (const KernelChoice& k : f16->data().kernels) gaps += k.gaps.size();
   EXPECT_GT(gaps, 0u);
+  // float32 runs on cuda-reference; the activations are planned in f32 either way.
+  auto f32 = ResolveFixture("../models/tiny_glm_moe_dsa", {{"dtype", "float32"}}, &gpus);
+  ASSERT_TRUE(f32.ok()) << f32.status().ToString();
+  for (const KernelChoice& k : f32->kernels()) EXPECT_EQ(k.kernel, "cuda-reference");
+  EXPECT_EQ(f32->memory().activations, r->memory().activations);
   // --device cpu on the GPU machine plans for the CPU.
   auto cpu = ResolveFixture("../models/tiny_glm_moe_dsa", {{"device", "cpu"}}, &gpus);
   ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
@@ -269,7 +304,7 @@ TEST(ScenarioTest, Glm5Sm100ChoosesFp8KvByRule) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->Value("kv-cache-dtype"), "fp8_e4m3");
   EXPECT_EQ(r->Field("kv-cache-dtype")->Provenance(), "rule:kv-fp8-dsa-blackwell");
-  EXPECT_EQ(r->Value("nsa-decode-backend"), "cuda-reference");
+  EXPECT_EQ(r->Value("nsa-decode-backend"), "cuda-bf16act");
 }
 
 TEST(ScenarioTest, Glm5MemFractionHighIsPlannedOrRefusedWithTheValueThatFits) {
@@ -348,8 +383,8 @@ TEST(ScenarioTest, DeepSeekV32KvCapacityPinned) {
   EXPECT_EQ(r->memory().kv_capacity_tokens, capacity);
   EXPECT_EQ(capacity, 703'744);
   EXPECT_EQ(r->Value("max-total-tokens"), capacity);
-  EXPECT_EQ(r->Value("nsa-decode-backend"), "cuda-reference");
-  EXPECT_EQ(r->Value("fp8-gemm-backend"), "cuda-reference");
+  EXPECT_EQ(r->Value("nsa-decode-backend"), "cuda-bf16act");
+  EXPECT_EQ(r->Value("fp8-gemm-backend"), "cuda-bf16act");
 }
 
 }  // namespace

@@ -150,13 +150,22 @@ std::vector<Rule> BuildRules() {
                "bf16 and accumulates in float32)";
       });
   add(
-      "dtype-local-cuda-f32", "dtype", "device is cuda on this machine's GPU",
+      "dtype-local-cuda", "dtype", "device is cuda on this machine's GPU",
       [](const Ctx& c) { return c.cuda() && !c.target.local_gpus.empty(); },
-      [](const Ctx&) { return json("float32"); },
-      [](const Ctx&) {
-        return "this machine's GPU runs lucid's cuda-reference kernels, which compute in "
-               "float32 (a described target, --target cuda:sm_<NN>, keeps the checkpoint's "
-               "dtype for the deployment it plans)";
+      [](const Ctx& c) {
+        return json(c.model.config.torch_dtype == "bfloat16" ? "bfloat16" : "float32");
+      },
+      [](const Ctx& c) {
+        if (c.model.config.torch_dtype == "bfloat16")
+          return std::string(
+              "checkpoint torch_dtype is bfloat16: this machine's GPU runs lucid's cuda-bf16act "
+              "kernels (the matmuls take bf16 inputs, as in transformers and the GPU engines; "
+              "residual, norms and attention stay float32)");
+        return "checkpoint torch_dtype is " +
+               (c.model.config.torch_dtype.empty() ? std::string("unset")
+                                                   : c.model.config.torch_dtype) +
+               ": this machine's GPU runs lucid's cuda-reference kernels in float32 "
+               "(cuda-bf16act computes in bfloat16 only)";
       });
   add(
       "dtype-from-checkpoint", "dtype", "device is cuda", [](const Ctx& c) { return c.cuda(); },
@@ -167,8 +176,8 @@ std::vector<Rule> BuildRules() {
         return "checkpoint torch_dtype is " +
                (c.model.config.torch_dtype.empty() ? std::string("unset")
                                                    : c.model.config.torch_dtype) +
-               "; a CUDA deployment computes in it (lucid's cuda-reference computes in f32: "
-               "the plan says so under what this build cannot run)";
+               "; a CUDA deployment computes in it (lucid's CUDA kernels compute in bfloat16 or "
+               "float32: the plan says so under what this build cannot run)";
       });
   add(
       "context-from-model", "context-length", "always", always,
@@ -186,16 +195,16 @@ std::vector<Rule> BuildRules() {
       [](const Ctx& c) { return c.cuda() && !c.target.local_gpus.empty(); },
       [](const Ctx&) { return json(true); },
       [](const Ctx&) {
-        return "lucid's cuda-reference decode steps are not captured in CUDA graphs (a "
-               "described target plans a deployment's graphs)";
+        return "lucid's CUDA decode steps are not captured in CUDA graphs (a described "
+               "target plans a deployment's graphs)";
       });
   add(
       "graphs-on-cuda", "disable-cuda-graph", "device is cuda",
       [](const Ctx& c) { return c.cuda(); }, [](const Ctx&) { return json(false); },
       [](const Ctx&) {
-        return "a CUDA deployment captures its decode steps in CUDA graphs (lucid's "
-               "cuda-reference cannot be captured yet: the plan says so under what this build "
-               "cannot run)";
+        return "a CUDA deployment captures its decode steps in CUDA graphs (lucid's CUDA "
+               "kernels cannot be captured yet: the plan says so under what this build cannot "
+               "run)";
       });
   add(
       "kv-cpu-f32", "kv-cache-dtype", "device is cpu", [](const Ctx& c) { return !c.cuda(); },
@@ -303,7 +312,8 @@ std::vector<Rule> BuildRules() {
       "kernel-priority", "", "a backend option left on auto whose kernel family the model uses",
       [](const Ctx&) { return false; }, [](const Ctx&) { return json(); },
       [](const Ctx&) {
-        return "the first of the device's priority list that supports the situation";
+        return "the first of the device's priority list that supports the situation with the "
+               "fewest gaps (on cuda: computes in the plan's dtype)";
       });
   add(
       "nsa-follows-attention-backend", "",

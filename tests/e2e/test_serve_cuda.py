@@ -1,8 +1,8 @@
 """End-to-end on a GPU: `lucid serve --device cuda` on the three tiny fixtures, driven by the
 official `openai` client and the native /generate route.
 
-The CUDA backend runs cuda-reference (exact f32, no CUDA graphs: --dtype float32
---disable-cuda-graph), so the oracles are:
+The three servers run cuda-reference (--dtype float32: exact f32; no CUDA graphs on this
+machine's GPU), so the oracles are:
   - `lucid generate --device cuda` (one sequence, no server) through the same kernels: equal
     greedy tokens for a request alone;
   - the same request alone, for each of 8 sent at once, and `lucid generate --cpu-kernels
@@ -12,8 +12,11 @@ The CUDA backend runs cuda-reference (exact f32, no CUDA graphs: --dtype float32
     may part and are not compared).
 Without a CUDA device, or in a build without the CUDA backend, it prints why and exits 77, which
 ctest reports as skipped. scripts/cuda_check.sh runs it on a GPU machine; the plan is for this
-machine's GPU (--target local: the device the CUDA runtime reports, its free memory, float32 and
-no graphs by rule), and each of the three servers, which share the GPU, holds a small KV pool.
+machine's GPU (--target local: the device the CUDA runtime reports, its free memory, no graphs by
+rule), and each of the three servers, which share the GPU, holds a small KV pool. A fourth server
+runs tiny_glm_moe_dsa in bfloat16 (cuda-bf16act, what its checkpoint's dtype chooses): its greedy
+tokens for a request alone equal `lucid generate --device cuda --dtype bfloat16`'s (the CPU's
+fast-bf16act is compared at the logits in backends/cuda/cuda_model_test.cpp).
 The GPU commands pass the self-test gate (cli/kernel_gate.h) with the binary's record for this
 device (scripts/cuda_check.sh makes it first with `lucid backends --self-test`; without one the
 first start measures it); LUCID_E2E_GPU_EXTRA_FLAGS adds flags to them (cuda_check.sh passes
@@ -39,7 +42,10 @@ except ImportError as e:  # pragma: no cover
              f"installs them into .venv-e2e): {e}")
 
 FIXTURES = ("tiny_glm_moe_dsa", "tiny_deepseek_v32", "tiny_deepseek_v3")
-GPU_FLAGS = ["--device", "cuda"] + os.environ.get("LUCID_E2E_GPU_EXTRA_FLAGS", "").split()
+GPU_EXTRA_FLAGS = os.environ.get("LUCID_E2E_GPU_EXTRA_FLAGS", "").split()
+GPU_FLAGS = ["--device", "cuda", "--dtype", "float32"] + GPU_EXTRA_FLAGS
+BF16_FLAGS = ["--device", "cuda", "--dtype", "bfloat16"] + GPU_EXTRA_FLAGS
+BF16_SERVER = []  # the cuda-bf16act server (one)
 SERVER_KV_TOKENS = "65536"  # of the GPU's free memory each server would otherwise plan for
 NEAR_TIE = 1e-3
 PROMPT = [3, 14, 15, 92, 65, 35]
@@ -78,11 +84,16 @@ def setUpModule():
                                           GPU_FLAGS + ["--max-running-requests", "8",
                                                        "--max-total-tokens", SERVER_KV_TOKENS]
                                           ).start()
+    BF16_SERVER.append(ls.LucidServer(MODEL_DIRS[FIXTURES[0]],
+                                      BF16_FLAGS + ["--max-running-requests", "8",
+                                                    "--max-total-tokens", SERVER_KV_TOKENS]
+                                      ).start())
 
 
 def tearDownModule():
     failures = []
-    for fixture, server in SERVERS.items():
+    for fixture, server in list(SERVERS.items()) + [("bf16 " + FIXTURES[0], s)
+                                                     for s in BF16_SERVER]:
         code = server.stop()
         if code != 0:
             failures.append(f"{fixture}: lucid serve exited with {code}:\n{server.log()[-3000:]}")
@@ -119,8 +130,21 @@ class CudaServeTest(unittest.TestCase):
                   f"{memory['kv_pool_held_bytes']} B held on the GPU, as planned", file=sys.stderr)
             self.assertEqual(settings["device"]["value"], "cuda", fixture)
             self.assertEqual(settings["dtype"]["value"], "float32", fixture)
-            self.assertIn("backend: cuda:reference on ", server.log(), fixture)
+            self.assertIn("backend: cuda-reference on ", server.log(), fixture)
             self.assertIn("kernels: cuda-reference\n", server.log(), fixture)
+
+    def test_bf16_server_runs_cuda_bf16act_and_equals_lucid_generate(self):
+        server = BF16_SERVER[0]
+        status, body = ls.get(server.url + "/server_info")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["config"]["settings"]["dtype"]["value"], "bfloat16")
+        self.assertIn("backend: cuda-bf16act on ", server.log())
+        self.assertIn("kernels: cuda-bf16act\n", server.log())
+        want, err = generate(MODEL_DIRS[FIXTURES[0]], PROMPT, NEW_TOKENS, BF16_FLAGS)
+        self.assertIsNotNone(want, err)
+        self.assertEqual(native_generate(server, PROMPT, NEW_TOKENS)["output_ids"], want)
+        print(f"[ cuda ] serve {FIXTURES[0]} bf16: {NEW_TOKENS} greedy tokens equal lucid "
+              f"generate's on cuda-bf16act", file=sys.stderr)
 
     def test_greedy_tokens_equal_lucid_generate_on_the_gpu(self):
         for fixture, server in SERVERS.items():

@@ -1,4 +1,4 @@
-// The cuda-reference attention kernels: absorbed MLA (sparse over listed tokens or dense over a
+// The CUDA sets' attention kernels: absorbed MLA (sparse over listed tokens or dense over a
 // consecutive range), grouped-query attention and the DSA indexer scores, over the paged KV rows
 // of any KvRowKind (f32, bf16, FP8 with block scales and a bf16 tail, decoded as
 // PagedRows::ReadRow does). Each follows its CPU reference's order: scores, the running maximum

@@ -70,6 +70,22 @@ TEST(CudaOpsTest, EveryOpOfTheInterfaceHasAKernel) {
   EXPECT_FALSE(CudaImplements("FusedMoe"));
 }
 
+// The CUDA op sets as the catalog (config/kernel_catalog.h) and the self-test name them, each
+// with the conformance precision its kernels are held to.
+TEST(CudaOpsTest, TheOpSetsAreTheCatalogsCudaKernels) {
+  ASSERT_EQ(CudaOpsSets().size(), 2u);
+  const CudaOpsSet* ref = FindCudaOpsSet("cuda-reference");
+  const CudaOpsSet* act = FindCudaOpsSet("cuda-bf16act");
+  ASSERT_NE(ref, nullptr);
+  ASSERT_NE(act, nullptr);
+  EXPECT_EQ(ref->precision, ConformancePrecision::kF32);
+  EXPECT_EQ(act->precision, ConformancePrecision::kBf16Act);
+  EXPECT_STREQ(ref->backend, "reference");
+  EXPECT_STREQ(act->backend, "bf16act");
+  EXPECT_EQ(FindCudaOpsSet("cpu"), nullptr);
+  EXPECT_EQ(FindCudaOpsSet("cuda"), nullptr);
+}
+
 TEST(CudaBackendDeviceTest, UploadKeepsPackedBytesAndCountsDeviceMemory) {
   LUCID_REQUIRE_CUDA_BACKEND(b);
   EXPECT_EQ(b.device(), Device::kCuda);
@@ -124,6 +140,19 @@ TEST(CudaBackendDeviceTest, EveryOpPassesTheConformanceSuite) {
       RunOpsConformance(ops, ConformancePrecision::kF32, CudaOpNames());
   ASSERT_FALSE(cases.empty());
   EXPECT_TRUE(AllPassed(cases)) << ConformanceTable("cuda-reference", cases);
+}
+
+// cuda-bf16act against the reference given the bf16-rounded matmul inputs (kBf16Act), its
+// tensor-core GEMMs included (bf16, FP8 with UE8M0 scales, NVFP4 weights).
+TEST(CudaBackendDeviceTest, TheBf16ActSetPassesTheConformanceSuiteAtItsPrecision) {
+  StatusOr<std::unique_ptr<CudaBackend>> b = CudaBackend::Create(0, MakeCudaBf16ActOps, "bf16act");
+  if (!b.ok()) GTEST_SKIP() << "needs a CUDA device: " << b.status().message();
+  EXPECT_EQ((*b)->name(), "cuda:bf16act");
+  HostBridgeOps ops(**b);
+  const std::vector<ConformanceCase> cases =
+      RunOpsConformance(ops, ConformancePrecision::kBf16Act, CudaOpNames());
+  ASSERT_FALSE(cases.empty());
+  EXPECT_TRUE(AllPassed(cases)) << ConformanceTable("cuda-bf16act", cases);
 }
 
 }  // namespace

@@ -31,35 +31,37 @@ CudaSelfTest RunCudaSelfTest() {
     else
       r.not_implemented.push_back(op);
   }
-  StatusOr<std::unique_ptr<CudaBackend>> b =
-      CudaBackend::Create(0, MakeCudaReferenceOps, "reference");
-  if (!b.ok()) {
-    r.skipped_reason = b.status().message();
-    return r;
-  }
-  r.device = DescribeDevice((*b)->info());
-  r.sm = (*b)->info().sm;
-  HostBridgeOps bridge(**b);
-  const std::vector<ConformanceCase> cases =
-      RunOpsConformance(bridge, ConformancePrecision::kF32, implemented);
-  std::vector<std::pair<std::string, std::string>> order;
-  std::map<std::pair<std::string, std::string>, CudaOpResult> rows;
-  for (const ConformanceCase& c : cases) {
-    const auto key = std::make_pair(c.op, c.format);
-    if (!rows.count(key)) {
-      order.push_back(key);
-      rows[key] = CudaOpResult{c.op, c.format, 0, 0.0, true, ""};
+  for (const CudaOpsSet& set : CudaOpsSets()) {
+    StatusOr<std::unique_ptr<CudaBackend>> b = CudaBackend::Create(0, set.make, set.backend);
+    if (!b.ok()) {
+      r.skipped_reason = b.status().message();
+      r.ops.clear();
+      return r;
     }
-    CudaOpResult& o = rows[key];
-    ++o.cases;
-    if (c.tolerance > 0) o.worst = std::max(o.worst, c.error / c.tolerance);
-    if (!c.pass) {
-      if (!o.passed || o.failures.empty())
-        o.failures += (o.failures.empty() ? "" : "; ") + c.shape + " " + c.input;
-      o.passed = false;
+    r.device = DescribeDevice((*b)->info());
+    r.sm = (*b)->info().sm;
+    HostBridgeOps bridge(**b);
+    const std::vector<ConformanceCase> cases =
+        RunOpsConformance(bridge, set.precision, implemented);
+    std::vector<std::pair<std::string, std::string>> order;
+    std::map<std::pair<std::string, std::string>, CudaOpResult> rows;
+    for (const ConformanceCase& c : cases) {
+      const auto key = std::make_pair(c.op, c.format);
+      if (!rows.count(key)) {
+        order.push_back(key);
+        rows[key] = CudaOpResult{set.kernel, c.op, c.format, 0, 0.0, true, ""};
+      }
+      CudaOpResult& o = rows[key];
+      ++o.cases;
+      if (c.tolerance > 0) o.worst = std::max(o.worst, c.error / c.tolerance);
+      if (!c.pass) {
+        if (!o.passed || o.failures.empty())
+          o.failures += (o.failures.empty() ? "" : "; ") + c.shape + " " + c.input;
+        o.passed = false;
+      }
     }
+    for (const auto& k : order) r.ops.push_back(rows[k]);
   }
-  for (const auto& k : order) r.ops.push_back(rows[k]);
   return r;
 }
 

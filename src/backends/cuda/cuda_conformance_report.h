@@ -1,6 +1,7 @@
 // The CUDA part of `lucid backends [--self-test]`: what this build carries, what device it found,
 // and the ops conformance suite (backends/cpu/ops_conformance.h) run on device 0 through
-// HostBridgeOps, one result per op and format, measured on this device, not declared.
+// HostBridgeOps for every CUDA op set (cuda_ops.h) at its precision, one result per set, op and
+// format, measured on this device, not declared.
 // Thread-safety: call from one thread (it creates a backend on device 0).
 #pragma once
 
@@ -10,6 +11,7 @@
 namespace lucid::cuda {
 
 struct CudaOpResult {
+  std::string set;  // the op set's kernel name, "cuda-reference"
   std::string op, format;
   int cases = 0;
   double worst = 0.0;  // worst case's error / its tolerance (exact cases: 0, or failed)

@@ -1,5 +1,5 @@
 // Small device helpers shared by the cuda-reference kernels (*.cu in this folder): launch sizes,
-// grid-stride loops, block reductions over kThreads threads, and bf16 bits to float.
+// grid-stride loops, block reductions over kThreads threads, and bf16 to and from float.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,6 +23,14 @@ inline int Blocks(int64_t n) {
 
 __device__ inline float Bf16Bits(uint16_t b) {
   return __uint_as_float(static_cast<uint32_t>(b) << 16);
+}
+
+// core/dtype.h's F32ToBf16: round to nearest even, a NaN kept quiet with its sign, overflow to Inf.
+__device__ inline uint16_t F32ToBf16Bits(float v) {
+  const uint32_t b = __float_as_uint(v);
+  if ((b & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>(((b >> 16) & 0x8000u) | 0x7fc0u);
+  return static_cast<uint16_t>((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
 
 // The reduction of one value per thread of a kThreads block with `op` (whose identity is

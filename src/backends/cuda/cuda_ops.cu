@@ -1,4 +1,5 @@
-// CudaOps, set "cuda-reference" (see cuda_ops.h): the kernels and the op methods.
+// CudaOps, sets "cuda-reference" and "cuda-bf16act" (see cuda_ops.h): the kernels and the op
+// methods.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -39,6 +40,15 @@ struct DeviceWeight {
   int64_t rows = 0, cols = 0, row_begin = 0, block_rows = 1, block_cols = 1;
 };
 
+// An NVFP4 value times its e4m3 group scale, without the global scale (exact in bf16: at most 6
+// significant bits, within bf16's range).
+__device__ float Nvfp4GroupScaled(const DeviceWeight& w, int64_t row, int64_t c) {
+  const uint8_t q = static_cast<const uint8_t*>(w.data)[row * w.data_ld + (c >> 1)];
+  const uint8_t nib = (q >> ((c & 1) * 4)) & 0xF;
+  const float bs = kE4m3[static_cast<const uint8_t*>(w.scale)[row * w.scale_ld + c / w.block_cols]];
+  return __fmul_rn(kE2m1[nib], bs);
+}
+
 // W[r, c] of the view, in f32, with DequantizeRowSpan's arithmetic.
 __device__ float WeightAt(const DeviceWeight& w, int64_t r, int64_t c) {
   const int64_t row = w.row_begin + r;
@@ -53,13 +63,8 @@ __device__ float WeightAt(const DeviceWeight& w, int64_t r, int64_t c) {
                                      : static_cast<const float*>(w.scale)[idx];
       return kE4m3[static_cast<const uint8_t*>(w.data)[row * w.cols + c]] * bs;
     }
-    case static_cast<int>(WeightFormat::kNvfp4): {
-      const uint8_t q = static_cast<const uint8_t*>(w.data)[row * w.data_ld + (c >> 1)];
-      const uint8_t nib = (q >> ((c & 1) * 4)) & 0xF;
-      const float bs =
-          kE4m3[static_cast<const uint8_t*>(w.scale)[row * w.scale_ld + c / w.block_cols]];
-      return __fmul_rn(__fmul_rn(kE2m1[nib], bs), *w.scale2);
-    }
+    case static_cast<int>(WeightFormat::kNvfp4):
+      return __fmul_rn(Nvfp4GroupScaled(w, row, c), *w.scale2);
   }
   return __int_as_float(0x7fc00000);
 }
@@ -69,6 +74,31 @@ __global__ void DequantKernel(DeviceWeight w, float* out) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x)
     out[i] = WeightAt(w, i / w.cols, i % w.cols);
+}
+
+// The view as bf16 bits, for formats whose values are exact in bf16 (Bf16Exact); NVFP4 without
+// its global scale, which the caller applies to the product.
+__global__ void DequantBf16Kernel(DeviceWeight w, uint16_t* out) {
+  const bool nvfp4 = w.format == static_cast<int>(WeightFormat::kNvfp4);
+  LUCID_GRID_LOOP(i, w.rows * w.cols) {
+    const int64_t r = i / w.cols, c = i % w.cols;
+    out[i] = F32ToBf16Bits(nvfp4 ? Nvfp4GroupScaled(w, w.row_begin + r, c) : WeightAt(w, r, c));
+  }
+}
+
+// x rounded to bf16, as bf16 bits (`bits`, a tensor-core operand) or as the f32 of those bits.
+__global__ void RoundToBf16Kernel(const float* x, int64_t n, uint16_t* bits, float* values) {
+  LUCID_GRID_LOOP(i, n) {
+    const uint16_t b = F32ToBf16Bits(x[i]);
+    if (bits != nullptr)
+      bits[i] = b;
+    else
+      values[i] = Bf16Bits(b);
+  }
+}
+
+__global__ void ScaleByDeviceScalarKernel(float* x, const float* s, int64_t n) {
+  LUCID_GRID_LOOP(i, n) x[i] *= *s;
 }
 
 __global__ void EmbeddingKernel(DeviceWeight w, const int32_t* ids, int64_t n_ids, float* out) {
@@ -151,9 +181,11 @@ __global__ void NonFiniteRowsKernel(const float* x, int64_t row, int32_t* flags)
   if (threadIdx.x == 0) flags[blockIdx.x] = bad > 0.0f ? 1 : 0;
 }
 
-class CudaReferenceOps final : public Ops {
+class CudaOps final : public Ops {
  public:
-  explicit CudaReferenceOps(cudaStream_t stream) : stream_(stream) {
+  // bf16_activations: set cuda-bf16act, else cuda-reference (cuda_ops.h).
+  CudaOps(cudaStream_t stream, bool bf16_activations)
+      : stream_(stream), bf16_act_(bf16_activations) {
     std::array<float, 256> e4m3{}, ue8m0{};
     for (int i = 0; i < 256; ++i) {
       e4m3[i] = F8E4M3ToF32(static_cast<uint8_t>(i));
@@ -162,24 +194,33 @@ class CudaReferenceOps final : public Ops {
     Check(cudaMemcpyToSymbol(kE4m3, e4m3.data(), sizeof(e4m3)), "e4m3 table");
     Check(cudaMemcpyToSymbol(kUe8m0, ue8m0.data(), sizeof(ue8m0)), "ue8m0 table");
     InitAttentionTables(e4m3.data());
-    LUCID_CHECK(cublasCreate(&blas_) == CUBLAS_STATUS_SUCCESS,
-                "cuda-reference: cublasCreate failed");
+    LUCID_CHECK(cublasCreate(&blas_) == CUBLAS_STATUS_SUCCESS, "cuda: cublasCreate failed");
     cublasSetStream(blas_, stream_);
-    cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH);  // f32 products, no TF32
+    // cuda-reference: f32 products, no TF32. cuda-bf16act lets the bf16 GEMMs take the tensor
+    // cores; its f32 GEMMs stay f32 (no TF32 without CUBLAS_TF32_TENSOR_OP_MATH; the rounded
+    // ones ask for CUBLAS_COMPUTE_32F_PEDANTIC).
+    cublasSetMathMode(blas_, bf16_act_ ? CUBLAS_DEFAULT_MATH : CUBLAS_PEDANTIC_MATH);
   }
-  ~CudaReferenceOps() override {
+  ~CudaOps() override {
     cudaStreamSynchronize(stream_);
     cublasDestroy(blas_);
-    for (void* p : {scratch_, ints_}) cudaFree(p);
+    for (void* p : {scratch_, ints_, act_}) cudaFree(p);
   }
 
-  const char* name() const override { return "cuda-reference"; }
+  const char* name() const override { return bf16_act_ ? "cuda-bf16act" : "cuda-reference"; }
   Device device() const override { return Device::kCuda; }
 
   void Linear(const Tensor& x, const Weight& w, Tensor& y) const override {
     CheckDevices(*this, "Linear", {&x, &w.data, &w.scale, &w.scale2, &y});
     const int64_t K = w.cols, N = w.rows, T = x.numel() / K;
     LUCID_CHECK(x.numel() == T * K && y.numel() == T * N, "Linear shape mismatch for " + w.name);
+    if (bf16_act_) {
+      if (T == 0) return;
+      const RoundedOperands o = Rounded(w, x);
+      RoundedGemm(o, CUBLAS_OP_T, N, T, K, 0, K, 0, K, y.data<float>(), N, "Linear");
+      PostScale(o, y.data<float>(), T * N);
+      return;
+    }
     const float* W = Dequantized(w);
     const float one = 1.0f, zero = 0.0f;
     Blas(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &one, W, K, x.data<const float>(), K,
@@ -467,6 +508,14 @@ class CudaReferenceOps final : public Ops {
                 "MlaProjectOutput shape mismatch for " + kv_b.name);
     if (T == 0) return;
     // Per head: out[:, h * v + j] = latent[:, h, :] . W_uv_h[j, :].
+    if (bf16_act_) {
+      const RoundedOperands o = Rounded(kv_b, latent);
+      for (int64_t h = 0; h < heads; ++h)
+        RoundedGemm(o, CUBLAS_OP_T, v_dim, T, R, (h * (nope_dim + v_dim) + nope_dim) * R, R, h * R,
+                    heads * R, out.data<float>() + h * v_dim, heads * v_dim, "MlaProjectOutput");
+      PostScale(o, out.data<float>(), T * heads * v_dim);
+      return;
+    }
     const float* W = Dequantized(kv_b);
     const float one = 1.0f, zero = 0.0f;
     for (int64_t h = 0; h < heads; ++h)
@@ -479,8 +528,7 @@ class CudaReferenceOps final : public Ops {
 
  private:
   static void Check(cudaError_t e, const char* what) {
-    LUCID_CHECK(e == cudaSuccess,
-                std::string("cuda-reference: ") + what + ": " + cudaGetErrorString(e));
+    LUCID_CHECK(e == cudaSuccess, std::string("cuda: ") + what + ": " + cudaGetErrorString(e));
   }
   void Blas(cublasStatus_t s, const char* op) const {
     if (s != CUBLAS_STATUS_SUCCESS && blas_error_.empty())
@@ -488,7 +536,7 @@ class CudaReferenceOps final : public Ops {
   }
   static DeviceWeight View(const Weight& w) {
     LUCID_CHECK(w.format != WeightFormat::kGgml,
-                "cuda-reference: GGUF block weights (" + w.name + ") have no CUDA kernel yet");
+                "cuda: GGUF block weights (" + w.name + ") have no CUDA kernel yet");
     DeviceWeight d;
     d.format = static_cast<int>(w.format);
     d.data = w.data.raw();
@@ -511,6 +559,60 @@ class CudaReferenceOps final : public Ops {
     float* out = static_cast<float*>(scratch_);
     DequantKernel<<<Blocks(w.rows * w.cols), kThreads, 0, stream_>>>(View(w), out);
     return out;
+  }
+  // The operands of a matmul with activations rounded to bf16 (cuda-bf16act): the weight
+  // dequantized and x rounded, both as bf16 (tensor cores) where the weight's values are exact in
+  // bf16, else both as f32 holding the same values. Valid until the next op.
+  struct RoundedOperands {
+    const void* w = nullptr;
+    const void* x = nullptr;
+    bool bf16 = false;
+    const float* post_scale = nullptr;  // NVFP4's global scale: the product's factor
+  };
+  static bool Bf16Exact(const Weight& w) {
+    return w.format == WeightFormat::kBF16 || w.format == WeightFormat::kNvfp4 ||
+           (w.format == WeightFormat::kFp8Block && w.scale.dtype() == DType::kUE8M0);
+  }
+  RoundedOperands Rounded(const Weight& w, const Tensor& x) const {
+    RoundedOperands o;
+    o.bf16 = Bf16Exact(w);
+    if (o.bf16) {
+      Grow(&scratch_, &scratch_bytes_, static_cast<size_t>(w.rows * w.cols) * sizeof(uint16_t));
+      DequantBf16Kernel<<<Blocks(w.rows * w.cols), kThreads, 0, stream_>>>(
+          View(w), static_cast<uint16_t*>(scratch_));
+      o.w = scratch_;
+      if (w.format == WeightFormat::kNvfp4)
+        o.post_scale = static_cast<const float*>(w.scale2.raw());
+    } else {
+      o.w = Dequantized(w);
+    }
+    const int64_t n = x.numel();
+    Grow(&act_, &act_bytes_, static_cast<size_t>(n) * (o.bf16 ? 2 : 4));
+    RoundToBf16Kernel<<<Blocks(n), kThreads, 0, stream_>>>(
+        x.data<const float>(), n, o.bf16 ? static_cast<uint16_t*>(act_) : nullptr,
+        o.bf16 ? nullptr : static_cast<float*>(act_));
+    o.x = act_;
+    return o;
+  }
+  // y (column-major m x n, ldy) = op_w(W) . X, W and X the operands at element offsets w_off and
+  // x_off: f32 accumulation, on the tensor cores for bf16 operands.
+  void RoundedGemm(const RoundedOperands& o, cublasOperation_t op_w, int64_t m, int64_t n,
+                   int64_t k, int64_t w_off, int64_t ldw, int64_t x_off, int64_t ldx, float* y,
+                   int64_t ldy, const char* op) const {
+    const size_t e = o.bf16 ? 2 : 4;
+    const cudaDataType t = o.bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    const float one = 1.0f, zero = 0.0f;
+    Blas(cublasGemmEx(blas_, op_w, CUBLAS_OP_N, static_cast<int>(m), static_cast<int>(n),
+                      static_cast<int>(k), &one, static_cast<const char*>(o.w) + w_off * e, t,
+                      static_cast<int>(ldw), static_cast<const char*>(o.x) + x_off * e, t,
+                      static_cast<int>(ldx), &zero, y, CUDA_R_32F, static_cast<int>(ldy),
+                      o.bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC,
+                      CUBLAS_GEMM_DEFAULT),
+         op);
+  }
+  void PostScale(const RoundedOperands& o, float* y, int64_t n) const {
+    if (o.post_scale != nullptr && n > 0)
+      ScaleByDeviceScalarKernel<<<Blocks(n), kThreads, 0, stream_>>>(y, o.post_scale, n);
   }
   // Bytes of scratch for `pairs` (row, head) pairs of `per_row` floats, in launches of at most
   // 64M floats (cuda_attention.cu launches them that way).
@@ -544,11 +646,14 @@ class CudaReferenceOps final : public Ops {
   }
 
   cudaStream_t stream_;
+  bool bf16_act_ = false;
   cublasHandle_t blas_ = nullptr;
   mutable void* scratch_ = nullptr;
   mutable size_t scratch_bytes_ = 0;
   mutable void* ints_ = nullptr;
   mutable size_t ints_bytes_ = 0;
+  mutable void* act_ = nullptr;  // cuda-bf16act: the rounded activations
+  mutable size_t act_bytes_ = 0;
   mutable std::string blas_error_;
 };
 
@@ -563,7 +668,24 @@ bool CudaImplements(std::string_view op) {
 }
 
 std::unique_ptr<Ops> MakeCudaReferenceOps(cudaStream_t stream) {
-  return std::make_unique<CudaReferenceOps>(stream);
+  return std::make_unique<CudaOps>(stream, /*bf16_activations=*/false);
+}
+
+std::unique_ptr<Ops> MakeCudaBf16ActOps(cudaStream_t stream) {
+  return std::make_unique<CudaOps>(stream, /*bf16_activations=*/true);
+}
+
+const std::vector<CudaOpsSet>& CudaOpsSets() {
+  static const std::vector<CudaOpsSet> sets = {
+      {"cuda-reference", "reference", ConformancePrecision::kF32, MakeCudaReferenceOps},
+      {"cuda-bf16act", "bf16act", ConformancePrecision::kBf16Act, MakeCudaBf16ActOps}};
+  return sets;
+}
+
+const CudaOpsSet* FindCudaOpsSet(std::string_view kernel) {
+  for (const CudaOpsSet& s : CudaOpsSets())
+    if (kernel == s.kernel) return &s;
+  return nullptr;
 }
 
 }  // namespace lucid::cuda

@@ -13,6 +13,15 @@
 // - Rope, TopK, TopKRows, MoeRoute, WriteKvRows and MoeExperts' combine: cuda_step_kernels.h;
 //   MLA and GQA attention and the indexer scores: cuda_attention.h; MlaAbsorbQuery and
 //   MlaProjectOutput: one strided SGEMM per head on the dequantized kv_b.
+// Set "cuda-bf16act": the same kernels, but Linear (and so LinearMany and MoeExperts' expert
+// GEMMs) and MlaProjectOutput multiply activations rounded to bf16, the CPU's fast-bf16act
+// arithmetic (ConformancePrecision::kBf16Act; what transformers and the GPU engines do for a
+// bfloat16 checkpoint). Where the weight's values are exact in bf16 the matmul runs on the tensor
+// cores (cublasGemmEx bf16 x bf16, f32 accumulate): bf16 weights, FP8 block weights with UE8M0
+// scales (e4m3 times a power of two) and NVFP4 (e2m1 times its e4m3 group scale, the f32 global
+// scale applied to the product). FP8 block weights with f32 scales and f32 weights keep the f32
+// SGEMM on their dequantized values with the rounded activations. Everything else is
+// cuda-reference's.
 // CudaImplements(op) names the ops with a kernel (every op of ops/ops.h); the pointers in the
 // op arguments are device memory (ops/ops.h).
 // Every op is asynchronous on the stream; errors surface in Synchronize as a Status.
@@ -27,6 +36,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/cpu/ops_conformance.h"
 #include "ops/ops.h"
 
 namespace lucid::cuda {
@@ -38,5 +48,17 @@ bool CudaImplements(std::string_view op);
 std::vector<std::string> CudaOpNames();
 
 std::unique_ptr<Ops> MakeCudaReferenceOps(cudaStream_t stream);
+std::unique_ptr<Ops> MakeCudaBf16ActOps(cudaStream_t stream);
+
+// The CUDA op sets, in the order the self-test runs them.
+struct CudaOpsSet {
+  const char* kernel;   // the catalog's kernel name: "cuda-reference", "cuda-bf16act"
+  const char* backend;  // the backend's set name ("cuda:reference")
+  ConformancePrecision precision;
+  std::unique_ptr<Ops> (*make)(cudaStream_t);
+};
+const std::vector<CudaOpsSet>& CudaOpsSets();
+// The set whose kernel name is `kernel`; nullptr when none.
+const CudaOpsSet* FindCudaOpsSet(std::string_view kernel);
 
 }  // namespace lucid::cuda

@@ -1,4 +1,4 @@
-// Kernels of the cuda-reference set that carry more logic than an elementwise loop: RoPE from a
+// Kernels of the CUDA sets that carry more logic than an elementwise loop: RoPE from a
 // host-computed cos/sin table, row-wise top-k (TopK's order), DeepSeek-V3 routing, the KV row
 // encoders (EncodeKvRow's bytes), and the MoE combine. Each mirrors the CPU reference's arithmetic
 // (backends/cpu/cpu_ops.cpp, cpu_moe.cpp, cpu_step_ops.cpp, ops/kv_rows.cpp) so the conformance
