@@ -10,11 +10,34 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "models/step_test_util.h"
 
 namespace lucid::testing_util {
+
+// One comparison case: a tiny fixture (tests/fixtures/models/<fixture>) and the KV cache dtype.
+struct ModelCase {
+  const char* fixture;
+  KvDtype kv;
+};
+inline std::string ModelCaseName(const ::testing::TestParamInfo<ModelCase>& i) {
+  return std::string(i.param.fixture) + "_" + KvDtypeName(i.param.kv);
+}
+
+// The bf16-activation comparisons (cuda-bf16act against the CPU's fast-bf16act in
+// backends/cuda/cuda_model_test.cpp; the CPU's two instruction-set levels in
+// models/device_model_test.cpp): their cases, and the bound on the logits, 1e-2 of the largest
+// (2e-2 with FP8 KV), since a different f32 summation order can move a matmul input across a bf16
+// rounding boundary (2^-8 of that element).
+inline std::vector<ModelCase> Bf16ActCases() {
+  return {{"tiny_deepseek_v3", KvDtype::kBF16},
+          {"tiny_deepseek_v32", KvDtype::kBF16},
+          {"tiny_glm_moe_dsa", KvDtype::kBF16},
+          {"tiny_glm_moe_dsa", KvDtype::kFp8E4M3}};
+}
+inline double Bf16ActBound(KvDtype kv) { return kv == KvDtype::kFp8E4M3 ? 2e-2 : 1e-2; }
 
 struct DeviceComparison {
   int rows = 0;         // logit rows compared

@@ -68,10 +68,7 @@ StepResults Steps(Model& m, KvDtype kv_dtype) {
   return r;
 }
 
-struct Case {
-  const char* fixture;
-  KvDtype kv;
-};
+using Case = testing_util::ModelCase;
 
 class DeviceModel : public ::testing::TestWithParam<Case> {};
 
@@ -104,63 +101,54 @@ INSTANTIATE_TEST_SUITE_P(Families, DeviceModel,
                                            Case{"tiny_glm_moe_dsa", KvDtype::kBF16},
                                            Case{"tiny_glm_moe_dsa", KvDtype::kFp8E4M3},
                                            Case{"tiny_deepseek_v32", KvDtype::kFp8E4M3}),
-                         [](const ::testing::TestParamInfo<Case>& i) {
-                           return std::string(i.param.fixture) + "_" + KvDtypeName(i.param.kv);
-                         });
+                         testing_util::ModelCaseName);
 
-// The comparison the CUDA backend's device test makes (backends/cuda/cuda_model_test.cpp), here
-// with the fast CPU kernels behind the guard: the harness itself checked where no GPU is.
+// `ref_ops` on the CPU against `dev_ops` behind the guard (GuardedDeviceBackend), as the CUDA
+// backend's device test compares (backends/cuda/cuda_model_test.cpp): every row compared, most
+// with their greedy token, no host access to the guarded memory.
+testing_util::DeviceComparison CompareOnGuardedDevice(const Ops& ref_ops, const Ops& dev_ops,
+                                                      const Case& c, double rel) {
+  CpuBackend cpu(ref_ops);
+  GuardedDeviceBackend dev(dev_ops);
+  auto ref = LoadModel(Fixture(c.fixture), cpu);
+  auto on_dev = LoadModel(Fixture(c.fixture), dev);
+  EXPECT_TRUE(ref.ok() && on_dev.ok());
+  if (!ref.ok() || !on_dev.ok()) return {};
+  EXPECT_TRUE((*on_dev)->SetNumericsCheck(true));
+  const testing_util::DeviceComparison r =
+      testing_util::CompareWithReference(**ref, **on_dev, c.kv, rel);
+  EXPECT_EQ(r.rows, 40 + 2 * 5);  // the prefill's rows, then two per decode step
+  EXPECT_GT(r.margin_rows, r.rows / 2);
+  for (const std::string& v : dev.violations()) ADD_FAILURE() << v;
+  return r;
+}
+
+// The harness itself checked where no GPU is: the fast CPU kernels against the reference.
 TEST_P(DeviceModel, FastKernelsOnGuardedDeviceMemoryMatchTheReferenceAsTheGpuMust) {
   const CpuOps ref_ops;
   const CpuFastOps fast(CpuIsa::kAvx512Bf16, FastActivations::kF32);
-  CpuBackend cpu(ref_ops);
-  GuardedDeviceBackend dev(fast);
-  auto ref = LoadModel(Fixture(GetParam().fixture), cpu);
-  auto on_dev = LoadModel(Fixture(GetParam().fixture), dev);
-  ASSERT_TRUE(ref.ok() && on_dev.ok());
-  ASSERT_TRUE((*on_dev)->SetNumericsCheck(true));
   const double rel = GetParam().kv == KvDtype::kFp8E4M3 ? 1e-2 : 1e-3;
-  const testing_util::DeviceComparison c =
-      testing_util::CompareWithReference(**ref, **on_dev, GetParam().kv, rel);
-  EXPECT_EQ(c.rows, 40 + 2 * 5);  // the prefill's rows, then two per decode step
-  EXPECT_GT(c.margin_rows, c.rows / 2);
-  EXPECT_GT(c.worst, 0.0);  // the fast kernels do round differently: the comparison is not vacuous
-  for (const std::string& v : dev.violations()) ADD_FAILURE() << v;
+  // The fast kernels do round differently: the comparison is not vacuous.
+  EXPECT_GT(CompareOnGuardedDevice(ref_ops, fast, GetParam(), rel).worst, 0.0);
 }
 
-// The bound the GPU's cuda-bf16act is held to against the CPU's fast-bf16act (1e-2 of the largest
-// logit, FP8 KV 2e-2; backends/cuda/cuda_model_test.cpp), on the CPU: fast-bf16act at the AVX2
-// level behind the guard against fast-bf16act at the machine's best level, which sum in other
-// orders and so round some matmul inputs to the neighbouring bf16 (identical on an AVX2-only
-// machine). Prints the measured worst. The cases are the GPU test's.
+// The bound the GPU's cuda-bf16act is held to against the CPU's fast-bf16act (Bf16ActBound), on
+// the CPU: fast-bf16act at the AVX2 level behind the guard against fast-bf16act at the machine's
+// best level, which sum in other orders and so round some matmul inputs to the neighbouring bf16
+// (identical on an AVX2-only machine). Prints the measured worst. The cases are the GPU test's.
 class Bf16ActLevels : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Bf16ActLevels, KernelsAtAnotherLevelStayWithinTheGpusBf16Bound) {
   const CpuFastOps best(DetectCpuIsa(), FastActivations::kBf16);
   const CpuFastOps avx2(CpuIsa::kAvx2, FastActivations::kBf16);
-  CpuBackend cpu(best);
-  GuardedDeviceBackend dev(avx2);
-  auto ref = LoadModel(Fixture(GetParam().fixture), cpu);
-  auto on_dev = LoadModel(Fixture(GetParam().fixture), dev);
-  ASSERT_TRUE(ref.ok() && on_dev.ok());
-  const double rel = GetParam().kv == KvDtype::kFp8E4M3 ? 2e-2 : 1e-2;
-  const testing_util::DeviceComparison c =
-      testing_util::CompareWithReference(**ref, **on_dev, GetParam().kv, rel);
-  EXPECT_EQ(c.rows, 40 + 2 * 5);
-  EXPECT_GT(c.margin_rows, c.rows / 2);
+  const double rel = testing_util::Bf16ActBound(GetParam().kv);
+  const testing_util::DeviceComparison c = CompareOnGuardedDevice(best, avx2, GetParam(), rel);
   std::printf("[ bf16act ] %s kv %s: max |avx2 - best| / max|logit| = %.3g (bound %.0e)\n",
               GetParam().fixture, KvDtypeName(GetParam().kv), c.worst, rel);
-  for (const std::string& v : dev.violations()) ADD_FAILURE() << v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, Bf16ActLevels,
-                         ::testing::Values(Case{"tiny_deepseek_v3", KvDtype::kBF16},
-                                           Case{"tiny_deepseek_v32", KvDtype::kBF16},
-                                           Case{"tiny_glm_moe_dsa", KvDtype::kBF16},
-                                           Case{"tiny_glm_moe_dsa", KvDtype::kFp8E4M3}),
-                         [](const ::testing::TestParamInfo<Case>& i) {
-                           return std::string(i.param.fixture) + "_" + KvDtypeName(i.param.kv);
-                         });
+INSTANTIATE_TEST_SUITE_P(Families, Bf16ActLevels, ::testing::ValuesIn(testing_util::Bf16ActCases()),
+                         testing_util::ModelCaseName);
 
 TEST(DeviceModel, TheLlamaFamilyRefusesABackendOtherThanTheCpuByName) {
   // A device backend (CudaBackend's device is cuda) is refused at load; the guarded stand-in

@@ -34,10 +34,26 @@ std::string Fixture(const std::string& name) {
   return root + "/tests/fixtures/models/" + name;
 }
 
-struct Case {
-  const char* fixture;
-  KvDtype kv;
-};
+using Case = testing_util::ModelCase;
+
+// The fixture on `gpu` and on the CPU with `cpu_ops`, step by step (CompareWithReference within
+// `rel`); prints one "[ <tag> ]" line.
+void ExpectGpuMatchesCpu(CudaBackend& gpu, const Ops& cpu_ops, const Case& c, double rel,
+                         const char* tag) {
+  CpuBackend cpu(cpu_ops);
+  auto on_cpu = LoadModel(Fixture(c.fixture), cpu);
+  auto on_gpu = LoadModel(Fixture(c.fixture), gpu);
+  ASSERT_TRUE(on_cpu.ok()) << on_cpu.status().ToString();
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().ToString();
+  ASSERT_TRUE((*on_gpu)->SetNumericsCheck(true));
+  const testing_util::DeviceComparison r =
+      testing_util::CompareWithReference(**on_cpu, **on_gpu, c.kv, rel);
+  EXPECT_GT(r.margin_rows, 0);
+  std::printf(
+      "[ %s ] %s kv %s: %d rows, max |gpu - cpu| / max|logit| = %.3g (tolerance %.0e), "
+      "greedy token required equal on %d rows\n",
+      tag, c.fixture, KvDtypeName(c.kv), r.rows, r.worst, rel, r.margin_rows);
+}
 
 class CudaModel : public ::testing::TestWithParam<Case> {};
 
@@ -46,20 +62,8 @@ TEST_P(CudaModel, StepsOnTheGpuMatchTheCpuReference) {
       CudaBackend::Create(0, MakeCudaReferenceOps, "reference");
   if (!gpu.ok()) GTEST_SKIP() << "needs a CUDA device: " << gpu.status().message();
   const CpuOps ops;
-  CpuBackend cpu(ops);
-  auto on_cpu = LoadModel(Fixture(GetParam().fixture), cpu);
-  auto on_gpu = LoadModel(Fixture(GetParam().fixture), **gpu);
-  ASSERT_TRUE(on_cpu.ok()) << on_cpu.status().ToString();
-  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().ToString();
-  ASSERT_TRUE((*on_gpu)->SetNumericsCheck(true));
-  const double rel = GetParam().kv == KvDtype::kFp8E4M3 ? 1e-2 : 1e-3;
-  const testing_util::DeviceComparison c =
-      testing_util::CompareWithReference(**on_cpu, **on_gpu, GetParam().kv, rel);
-  EXPECT_GT(c.margin_rows, 0);
-  std::printf(
-      "[ cuda ] %s kv %s: %d rows, max |gpu - cpu| / max|logit| = %.3g (tolerance %.0e), "
-      "greedy token required equal on %d rows\n",
-      GetParam().fixture, KvDtypeName(GetParam().kv), c.rows, c.worst, rel, c.margin_rows);
+  ExpectGpuMatchesCpu(**gpu, ops, GetParam(), GetParam().kv == KvDtype::kFp8E4M3 ? 1e-2 : 1e-3,
+                      "cuda");
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModel,
@@ -69,16 +73,12 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModel,
                                            Case{"tiny_glm_moe_dsa", KvDtype::kBF16},
                                            Case{"tiny_deepseek_v3", KvDtype::kFp8E4M3},
                                            Case{"tiny_glm_moe_dsa", KvDtype::kFp8E4M3}),
-                         [](const ::testing::TestParamInfo<Case>& i) {
-                           return std::string(i.param.fixture) + "_" + KvDtypeName(i.param.kv);
-                         });
+                         testing_util::ModelCaseName);
 
 // cuda-bf16act (the set --dtype bfloat16 runs) against the CPU's fast-bf16act, which rounds the
-// same matmul inputs to bf16 (CpuFastOps, FastActivations::kBf16). A different f32 summation
-// order can move an activation across a bf16 rounding boundary (2^-8 of that element), so the
-// logits are held to 1e-2 of the largest logit (FP8 KV: 2e-2), the greedy token to the CPU's
-// wherever its top-2 margin exceeds twice that. The CPU's two instruction-set levels, which sum
-// in different orders too, are held to the same bound in models/device_model_test.cpp.
+// same matmul inputs to bf16 (CpuFastOps, FastActivations::kBf16), within Bf16ActBound
+// (models/device_compare_test_util.h); the CPU's two instruction-set levels, which sum in
+// different orders too, are held to the same bound in models/device_model_test.cpp.
 class CudaBf16ActModel : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaBf16ActModel, StepsOnTheGpuMatchTheCpuBf16ActKernels) {
@@ -86,30 +86,13 @@ TEST_P(CudaBf16ActModel, StepsOnTheGpuMatchTheCpuBf16ActKernels) {
       CudaBackend::Create(0, MakeCudaBf16ActOps, "bf16act");
   if (!gpu.ok()) GTEST_SKIP() << "needs a CUDA device: " << gpu.status().message();
   const CpuFastOps ops(DetectCpuIsa(), FastActivations::kBf16);
-  CpuBackend cpu(ops);
-  auto on_cpu = LoadModel(Fixture(GetParam().fixture), cpu);
-  auto on_gpu = LoadModel(Fixture(GetParam().fixture), **gpu);
-  ASSERT_TRUE(on_cpu.ok()) << on_cpu.status().ToString();
-  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().ToString();
-  ASSERT_TRUE((*on_gpu)->SetNumericsCheck(true));
-  const double rel = GetParam().kv == KvDtype::kFp8E4M3 ? 2e-2 : 1e-2;
-  const testing_util::DeviceComparison c =
-      testing_util::CompareWithReference(**on_cpu, **on_gpu, GetParam().kv, rel);
-  EXPECT_GT(c.margin_rows, 0);
-  std::printf(
-      "[ cuda-bf16act ] %s kv %s: %d rows, max |gpu - cpu| / max|logit| = %.3g (tolerance "
-      "%.0e), greedy token required equal on %d rows\n",
-      GetParam().fixture, KvDtypeName(GetParam().kv), c.rows, c.worst, rel, c.margin_rows);
+  ExpectGpuMatchesCpu(**gpu, ops, GetParam(), testing_util::Bf16ActBound(GetParam().kv),
+                      "cuda-bf16act");
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaBf16ActModel,
-                         ::testing::Values(Case{"tiny_deepseek_v3", KvDtype::kBF16},
-                                           Case{"tiny_deepseek_v32", KvDtype::kBF16},
-                                           Case{"tiny_glm_moe_dsa", KvDtype::kBF16},
-                                           Case{"tiny_glm_moe_dsa", KvDtype::kFp8E4M3}),
-                         [](const ::testing::TestParamInfo<Case>& i) {
-                           return std::string(i.param.fixture) + "_" + KvDtypeName(i.param.kv);
-                         });
+                         ::testing::ValuesIn(testing_util::Bf16ActCases()),
+                         testing_util::ModelCaseName);
 
 std::unique_ptr<Ops> MakePoisonedReferenceOps(cudaStream_t stream) {
   return std::make_unique<testing_util::PoisonOps>(MakeCudaReferenceOps(stream));
