@@ -37,10 +37,6 @@ bool CompiledIn(const std::string& name, const std::vector<Situation>& situation
   return false;
 }
 
-}  // namespace
-
-namespace {
-
 // What `name` lacks for `situations` (RuntimeGaps of the declaration that serves each), as
 // "<name> <gap>" clauses.
 std::vector<std::string> GapsOf(const std::string& name, const std::vector<Situation>& situations) {
