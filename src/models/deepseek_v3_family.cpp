@@ -59,15 +59,6 @@ void Upload(Backend& b, StepLayout* s) {
   s->begin_dev = b.StepCopy(std::span<const int32_t>(s->begin));
 }
 
-// Rows that StepOutput gets: strictly ascending, inside [0, n).
-Status CheckRowList(std::span<const int64_t> rows, int64_t n, const char* what) {
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (rows[i] < 0 || rows[i] >= n || (i > 0 && rows[i] <= rows[i - 1]))
-      return InvalidArgument(std::string("forward: ") + what +
-                             " must be strictly ascending rows in [0, " + std::to_string(n) + ")");
-  return OkStatus();
-}
-
 }  // namespace
 
 void DeepseekV3Model::Check(const Tensor& t, int64_t layer, const char* op, const StepLayout& s,

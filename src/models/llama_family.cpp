@@ -17,14 +17,6 @@ struct Span {
   int64_t begin, count, start_pos;
 };
 
-Status CheckRowList(std::span<const int64_t> rows, int64_t n, const char* what) {
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (rows[i] < 0 || rows[i] >= n || (i > 0 && rows[i] <= rows[i - 1]))
-      return InvalidArgument(std::string("forward: ") + what +
-                             " must be strictly ascending rows in [0, " + std::to_string(n) + ")");
-  return OkStatus();
-}
-
 class LlamaModel final : public Model {
  public:
   LlamaModel(ModelConfig c, LlamaWeights w, std::shared_ptr<Backend> backend, RopeStyle style,

@@ -1,5 +1,7 @@
 #include "models/step.h"
 
+#include <string>
+
 #include "core/status.h"
 
 namespace lucid {
@@ -27,6 +29,14 @@ void AddSequence(StepInput& in, std::span<const int32_t> page_table, int64_t kv_
   }
   AddRows(logits, first, n, in.logits_rows);
   AddRows(hidden, first, n, in.hidden_rows);
+}
+
+Status CheckRowList(std::span<const int64_t> rows, int64_t n, const char* what) {
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] < 0 || rows[i] >= n || (i > 0 && rows[i] <= rows[i - 1]))
+      return InvalidArgument(std::string("forward: ") + what +
+                             " must be strictly ascending rows in [0, " + std::to_string(n) + ")");
+  return OkStatus();
 }
 
 }  // namespace lucid

@@ -19,6 +19,7 @@
 #include <span>
 #include <vector>
 
+#include "core/status.h"
 #include "core/tensor.h"
 
 namespace lucid {
@@ -66,5 +67,9 @@ struct StepOutput {
   // hidden_rows[i], as vLLM's and SGLang's MTP layers take it. Empty when hidden_rows is.
   Tensor hidden;
 };
+
+// For Model::Forward: InvalidArgument naming `what` ("logits_rows") unless `rows` (the rows a
+// StepOutput gets) are strictly ascending inside [0, n).
+Status CheckRowList(std::span<const int64_t> rows, int64_t n, const char* what);
 
 }  // namespace lucid
