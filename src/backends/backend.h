@@ -44,6 +44,9 @@ class Backend {
   virtual StatusOr<Tensor> UploadWeight(const Tensor& host) = 0;
   // The per-step arena (see Workspace in core/allocator.h).
   virtual Workspace& workspace() = 0;
+  // Whether the host may read this backend's memory directly (ReadableOnHost returns the tensor
+  // itself): the CPU's. A discrete device's (and GuardedDeviceBackend's) is not.
+  virtual bool memory_is_host() const { return device() == Device::kCpu; }
   Status Synchronize() const { return ops().Synchronize(); }
   // `t` (memory of this backend) as memory the host may read: `t` itself where the backend's
   // memory is host memory (the CPU), else a host copy made after the ops issued so far (whose

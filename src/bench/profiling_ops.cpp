@@ -262,4 +262,12 @@ void ProfilingOps::NonFiniteRows(const Tensor& x, Tensor& flags) const {
   Add(OpCategory::kOther, Now() - t0, 0, 0);
 }
 
+void ProfilingOps::SampleRows(const Tensor& logits, std::span<const RowSampling> rows,
+                              std::span<const LogitEdit> edits, Tensor& scratch, Tensor& tokens,
+                              Tensor& logprobs, Tensor& top_ids) const {
+  const double t0 = Now();
+  inner_.SampleRows(logits, rows, edits, scratch, tokens, logprobs, top_ids);
+  Add(OpCategory::kOther, Now() - t0, static_cast<double>(logits.nbytes()), 0);
+}
+
 }  // namespace lucid

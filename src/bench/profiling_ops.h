@@ -102,6 +102,9 @@ class ProfilingOps final : public Ops {
   void TopKRows(const Tensor& scores, std::span<const int64_t> lengths, int64_t k, int32_t offset,
                 Tensor& out) const override;
   void NonFiniteRows(const Tensor& x, Tensor& flags) const override;
+  void SampleRows(const Tensor& logits, std::span<const RowSampling> rows,
+                  std::span<const LogitEdit> edits, Tensor& scratch, Tensor& tokens,
+                  Tensor& logprobs, Tensor& top_ids) const override;
   Device device() const override { return inner_.device(); }
   Status Synchronize() const override { return inner_.Synchronize(); }
   void CopyFromHost(const void* src, void* dst, size_t bytes) const override {
@@ -143,6 +146,7 @@ class ProfilingBackend final : public Backend {
   StatusOr<Tensor> UploadWeight(const Tensor& host) override { return inner_.UploadWeight(host); }
   Workspace& workspace() override { return inner_.workspace(); }
   StatusOr<Tensor> ReadableOnHost(const Tensor& t) override { return inner_.ReadableOnHost(t); }
+  bool memory_is_host() const override { return inner_.memory_is_host(); }
 
  private:
   Backend& inner_;

@@ -5,9 +5,9 @@
 // exactly these rows, and their compiled_in comes from the backend registry
 // (backends/cpu/ops_registry.h). The `cuda-reference` rows state what backends/cuda/cuda_ops.h
 // implements: float32 compute (cuBLAS SGEMM without TF32), f32/bf16/FP8-block/NVFP4 weights (no
-// GGUF), f32/bf16/fp8_e4m3 KV rows, any page size, no graph capture, sampling by the host sampler
-// over logits copied from the device; compiled in exactly in a -DLUCID_CUDA=ON build. The
-// `cuda-bf16act` rows are the same kernels computing in bfloat16: the matmuls take bf16 inputs
+// GGUF), f32/bf16/fp8_e4m3 KV rows, any page size, no graph capture, sampling on the device
+// (Ops::SampleRows, the host sampler's arithmetic); compiled in exactly in a -DLUCID_CUDA=ON build.
+// The `cuda-bf16act` rows are the same kernels computing in bfloat16: the matmuls take bf16 inputs
 // (tensor cores where the weight is exact in bf16), the rest stays f32 as in cuda-reference.
 // Foreign rows state published capabilities of the kernels SGLang and vLLM use for MLA/DSA models
 // (FlashMLA, FlashAttention-3, FlashInfer, TRT-LLM gen, CUTLASS, DeepGEMM, TileLang, Triton,
@@ -89,8 +89,9 @@ KernelDecl CudaReference(KernelFamily f) {
   d.graph_capture = false;
   d.compiled_in = BuildHasCuda();
   d.origin = f == KernelFamily::kSampling
-                 ? "lucid backends/cuda: no device sampling yet; the host sampler "
-                   "(runtime/sampler.h) samples the logits copied from the device"
+                 ? "lucid backends/cuda (cuda_sampling.cu: SampleRows, the host sampler's "
+                   "arithmetic where the logits are; a step with a grammar mask or prompt "
+                   "logprobs samples on the host)"
                  : "lucid backends/cuda (cuda-reference: exact f32, the CPU reference's "
                    "formulas; `lucid serve`, `lucid generate` and `lucid bench` run on it with "
                    "--device cuda --dtype float32)";

@@ -200,8 +200,11 @@ Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* 
   // An asynchronous backend's errors surface here, as this step's Status; then a collective's.
   LUCID_RETURN_IF_ERROR(ops_.Synchronize());
   LUCID_RETURN_IF_ERROR(tp_.status());
-  // The engine reads the outputs on the host (a device backend copies them back).
-  LUCID_ASSIGN_OR_RETURN(out->logits, backend_->ReadableOnHost(out->logits));
+  // The engine reads the outputs on the host (a device backend copies them back), the logits
+  // unless it samples them where they are.
+  if (!in.logits_on_device || logits_backend() == nullptr) {
+    LUCID_ASSIGN_OR_RETURN(out->logits, backend_->ReadableOnHost(out->logits));
+  }
   if (out->hidden.raw() != nullptr) {
     LUCID_ASSIGN_OR_RETURN(out->hidden, backend_->ReadableOnHost(out->hidden));
   }

@@ -99,6 +99,9 @@ class DeepseekV3Model final : public Model {
   const KvCacheSpec& kv_spec() const override { return spec_; }
   uint64_t weight_bytes() const override { return w_.bytes; }
   Allocator& kv_allocator() const override { return backend_->allocator(); }
+  Backend* logits_backend() const override {
+    return backend_->memory_is_host() || tp_.active() ? nullptr : backend_.get();
+  }
 
   Status Forward(const StepInput& in, KvStorage& kv, StepOutput* out) override;
   bool SetNumericsCheck(bool on) override {

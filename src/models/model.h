@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "core/allocator.h"
 #include "core/communicator.h"
 #include "core/status.h"
@@ -42,6 +43,11 @@ class Model {
   // The memory the KvStorage that Forward is given must live in: the allocator of the model's
   // backend (backends/backend.h). Host memory unless the model runs on a device.
   virtual Allocator& kv_allocator() const { return HostAllocator(); }
+  // The backend whose memory holds StepOutput::logits when StepInput::logits_on_device, for ops
+  // over them there (the sampling of ops/ops.h's SampleRows). Null where the logits always reach
+  // the host: a backend whose memory is host memory (the CPU), or tensor parallelism (each rank
+  // gathers them). The model owns it; valid while the model lives.
+  virtual Backend* logits_backend() const { return nullptr; }
 
   // Runs one step. Every sequence's page table must cover its slots [0, kv_length + rows). On
   // success out->logits is [in.logits_rows.size(), vocab] f32 and out->hidden

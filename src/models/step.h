@@ -38,6 +38,10 @@ struct StepInput {
   // Rows whose logits StepOutput::logits carries, in this order. Generation needs the last row of
   // a chunk that reaches the sequence's last known token; prompt logprobs / echo need every row.
   std::vector<int64_t> logits_rows;
+  // The logits stay in the memory of Model::logits_backend() (for ops over them there: the
+  // engine's non-finite scan and SampleRows), instead of reaching the host. Only for a model
+  // whose logits_backend() is not null.
+  bool logits_on_device = false;
   // Rows whose final hidden states StepOutput::hidden carries (what an MTP draft layer reads).
   std::vector<int64_t> hidden_rows;
 
@@ -61,7 +65,7 @@ void AddSequence(StepInput& in, std::span<const int32_t> page_table, int64_t kv_
 
 struct StepOutput {
   // [logits_rows.size(), vocab] f32: row i holds the logits of input row logits_rows[i] (the
-  // distribution of the token after it).
+  // distribution of the token after it). Host memory, unless StepInput::logits_on_device.
   Tensor logits;
   // [hidden_rows.size(), hidden_size] f32: the final norm's output (lm_head's input) of input row
   // hidden_rows[i], as vLLM's and SGLang's MTP layers take it. Empty when hidden_rows is.

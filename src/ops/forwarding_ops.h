@@ -89,6 +89,11 @@ class ForwardingOps : public Ops {
   void NonFiniteRows(const Tensor& x, Tensor& flags) const override {
     base_->NonFiniteRows(x, flags);
   }
+  void SampleRows(const Tensor& logits, std::span<const RowSampling> rows,
+                  std::span<const LogitEdit> edits, Tensor& scratch, Tensor& tokens,
+                  Tensor& logprobs, Tensor& top_ids) const override {
+    base_->SampleRows(logits, rows, edits, scratch, tokens, logprobs, top_ids);
+  }
   void CopyFromHost(const void* src, void* dst, size_t bytes) const override {
     base_->CopyFromHost(src, dst, bytes);
   }

@@ -21,6 +21,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "ops/sampling.h"
 #include "ops/weight.h"
 
 namespace lucid {
@@ -263,6 +264,19 @@ class Ops {
   // flags[t] (i32 [T]) = 1 when row t of x ([T, ...] f32) holds a NaN or an infinity, else 0:
   // the numerics check's scan (the host reads T flags, not the activations).
   virtual void NonFiniteRows(const Tensor& x, Tensor& flags) const = 0;
+  // Samples one token per row of logits [R, V] f32 (ops/sampling.h, steps 1-3): row r with the
+  // parameters rows[r] (host memory, R of them) and the edits edits[rows[r].edit_begin,
+  // rows[r].edit_end) (host memory). Writes tokens[r] (i32 [R]), logprobs[r, 0] the token's raw
+  // logprob and logprobs[r, 1 + j] / top_ids[r, j] the raw row's j-th most likely id
+  // (logprobs f32 [R, 1 + K], top_ids i32 [R, K], K <= V, K may be 0); scratch is f32 [R, V]
+  // (its contents after the call are unspecified). The host reads R * (2 + 2K) values, not the
+  // logits. The token must equal the host functions' for the same row (a device's exp may differ
+  // in the last bit, which moves a draw only where it falls within that rounding of a boundary);
+  // the logprobs are within 1e-5 of them. Default: a host round trip (CopyToHost, the functions
+  // of ops/sampling.h, CopyFromHost), which is what the CPU sets run.
+  virtual void SampleRows(const Tensor& logits, std::span<const RowSampling> rows,
+                          std::span<const LogitEdit> edits, Tensor& scratch, Tensor& tokens,
+                          Tensor& logprobs, Tensor& top_ids) const;
 
   // Step metadata between host and device memory, in the order of the ops issued.
   // CopyFromHost: `bytes` bytes from host memory `src` into `dst` (memory of device()); src may be
@@ -288,5 +302,10 @@ void CheckDevices(const Ops& ops, const char* op, std::initializer_list<const Te
 StatusOr<Tensor> CopyTensorToHost(const Ops& ops, const Tensor& t);
 // Aborts unless idx is i32 [T, k] and weights f32 [T, k] (MoeRoute's outputs, MoeExperts' inputs).
 void CheckRouting(const char* op, const Tensor& idx, const Tensor& weights, int64_t T, int64_t k);
+// Aborts unless SampleRows' arguments have the shapes and dtypes it documents, and every edit's
+// range and id lies in its bounds.
+void CheckSampleRows(const Tensor& logits, std::span<const RowSampling> rows,
+                     std::span<const LogitEdit> edits, const Tensor& scratch, const Tensor& tokens,
+                     const Tensor& logprobs, const Tensor& top_ids);
 
 }  // namespace lucid

@@ -4,30 +4,11 @@
 #include <cmath>
 #include <limits>
 
+#include "runtime/engine_request.h"
 #include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lucid {
-
-struct EngineCore::Request {
-  uint64_t id = 0;
-  SamplingParams params;
-  Engine::Sink sink;
-  RequestSampler sampler;
-  std::unique_ptr<tok::IncrementalDetokenizer> detok;  // null without a tokenizer
-  StopStringFilter stops;
-  int64_t prompt_tokens = 0;
-  int64_t generated = 0;
-  // Prompt logprobs: k (-1: off), the first position, and what the computed rows gave so far.
-  int32_t prompt_lp_top = -1;
-  int64_t prompt_lp_start = 1;
-  std::vector<TokenLogprob> prompt_lps;
-  std::unique_ptr<TokenMatcher> matcher;  // structured output (null: unconstrained)
-  // GenerationRequest::prompt_logits: [prompt_tokens, vocab] once requested, rows filled in
-  // position order as the prompt's chunks are computed; handed out with the first event.
-  Tensor prompt_logits;
-  int64_t prompt_rows = 0;  // rows filled
-};
 
 namespace {
 
@@ -282,7 +263,13 @@ Status EngineCore::CheckChunk(const ScheduledChunk& chunk, const ChunkLogits& lo
     const bool all_rows =
         options_.nan_check != EngineOptions::NanCheck::kOff || chunk.seq->every_row;
     const int64_t first = all_rows ? 0 : std::max<int64_t>(logits.count - 1, 0);
-    const int64_t t = FirstNonFiniteRow(logits.rows + first * V, logits.count - first, V);
+    int64_t t = -1;
+    if (logits.nonfinite != nullptr) {
+      for (int64_t j = first; j < logits.count && t < 0; ++j)
+        if (logits.nonfinite[j] != 0) t = j - first;
+    } else {
+      t = FirstNonFiniteRow(logits.rows + first * V, logits.count - first, V);
+    }
     if (t >= 0) bad_pos = logits.first_position + first + t;
   }
   if (bad_pos < 0 && !site) return OkStatus();
@@ -318,7 +305,13 @@ void EngineCore::Step() {
   // lm_head runs for the rows that are sampled, and every row of a request that asked for prompt
   // logits. With the numerics check on, every row's final hidden state is checked too.
   const bool check_all = options_.nan_check != EngineOptions::NanCheck::kOff;
+  Backend* dev = model_->logits_backend();
+  const bool on_device =
+      dev != nullptr && std::none_of(plan.chunks.begin(), plan.chunks.end(), [&](const auto& c) {
+        return NeedsHostLogits(*requests_.at(c.seq->id));
+      });
   StepInput in;
+  in.logits_on_device = on_device;
   std::vector<int64_t> first_logits(plan.chunks.size() + 1, 0);
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
@@ -335,6 +328,13 @@ void EngineCore::Step() {
   Status st = model_->Forward(in, kv_, &out);
   if (!st.ok()) return FailBatch(plan, st.WithContext("forward"));
   const int64_t V = model_->config().vocab_size;
+  std::vector<int32_t> nonfinite;  // on_device: one flag per logits row
+  if (on_device) {
+    StatusOr<std::vector<int32_t>> flags = NonFiniteLogitRows(*dev, out.logits);
+    if (!flags.ok()) return FailBatch(plan, flags.status().WithContext("numerics scan"));
+    nonfinite = *std::move(flags);
+  }
+  std::vector<std::pair<uint64_t, int64_t>> device_picks;  // on_device: request id, logits row
   std::vector<std::optional<NonFiniteSite>> sites;
   if (options_.nan_check == EngineOptions::NanCheck::kLayers) sites = model_->LastNonFiniteSites();
   // Fail/Finish erase a chunk's own sequence only; the other chunks' sequences stay valid.
@@ -343,7 +343,10 @@ void EngineCore::Step() {
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
     ChunkLogits logits;
-    logits.rows = out.logits.data<float>() + first_logits[i] * V;
+    if (on_device)
+      logits.nonfinite = nonfinite.data() + first_logits[i];
+    else
+      logits.rows = out.logits.data<float>() + first_logits[i] * V;
     logits.count = first_logits[i + 1] - first_logits[i];
     logits.first_position = c.begin + c.count - logits.count;
     if (check_all)
@@ -360,10 +363,15 @@ void EngineCore::Step() {
     if (r.prompt_lp_top >= 0) CollectPromptLogprobs(r, c, logits);
     if (r.prompt_logits.raw() != nullptr) KeepPromptLogits(r, logits);
     if (!c.completes()) continue;
+    if (on_device) {
+      device_picks.emplace_back(id, first_logits[i + 1] - 1);
+      continue;
+    }
     float* row = logits.rows + (logits.count - 1) * V;
     to_sample.emplace_back(id, row);
     if (r.matcher) masks.push_back({r.matcher.get(), {row, static_cast<size_t>(V)}});
   }
+  if (on_device) return SampleOnDevice(*dev, out.logits, device_picks);
   // Structured output: the sampled rows' grammar masks, filled and applied in parallel.
   MaskLogitsInParallel(masks);
   for (const auto& [id, row] : to_sample)
@@ -399,10 +407,14 @@ void EngineCore::CollectPromptLogprobs(Request& r, const ScheduledChunk& c,
 
 void EngineCore::SampleAndEmit(Request& r, float* logits_row) {
   const int64_t V = model_->config().vocab_size;
-  RequestOutput out;
   TokenLogprob lp;
   std::span<float> row(logits_row, static_cast<size_t>(V));  // masked by Step when constrained
   const int32_t token = r.sampler.Sample(row, r.generated, &lp);
+  Emit(r, token, std::move(lp));
+}
+
+void EngineCore::Emit(Request& r, int32_t token, TokenLogprob lp) {
+  RequestOutput out;
   if (r.matcher && !r.matcher->Accept(token))
     return Fail(r.id, Internal("structured output: request " + std::to_string(r.id) +
                                ": the grammar refused token " + std::to_string(token) +

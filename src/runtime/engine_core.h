@@ -87,6 +87,9 @@ class EngineCore {
     int64_t count = 0;
     int64_t first_position = 0;
     const float* hidden = nullptr;  // [chunk.count, hidden_size] or null
+    // Logits kept on the device (StepInput::logits_on_device): rows is null and nonfinite[t] is 1
+    // where row t holds a NaN or an infinity (Ops::NonFiniteRows, read back).
+    const int32_t* nonfinite = nullptr;
   };
   // Returns an error naming where the chunk's logits (or, in kLayers mode, an op) went non-finite.
   // `site` is the model's report for the chunk (kLayers only).
@@ -96,6 +99,17 @@ class EngineCore {
   void KeepPromptLogits(Request& r, const ChunkLogits& logits);
   // Samples from `logits_row` (this step's row of the request, already masked by its constraint).
   void SampleAndEmit(Request& r, float* logits_row);
+  // Whether this step needs the request's logits on the host: a grammar mask, or prompt rows
+  // still to collect (prompt logprobs, prompt logits). Else it may be sampled on the device.
+  static bool NeedsHostLogits(const Request& r);
+  // One flag per row of `logits` (device memory): NaN or infinity present (Ops::NonFiniteRows).
+  StatusOr<std::vector<int32_t>> NonFiniteLogitRows(Backend& dev, const Tensor& logits);
+  // Samples each (request id, logits row) of `picks` where `logits` are, with Ops::SampleRows:
+  // the host reads tokens and logprobs, not logits (engine_device_sampling.cpp).
+  void SampleOnDevice(Backend& dev, const Tensor& logits,
+                      const std::vector<std::pair<uint64_t, int64_t>>& picks);
+  // Delivers `token` (sampled from this step's row of r) and its logprobs.
+  void Emit(Request& r, int32_t token, TokenLogprob lp);
   void CollectPromptLogprobs(Request& r, const ScheduledChunk& c, const ChunkLogits& logits);
   void Finish(Request& r, RequestOutput& out, const std::string& reason, Status error = {});
   void Fail(uint64_t id, const Status& error);

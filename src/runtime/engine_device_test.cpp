@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/cpu/guarded_device.h"
+#include "ops/forwarding_ops.h"
 #include "runtime/engine_test_util.h"
 #include "runtime/poison_ops_for_test.h"
 
@@ -83,6 +84,100 @@ TEST_P(EngineDevice, APoisonedRequestFailsAloneNamingTheLayerOnGuardedDeviceMemo
   testing_util::ExpectOnlyThePoisonedRequestFails(
       std::move(model).value(), *clean, EngineOptions::NanCheck::kLayers, "layer 1, op L1.moe");
   for (const std::string& v : dev.violations()) ADD_FAILURE() << v;
+}
+
+// Counts SampleRows calls; everything else is the wrapped ops'.
+class CountingOps final : public ForwardingOps {
+ public:
+  using ForwardingOps::ForwardingOps;
+  void SampleRows(const Tensor& logits, std::span<const RowSampling> rows,
+                  std::span<const LogitEdit> edits, Tensor& scratch, Tensor& tokens,
+                  Tensor& logprobs, Tensor& top_ids) const override {
+    sampled_rows += static_cast<int64_t>(rows.size());
+    ForwardingOps::SampleRows(logits, rows, edits, scratch, tokens, logprobs, top_ids);
+  }
+  mutable int64_t sampled_rows = 0;
+};
+
+// A backend that forwards to `inner` and counts the tensors of `width` columns (logits rows) the
+// host reads from it.
+class ReadRecordingBackend final : public Backend {
+ public:
+  ReadRecordingBackend(Backend& inner, int64_t width) : inner_(inner), width_(width) {}
+  Device device() const override { return inner_.device(); }
+  std::string name() const override { return inner_.name(); }
+  const Ops& ops() const override { return inner_.ops(); }
+  Allocator& allocator() override { return inner_.allocator(); }
+  StatusOr<Tensor> UploadWeight(const Tensor& host) override { return inner_.UploadWeight(host); }
+  Workspace& workspace() override { return inner_.workspace(); }
+  bool memory_is_host() const override { return inner_.memory_is_host(); }
+  StatusOr<Tensor> ReadableOnHost(const Tensor& t) override {
+    if (t.rank() == 2 && t.size(1) == width_) ++rows_reads;
+    return inner_.ReadableOnHost(t);
+  }
+  int64_t rows_reads = 0;
+
+ private:
+  Backend& inner_;
+  int64_t width_;
+};
+
+// Sampled requests with every sampling parameter the device applies (temperature, top_k, top_p,
+// min_p, logit_bias, min_tokens, the repetition, frequency and presence penalties, logprobs with
+// alternatives) and no prompt rows wanted: every token is sampled where the logits are
+// (Ops::SampleRows), the host never reads a [rows, vocab] tensor, and each request
+// gets the CPU backend's host-sampled tokens and logprobs exactly (the same arithmetic,
+// ops/sampling.h).
+TEST_P(EngineDevice, SampledRequestsAreSampledWhereTheLogitsAreAndMatchTheHostSampler) {
+  const CountingOps counting(RefOps());
+  GuardedDeviceBackend guarded(counting);
+  const int64_t vocab = LoadTiny(GetParam())->config().vocab_size;
+  ReadRecordingBackend dev(guarded, vocab);
+  auto model = LoadModel(ModelDir(GetParam()), dev);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto on_dev = MakeCore(std::move(model).value(), Options());
+  auto on_cpu = MakeCore(LoadTiny(GetParam()), Options());
+  std::vector<GenerationRequest> reqs;
+  const auto prompts = RandomPrompts(6, 3, 40, 43);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerationRequest r = Greedy(prompts[i], 8);
+    SamplingParams& p = r.sampling;
+    p.seed = 100 + i;
+    p.temperature = i == 0 ? 0.0f : 0.6f + 0.2f * static_cast<float>(i);
+    p.logprobs = static_cast<int32_t>(i % 3) * 2;  // 0, 2, 4 alternatives
+    if (i == 1) p.top_k = 3;
+    if (i == 2) p.top_p = 0.7f;
+    if (i == 3) p.min_p = 0.2f;
+    if (i == 4) {
+      p.repetition_penalty = 1.4f;
+      p.frequency_penalty = 0.5f;
+      p.presence_penalty = 0.3f;
+    }
+    if (i == 5) {
+      p.logit_bias = {{prompts[i][0], 4.0f}, {1, -2.0f}};
+      p.min_tokens = 4;
+      p.stop_token_ids = {prompts[i][1]};
+    }
+    reqs.push_back(std::move(r));
+  }
+  auto got = RunToCompletion(*on_dev, reqs);
+  auto want = RunToCompletion(*on_cpu, reqs);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  int64_t tokens = 0;
+  for (size_t i = 0; i < got->size(); ++i) {
+    const GenerationResult &g = (*got)[i], &w = (*want)[i];
+    EXPECT_EQ(g.tokens, w.tokens) << "request " << i;
+    tokens += static_cast<int64_t>(g.tokens.size());
+    ASSERT_EQ(g.logprobs.size(), w.logprobs.size()) << "request " << i;
+    for (size_t j = 0; j < g.logprobs.size(); ++j) {
+      EXPECT_EQ(g.logprobs[j].logprob, w.logprobs[j].logprob) << "request " << i << " token " << j;
+      EXPECT_EQ(g.logprobs[j].top, w.logprobs[j].top) << "request " << i << " token " << j;
+    }
+  }
+  EXPECT_EQ(counting.sampled_rows, tokens);
+  EXPECT_EQ(dev.rows_reads, 0);  // no [rows, vocab] tensor reached the host
+  for (const std::string& v : guarded.violations()) ADD_FAILURE() << v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, EngineDevice,

@@ -20,6 +20,8 @@
 // Logprobs are those of the RAW model distribution: log_softmax of the logits before penalties,
 // temperature and filters (vLLM's default "raw_logprobs"). top alternatives are the k most likely
 // raw tokens, best first (ties to the lower id).
+// The arithmetic is ops/sampling.h's: Plan gives a row's parameters and edits, which a device's
+// Ops::SampleRows applies where the logits are; Sample runs the same functions on the host.
 // Every logit must be finite: the engine's numerics guard checks the row before it gets here.
 // Thread-safety: a RequestSampler belongs to one request; distinct ones are independent.
 #pragma once
@@ -29,12 +31,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ops/sampling.h"
 #include "runtime/engine.h"
 
 namespace lucid {
-
-// Uniform double in [0, 1) from (seed, counter): splitmix64 finalizers, 53 bits.
-double CounterUniform(uint64_t seed, uint64_t counter);
 
 class RequestSampler {
  public:
@@ -51,12 +51,17 @@ class RequestSampler {
   // far; `step` as in Sample (the min_tokens suppression applies while step < min_tokens).
   std::vector<float> Penalized(std::span<const float> logits, int64_t step = 0) const;
 
+  // Output token `step`'s row parameters (ops/sampling.h): the edits of steps 0-1 are appended
+  // to *edits and the row names their range there. Sample(logits, step) picks
+  // PickToken(logits edited so, row).
+  RowSampling Plan(int64_t step, std::vector<LogitEdit>* edits) const;
+  // Records `token`, sampled from Plan(step)'s row elsewhere (a device), for the penalties.
+  void Record(int32_t token);
+
   // The ids that min_tokens keeps from being sampled (the engine's EOS ids and stop_token_ids).
   void SuppressUntilMinTokens(std::vector<int32_t> ids) { suppressed_ = std::move(ids); }
 
  private:
-  int32_t Draw(std::vector<float>& x, int64_t step) const;
-
   SamplingParams params_;
   uint64_t seed_;
   int64_t vocab_;

@@ -234,6 +234,19 @@ class GuardedDeviceBackend::GuardedOps final : public Ops {
     Access a(mem_);
     inner_.NonFiniteRows(x, flags);
   }
+  void SampleRows(const Tensor& logits, std::span<const RowSampling> rows,
+                  std::span<const LogitEdit> edits, Tensor& scratch, Tensor& tokens,
+                  Tensor& logprobs, Tensor& top_ids) const override {
+    Dev("SampleRows", {{"logits", &logits},
+                       {"scratch", &scratch},
+                       {"tokens", &tokens},
+                       {"logprobs", &logprobs},
+                       {"top_ids", &top_ids}});
+    Host("SampleRows", "rows", rows);
+    Host("SampleRows", "edits", edits);
+    Access a(mem_);
+    inner_.SampleRows(logits, rows, edits, scratch, tokens, logprobs, top_ids);
+  }
   void CopyFromHost(const void* src, void* dst, size_t bytes) const override {
     if (bytes == 0) return;
     if (!mem_.Contains(dst, bytes)) Breach("CopyFromHost: dst is not device memory");

@@ -84,6 +84,7 @@ class GuardedDeviceBackend final : public Backend {
   StatusOr<Tensor> UploadWeight(const Tensor& host) override;
   Workspace& workspace() override { return *workspace_; }
   StatusOr<Tensor> ReadableOnHost(const Tensor& t) override;
+  bool memory_is_host() const override { return false; }
 
   // The distinct breaches recorded so far, one line each, in the order first seen
   // ("MlaAttention: selected_count is host memory").

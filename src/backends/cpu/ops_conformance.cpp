@@ -413,6 +413,7 @@ std::vector<ConformanceCase> RunOpsConformance(const Ops& candidate, Conformance
   conformance::TopKCases(s);
   conformance::MoeCases(s);
   conformance::StepOpsCases(s);
+  conformance::SamplingCases(s);
   conformance::GqaCases(s);
   conformance::GgmlCases(s);
   return s.Take();
@@ -441,7 +442,8 @@ const std::vector<std::string>& OpNames() {
                                                  "GatherRows",
                                                  "WriteKvRows",
                                                  "TopKRows",
-                                                 "NonFiniteRows"};
+                                                 "NonFiniteRows",
+                                                 "SampleRows"};
   return names;
 }
 

@@ -13,7 +13,8 @@
 // MoeExperts 2e-5 (kBf16Act: the same against the rounded reference, MoeExperts 2e-4, see
 // there); LinearTransposed, MlaAttention, GqaAttention, IndexerScores 1e-5; RmsNorm, LayerNorm,
 // Rope, SwiGlu, MoeRoute's weights 1e-6; Embedding 0; TopK and MoeRoute's experts equal;
-// WriteKvRows (the stored bytes, every KV dtype), TopKRows and NonFiniteRows equal.
+// WriteKvRows (the stored bytes, every KV dtype), TopKRows and NonFiniteRows equal; SampleRows'
+// tokens and top ids equal, its logprobs 1e-5.
 // The unit test (ops_conformance_test.cpp) runs it for every CPU kernel set at every instruction
 // set level the machine has; `lucid backends --self-test` runs the same cases on the machine it
 // is started on. Deterministic in its fixed seeds; single call, uses ParallelFor inside the ops.

@@ -94,6 +94,8 @@ void TopKCases(Suite& s);
 void MoeCases(Suite& s);
 // ops_conformance_step.cpp: WriteKvRows, TopKRows, NonFiniteRows.
 void StepOpsCases(Suite& s);
+// ops_conformance_sampling.cpp: SampleRows.
+void SamplingCases(Suite& s);
 void GqaCases(Suite& s);   // ops_conformance_gqa.cpp
 void GgmlCases(Suite& s);  // ops_conformance_ggml.cpp: GGUF block weights
 

@@ -147,6 +147,16 @@ void HostBridgeOps::NonFiniteRows(const Tensor& x, Tensor& flags) const {
   Down(d, flags);
 }
 
+void HostBridgeOps::SampleRows(const Tensor& logits, std::span<const RowSampling> rows,
+                               std::span<const LogitEdit> edits, Tensor& scratch, Tensor& tokens,
+                               Tensor& logprobs, Tensor& top_ids) const {
+  Tensor ds = Up(scratch), dt = Up(tokens), dl = Up(logprobs), di = Up(top_ids);
+  b_.ops().SampleRows(Up(logits), rows, edits, ds, dt, dl, di);
+  Down(dt, tokens);
+  Down(dl, logprobs);
+  if (top_ids.numel() > 0) Down(di, top_ids);
+}
+
 void HostBridgeOps::Rope(Tensor& x, int64_t heads, int64_t head_stride, int64_t offset,
                          const RopeTable& table, std::span<const int64_t> positions,
                          RopeStyle style) const {

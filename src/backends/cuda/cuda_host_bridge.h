@@ -32,6 +32,9 @@ class HostBridgeOps final : public Ops {
                    int64_t width, Tensor& out) const override;
   void GatherRows(const Tensor& x, std::span<const int64_t> rows, Tensor& out) const override;
   void NonFiniteRows(const Tensor& x, Tensor& flags) const override;
+  void SampleRows(const Tensor& logits, std::span<const RowSampling> rows,
+                  std::span<const LogitEdit> edits, Tensor& scratch, Tensor& tokens,
+                  Tensor& logprobs, Tensor& top_ids) const override;
 
   void Rope(Tensor& x, int64_t heads, int64_t head_stride, int64_t offset, const RopeTable& table,
             std::span<const int64_t> positions, RopeStyle style) const override;

@@ -16,6 +16,7 @@
 #include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_kernel_util.cuh"
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/cuda_sampling.h"
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/cuda_step_kernels.h"
 #include "core/dtype.h"
@@ -454,6 +455,25 @@ class CudaOps final : public Ops {
         static_cast<const int64_t*>(Upload(lengths.data(), lengths.size_bytes()));
     LaunchTopKRows(scores.data<const float>(), scores.size(1), d_len, T, k, offset,
                    out.data<int32_t>(), out.size(1), stream_);
+  }
+  void SampleRows(const Tensor& logits, std::span<const RowSampling> rows,
+                  std::span<const LogitEdit> edits, Tensor& scratch, Tensor& tokens,
+                  Tensor& logprobs, Tensor& top_ids) const override {
+    CheckDevices(*this, "SampleRows", {&logits, &scratch, &tokens, &logprobs, &top_ids});
+    CheckSampleRows(logits, rows, edits, scratch, tokens, logprobs, top_ids);
+    const int64_t R = logits.size(0);
+    if (R == 0) return;
+    // The rows, then the edits, in one upload (Upload's buffer holds one op's metadata).
+    const size_t rb = rows.size_bytes(), eb = edits.size_bytes();
+    std::vector<uint8_t> meta(rb + eb);
+    std::memcpy(meta.data(), rows.data(), rb);
+    if (eb > 0) std::memcpy(meta.data() + rb, edits.data(), eb);
+    const uint8_t* d = static_cast<const uint8_t*>(Upload(meta.data(), meta.size()));
+    LaunchSampleRows(
+        logits.data<const float>(), R, logits.size(1), reinterpret_cast<const RowSampling*>(d),
+        reinterpret_cast<const LogitEdit*>(d + rb), scratch.data<float>(), tokens.data<int32_t>(),
+        logprobs.data<float>(), top_ids.numel() > 0 ? top_ids.data<int32_t>() : nullptr,
+        top_ids.size(1), stream_);
   }
   void CopyFromHost(const void* src, void* dst, size_t bytes) const override {
     if (bytes == 0) return;

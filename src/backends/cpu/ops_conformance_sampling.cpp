@@ -1,0 +1,106 @@
+// Conformance cases of SampleRows: a batch of rows, each with other parameters (greedy with and
+// without edits, temperature alone, top_k, top_p, min_p, all three, the penalties' edits with the
+// clamp, an overflowing bias), over logits with many exact ties (which the selections must rank
+// by id) and over continuous ones, with and without top alternatives. The tokens and top ids must
+// equal the reference's; the logprobs must lie within 1e-5 of them.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/ops_conformance_internal.h"
+
+namespace lucid::conformance {
+namespace {
+
+struct RowCase {
+  RowSampling p;
+  std::vector<LogitEdit> edits;
+};
+
+std::vector<RowCase> RowCases(int64_t V, uint64_t seed) {
+  auto row = [](float t, int32_t k, float top_p, float min_p) {
+    RowSampling p;
+    p.temperature = t;
+    p.top_k = k;
+    p.top_p = top_p;
+    p.min_p = min_p;
+    return p;
+  };
+  const int32_t a = static_cast<int32_t>(V / 3), b = static_cast<int32_t>(V - 1);
+  std::vector<RowCase> cases = {
+      {row(0.0f, 0, 1.0f, 0.0f), {}},
+      {row(0.0f, 0, 1.0f, 0.0f),
+       {{a, LogitEditKind::kAdd, 2.5f},
+        {a, LogitEditKind::kAdd, 0.25f},
+        {0, LogitEditKind::kSuppress, 0.0f},
+        {b, LogitEditKind::kSubtract, 1.5f}}},
+      {row(0.7f, 0, 1.0f, 0.0f), {}},
+      {row(1.0f, 5, 1.0f, 0.0f), {}},
+      {row(1.3f, 0, 0.9f, 0.0f), {}},
+      {row(1.0f, 50, 0.8f, 0.1f), {}},
+      {row(0.9f, 0, 1.0f, 0.0f),
+       {{0, LogitEditKind::kSuppress, 0.0f},
+        {1, LogitEditKind::kRepetition, 1.3f},
+        {a, LogitEditKind::kRepetition, 1.3f},
+        {b, LogitEditKind::kRepetition, 1.3f},
+        {a, LogitEditKind::kSubtract, 0.75f},
+        {2, LogitEditKind::kSubtract, -3.0f}}},
+      {row(1.0f, 0, 0.5f, 0.0f),  // a bias that overflows, clamped to the finite range
+       {{a, LogitEditKind::kAdd, 3e38f},
+        {a, LogitEditKind::kAdd, 3e38f},
+        {b, LogitEditKind::kRepetition, 1.1f}}},
+      {row(2.0f, 1, 1.0f, 0.0f), {}},
+      {row(0.5f, 0, 1.0f, 0.9f), {}},
+  };
+  cases[7].p.clamp = 1;
+  cases[6].p.clamp = 1;
+  for (size_t r = 0; r < cases.size(); ++r) cases[r].p.uniform = CounterUniform(seed, r);
+  return cases;
+}
+
+void SampleRowsCases(Suite& s) {
+  if (!s.Wants("SampleRows")) return;
+  std::mt19937 rng(31);
+  for (int64_t V : {int64_t{7}, int64_t{1000}, int64_t{50000}})
+    for (bool ties : {true, false})
+      for (int64_t K : {int64_t{0}, std::min<int64_t>(V, 3)}) {
+        const std::vector<RowCase> cases = RowCases(V, static_cast<uint64_t>(V + 2 * K + ties));
+        const int64_t R = static_cast<int64_t>(cases.size());
+        std::vector<RowSampling> rows;
+        std::vector<LogitEdit> edits;
+        for (const RowCase& c : cases) {
+          RowSampling p = c.p;
+          p.edit_begin = static_cast<int32_t>(edits.size());
+          for (const LogitEdit& e : c.edits)
+            if (e.id < V) edits.push_back(e);
+          p.edit_end = static_cast<int32_t>(edits.size());
+          rows.push_back(p);
+        }
+        Tensor logits = F32({R, V});
+        std::uniform_real_distribution<float> u(-6.0f, 6.0f);
+        for (int64_t i = 0; i < R * V; ++i)  // ties: steps of 0.5, many exact repeats
+          logits.data<float>()[i] = ties ? std::round(u(rng) * 2.0f) / 2.0f : u(rng);
+        Tensor got_tok = Tensor::Zeros(DType::kI32, {R}), want_tok = got_tok.Clone();
+        Tensor got_lp = F32({R, 1 + K}), want_lp = F32({R, 1 + K});
+        Tensor got_top = Tensor::Zeros(DType::kI32, {R, K}), want_top = got_top.Clone();
+        Tensor scratch = F32({R, V}), scratch2 = F32({R, V});
+        s.cand().SampleRows(logits, rows, edits, scratch, got_tok, got_lp, got_top);
+        s.ref().SampleRows(logits, rows, edits, scratch2, want_tok, want_lp, want_top);
+        const std::string shape = Shape3("R", R, "V", V, "K", K) + (ties ? " ties" : "");
+        const std::string format = "-";
+        s.AddExact("SampleRows", format, shape + " tokens", Plant::kNone,
+                   std::memcmp(got_tok.raw(), want_tok.raw(), got_tok.nbytes()) == 0);
+        if (K > 0)
+          s.AddExact("SampleRows", format, shape + " top ids", Plant::kNone,
+                     std::memcmp(got_top.raw(), want_top.raw(), got_top.nbytes()) == 0);
+        s.Add("SampleRows", format, shape + " logprobs", Plant::kNone, got_lp.data<float>(),
+              want_lp.data<float>(), R * (1 + K), 1e-5);
+      }
+}
+
+}  // namespace
+
+void SamplingCases(Suite& s) { SampleRowsCases(s); }
+
+}  // namespace lucid::conformance
