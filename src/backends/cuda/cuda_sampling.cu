@@ -57,36 +57,22 @@ __device__ void Slice(int64_t V, int64_t* lo, int64_t* hi) {
   *hi = min(V, *lo + per);
 }
 
-// Exclusive prefix over the threads of a per-thread count (thread order = id order of slices).
-__device__ int64_t ExclusivePrefix(int64_t mine, Shared& s) {
-  s.n[threadIdx.x] = mine;
+// Exclusive prefix over the threads of a per-thread value (thread order = id order of slices);
+// `sh` is the block's shared buffer of kThreads T.
+template <typename T>
+__device__ T ExclusivePrefix(T mine, T* sh) {
+  sh[threadIdx.x] = mine;
   __syncthreads();
   if (threadIdx.x == 0) {
-    int64_t run = 0;
+    T run = 0;
     for (int i = 0; i < kThreads; ++i) {
-      const int64_t c = s.n[i];
-      s.n[i] = run;
+      const T c = sh[i];
+      sh[i] = run;
       run += c;
     }
   }
   __syncthreads();
-  const int64_t r = s.n[threadIdx.x];
-  __syncthreads();
-  return r;
-}
-__device__ double ExclusivePrefixD(double mine, Shared& s) {
-  s.d[threadIdx.x] = mine;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double run = 0;
-    for (int i = 0; i < kThreads; ++i) {
-      const double c = s.d[i];
-      s.d[i] = run;
-      run += c;
-    }
-  }
-  __syncthreads();
-  const double r = s.d[threadIdx.x];
+  const T r = sh[threadIdx.x];
   __syncthreads();
   return r;
 }
@@ -127,7 +113,7 @@ __device__ void KeepAtThreshold(float* x, int64_t V, uint32_t tb, int64_t keep, 
   Slice(V, &lo, &hi);
   int64_t ties = 0;
   for (int64_t i = lo; i < hi; ++i) ties += x[i] > 0 && Bits(x[i]) == tb;
-  int64_t rank = ExclusivePrefix(ties, s);
+  int64_t rank = ExclusivePrefix(ties, s.n);
   for (int64_t i = lo; i < hi; ++i) {
     if (!(x[i] > 0)) continue;
     const uint32_t b = Bits(x[i]);
@@ -220,7 +206,7 @@ __device__ int32_t Draw(float* x, int64_t V, const RowSampling& p, Shared& s) {
   Slice(V, &lo, &hi);
   double mine = 0;
   for (int64_t i = lo; i < hi; ++i) mine += x[i];
-  double cum = ExclusivePrefixD(mine, s);
+  double cum = ExclusivePrefix(mine, s.d);
   ValId found{0.0f, INT32_MAX}, last{0.0f, -1};
   for (int64_t i = lo; i < hi; ++i) {
     if (!(x[i] > 0)) continue;
