@@ -360,8 +360,10 @@ void EngineCore::Step() {
     }
     scheduler_.Commit(c);
     Request& r = *requests_.at(id);
-    if (r.prompt_lp_top >= 0) CollectPromptLogprobs(r, c, logits);
-    if (r.prompt_logits.raw() != nullptr) KeepPromptLogits(r, logits);
+    // On the device path no request still wants prompt rows (NeedsHostLogits); a recompute after
+    // preemption of one that had them has no host rows to read and needs none.
+    if (logits.rows != nullptr && r.prompt_lp_top >= 0) CollectPromptLogprobs(r, c, logits);
+    if (logits.rows != nullptr && r.prompt_logits.raw() != nullptr) KeepPromptLogits(r, logits);
     if (!c.completes()) continue;
     if (on_device) {
       device_picks.emplace_back(id, first_logits[i + 1] - 1);
