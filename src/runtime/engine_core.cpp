@@ -305,11 +305,11 @@ void EngineCore::Step() {
   // lm_head runs for the rows that are sampled, and every row of a request that asked for prompt
   // logits. With the numerics check on, every row's final hidden state is checked too.
   const bool check_all = options_.nan_check != EngineOptions::NanCheck::kOff;
+  // A model whose logits_backend() is a device keeps the logits there: every row is checked there
+  // (one flag read back per row) and sampled there, except the rows of the requests that need them
+  // on the host (NeedsHostLogits), which alone are copied.
   Backend* dev = model_->logits_backend();
-  const bool on_device =
-      dev != nullptr && std::none_of(plan.chunks.begin(), plan.chunks.end(), [&](const auto& c) {
-        return NeedsHostLogits(*requests_.at(c.seq->id));
-      });
+  const bool on_device = dev != nullptr;
   StepInput in;
   in.logits_on_device = on_device;
   std::vector<int64_t> first_logits(plan.chunks.size() + 1, 0);
@@ -329,10 +329,23 @@ void EngineCore::Step() {
   if (!st.ok()) return FailBatch(plan, st.WithContext("forward"));
   const int64_t V = model_->config().vocab_size;
   std::vector<int32_t> nonfinite;  // on_device: one flag per logits row
+  // on_device: the host copy of the rows of the chunks that need them, and where each such
+  // chunk's rows start in it (-1: none copied).
+  Tensor host_rows;
+  std::vector<int64_t> host_first(plan.chunks.size(), -1);
   if (on_device) {
     StatusOr<std::vector<int32_t>> flags = NonFiniteLogitRows(*dev, out.logits);
     if (!flags.ok()) return FailBatch(plan, flags.status().WithContext("numerics scan"));
     nonfinite = *std::move(flags);
+    std::vector<int64_t> wanted;
+    for (size_t i = 0; i < plan.chunks.size(); ++i) {
+      if (!NeedsHostLogits(*requests_.at(plan.chunks[i].seq->id))) continue;
+      host_first[i] = static_cast<int64_t>(wanted.size());
+      for (int64_t r = first_logits[i]; r < first_logits[i + 1]; ++r) wanted.push_back(r);
+    }
+    StatusOr<Tensor> rows = HostLogitRows(*dev, out.logits, wanted);
+    if (!rows.ok()) return FailBatch(plan, rows.status().WithContext("logits to host"));
+    host_rows = *std::move(rows);
   }
   std::vector<std::pair<uint64_t, int64_t>> device_picks;  // on_device: request id, logits row
   std::vector<std::optional<NonFiniteSite>> sites;
@@ -343,10 +356,11 @@ void EngineCore::Step() {
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
     ChunkLogits logits;
-    if (on_device)
-      logits.nonfinite = nonfinite.data() + first_logits[i];
-    else
+    if (!on_device)
       logits.rows = out.logits.data<float>() + first_logits[i] * V;
+    else if (host_first[i] >= 0)
+      logits.rows = host_rows.data<float>() + host_first[i] * V;
+    if (on_device) logits.nonfinite = nonfinite.data() + first_logits[i];
     logits.count = first_logits[i + 1] - first_logits[i];
     logits.first_position = c.begin + c.count - logits.count;
     if (check_all)
@@ -360,12 +374,12 @@ void EngineCore::Step() {
     }
     scheduler_.Commit(c);
     Request& r = *requests_.at(id);
-    // On the device path no request still wants prompt rows (NeedsHostLogits); a recompute after
-    // preemption of one that had them has no host rows to read and needs none.
+    // Rows stay on the device only for requests that want no prompt rows any more (a recompute
+    // after preemption of one that had them needs none).
     if (logits.rows != nullptr && r.prompt_lp_top >= 0) CollectPromptLogprobs(r, c, logits);
     if (logits.rows != nullptr && r.prompt_logits.raw() != nullptr) KeepPromptLogits(r, logits);
     if (!c.completes()) continue;
-    if (on_device) {
+    if (logits.rows == nullptr) {
       device_picks.emplace_back(id, first_logits[i + 1] - 1);
       continue;
     }
@@ -373,11 +387,13 @@ void EngineCore::Step() {
     to_sample.emplace_back(id, row);
     if (r.matcher) masks.push_back({r.matcher.get(), {row, static_cast<size_t>(V)}});
   }
-  if (on_device) return SampleOnDevice(*dev, out.logits, device_picks);
   // Structured output: the sampled rows' grammar masks, filled and applied in parallel.
   MaskLogitsInParallel(masks);
   for (const auto& [id, row] : to_sample)
     if (auto it = requests_.find(id); it != requests_.end()) SampleAndEmit(*it->second, row);
+  // Each request draws from its own counter-based stream, so the order of the two groups
+  // changes no token.
+  if (on_device) SampleOnDevice(*dev, out.logits, device_picks);
 }
 
 void EngineCore::KeepPromptLogits(Request& r, const ChunkLogits& logits) {
@@ -428,8 +444,10 @@ void EngineCore::Emit(Request& r, int32_t token, TokenLogprob lp) {
   out.new_tokens.push_back(token);
   if (r.params.logprobs >= 0) out.logprobs.push_back(std::move(lp));
   if (r.generated == 1) out.prompt_logprobs = std::move(r.prompt_lps);
-  if (r.generated == 1 && r.prompt_logits.raw() != nullptr)
+  if (r.generated == 1 && r.prompt_logits.raw() != nullptr) {
     out.prompt_logits = std::move(r.prompt_logits);
+    r.prompt_logits = Tensor();  // handed out: no longer wanted (NeedsHostLogits)
+  }
   const auto& stop_ids = r.params.stop_token_ids;
   const bool stop_token = (!r.params.ignore_eos &&
                            std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) ||

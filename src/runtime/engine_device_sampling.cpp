@@ -1,6 +1,7 @@
 // EngineCore's sampling where the logits are (a device backend): the non-finite scan and
 // Ops::SampleRows run on the backend, and the host reads one flag per row, then the tokens and
-// logprobs, never the logits. The result equals the host path's (runtime/sampler.h) token for
+// logprobs; of the logits it reads only the rows of requests that need them (HostLogitRows: a
+// grammar mask, prompt rows). The result equals the host path's (runtime/sampler.h) token for
 // token: the same parameters and edits (RequestSampler::Plan) and the same arithmetic
 // (ops/sampling.h).
 #include <algorithm>
@@ -11,8 +12,8 @@
 namespace lucid {
 
 bool EngineCore::NeedsHostLogits(const Request& r) {
-  return r.matcher != nullptr || (r.prompt_lp_top >= 0 && r.generated == 0) ||
-         r.prompt_logits.raw() != nullptr;
+  return r.matcher != nullptr ||
+         (r.generated == 0 && (r.prompt_lp_top >= 0 || r.prompt_logits.raw() != nullptr));
 }
 
 StatusOr<std::vector<int32_t>> EngineCore::NonFiniteLogitRows(Backend& dev, const Tensor& logits) {
@@ -22,6 +23,16 @@ StatusOr<std::vector<int32_t>> EngineCore::NonFiniteLogitRows(Backend& dev, cons
   dev.ops().NonFiniteRows(logits, flags);
   LUCID_ASSIGN_OR_RETURN(Tensor host, dev.ReadableOnHost(flags));
   return std::vector<int32_t>(host.data<const int32_t>(), host.data<const int32_t>() + R);
+}
+
+StatusOr<Tensor> EngineCore::HostLogitRows(Backend& dev, const Tensor& logits,
+                                           const std::vector<int64_t>& rows) {
+  if (rows.empty()) return Tensor();
+  if (static_cast<int64_t>(rows.size()) == logits.size(0)) return dev.ReadableOnHost(logits);
+  Tensor picked = Tensor::Empty(DType::kF32, {static_cast<int64_t>(rows.size()), logits.size(1)},
+                                dev.workspace());
+  dev.ops().GatherRows(logits, rows, picked);
+  return dev.ReadableOnHost(picked);
 }
 
 void EngineCore::SampleOnDevice(Backend& dev, const Tensor& logits,

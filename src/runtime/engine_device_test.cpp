@@ -5,6 +5,10 @@
 // request fails alone, as on the CPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
+#include <memory>
+
 #include "backends/cpu/guarded_device.h"
 #include "ops/forwarding_ops.h"
 #include "runtime/engine_test_util.h"
@@ -112,10 +116,14 @@ class ReadRecordingBackend final : public Backend {
   Workspace& workspace() override { return inner_.workspace(); }
   bool memory_is_host() const override { return inner_.memory_is_host(); }
   StatusOr<Tensor> ReadableOnHost(const Tensor& t) override {
-    if (t.rank() == 2 && t.size(1) == width_) ++rows_reads;
+    if (t.rank() == 2 && t.size(1) == width_) {
+      ++rows_reads;
+      rows_read += t.size(0);
+    }
     return inner_.ReadableOnHost(t);
   }
   int64_t rows_reads = 0;
+  int64_t rows_read = 0;  // their rows, summed
 
  private:
   Backend& inner_;
@@ -177,6 +185,106 @@ TEST_P(EngineDevice, SampledRequestsAreSampledWhereTheLogitsAreAndMatchTheHostSa
   }
   EXPECT_EQ(counting.sampled_rows, tokens);
   EXPECT_EQ(dev.rows_reads, 0);  // no [rows, vocab] tensor reached the host
+  for (const std::string& v : guarded.violations()) ADD_FAILURE() << v;
+}
+
+// Allows a fixed set of tokens, forever.
+class AllowedTokens final : public TokenConstraint {
+ public:
+  explicit AllowedTokens(std::vector<int32_t> allowed) : allowed_(std::move(allowed)) {}
+  const std::vector<int32_t>& allowed() const { return allowed_; }
+  std::unique_ptr<TokenMatcher> NewMatcher() const override {
+    return std::make_unique<Matcher>(allowed_);
+  }
+
+ private:
+  class Matcher final : public TokenMatcher {
+   public:
+    explicit Matcher(const std::vector<int32_t>& a) : allowed_(a) {}
+    void MaskLogits(std::span<float> logits) override {
+      for (size_t i = 0; i < logits.size(); ++i)
+        if (!Allowed(static_cast<int32_t>(i))) logits[i] = -std::numeric_limits<float>::infinity();
+    }
+    bool Accept(int32_t t) override { return Allowed(t); }
+    bool IsTerminated() const override { return false; }
+
+   private:
+    bool Allowed(int32_t t) const {
+      return std::find(allowed_.begin(), allowed_.end(), t) != allowed_.end();
+    }
+    const std::vector<int32_t>& allowed_;
+  };
+  std::vector<int32_t> allowed_;
+};
+
+// One batch of plain sampled requests and requests that need their logits on the host (a grammar
+// mask on every step; prompt logprobs and prompt logits until the first token): only the latter's
+// rows are copied to the host, every other token is sampled where the logits are, and every
+// request gets the CPU backend's tokens, logprobs, prompt logprobs and prompt logits exactly.
+TEST_P(EngineDevice, AMixedBatchCopiesOnlyTheRowsOfRequestsThatNeedThemOnTheHost) {
+  const CountingOps counting(RefOps());
+  GuardedDeviceBackend guarded(counting);
+  const int64_t vocab = LoadTiny(GetParam())->config().vocab_size;
+  ReadRecordingBackend dev(guarded, vocab);
+  auto model = LoadModel(ModelDir(GetParam()), dev);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto on_dev = MakeCore(std::move(model).value(), Options());
+  auto on_cpu = MakeCore(LoadTiny(GetParam()), Options());
+  const auto prompts = RandomPrompts(6, 5, 40, 47);
+  const auto allowed = std::make_shared<AllowedTokens>(std::vector<int32_t>{3, 11, 12, 40, 77});
+  std::vector<GenerationRequest> reqs;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerationRequest r = Greedy(prompts[i], 7);
+    r.sampling.seed = 200 + i;
+    r.sampling.temperature = 0.9f;
+    r.sampling.logprobs = 2;
+    if (i == 1 || i == 4) r.sampling.constraint = allowed;
+    if (i == 2) r.prompt_logprobs = 2;
+    if (i == 3) r.prompt_logits = true;
+    reqs.push_back(std::move(r));
+  }
+  auto got = RunToCompletion(*on_dev, reqs);
+  auto want = RunToCompletion(*on_cpu, reqs);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  int64_t tokens = 0, host_sampled = 0, host_rows = 0;
+  for (size_t i = 0; i < got->size(); ++i) {
+    const GenerationResult &g = (*got)[i], &w = (*want)[i];
+    EXPECT_EQ(g.tokens, w.tokens) << "request " << i;
+    ASSERT_EQ(g.logprobs.size(), w.logprobs.size()) << "request " << i;
+    for (size_t j = 0; j < g.logprobs.size(); ++j) {
+      EXPECT_EQ(g.logprobs[j].logprob, w.logprobs[j].logprob) << "request " << i << " token " << j;
+      EXPECT_EQ(g.logprobs[j].top, w.logprobs[j].top) << "request " << i << " token " << j;
+    }
+    ASSERT_EQ(g.prompt_logprobs.size(), w.prompt_logprobs.size()) << "request " << i;
+    for (size_t j = 0; j < g.prompt_logprobs.size(); ++j) {
+      EXPECT_EQ(g.prompt_logprobs[j].logprob, w.prompt_logprobs[j].logprob) << "request " << i;
+      EXPECT_EQ(g.prompt_logprobs[j].top, w.prompt_logprobs[j].top) << "request " << i;
+    }
+    ASSERT_EQ(g.prompt_logits.raw() != nullptr, i == 3) << "request " << i;
+    ASSERT_EQ(w.prompt_logits.raw() != nullptr, i == 3) << "request " << i;
+    ASSERT_EQ(g.prompt_logits.shape(), w.prompt_logits.shape()) << "request " << i;
+    for (int64_t j = 0; i == 3 && j < g.prompt_logits.numel(); ++j)
+      ASSERT_EQ(g.prompt_logits.data<const float>()[j], w.prompt_logits.data<const float>()[j])
+          << "request " << i << " value " << j;
+    const int64_t n = static_cast<int64_t>(g.tokens.size());
+    tokens += n;
+    if (i == 1 || i == 4) {  // every token masked on the host
+      host_sampled += n;
+      host_rows += n;
+      for (int32_t t : g.tokens)
+        EXPECT_NE(std::find(allowed->allowed().begin(), allowed->allowed().end(), t),
+                  allowed->allowed().end());
+    }
+    if (i == 2 || i == 3) {  // every prompt row and the first token's row, on the host
+      host_sampled += 1;
+      host_rows += static_cast<int64_t>(prompts[i].size());
+    }
+  }
+  EXPECT_FALSE((*got)[2].prompt_logprobs.empty());
+  EXPECT_EQ((*got)[3].prompt_logits.size(0), static_cast<int64_t>(prompts[3].size()));
+  EXPECT_EQ(counting.sampled_rows, tokens - host_sampled);
+  EXPECT_EQ(dev.rows_read, host_rows);
   for (const std::string& v : guarded.violations()) ADD_FAILURE() << v;
 }
 

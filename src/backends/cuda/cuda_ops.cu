@@ -205,7 +205,7 @@ class CudaOps final : public Ops {
   ~CudaOps() override {
     cudaStreamSynchronize(stream_);
     cublasDestroy(blas_);
-    for (void* p : {scratch_, ints_, act_}) cudaFree(p);
+    for (void* p : {scratch_, ints_, act_, moe_act_, moe_meta_}) cudaFree(p);
   }
 
   const char* name() const override { return bf16_act_ ? "cuda-bf16act" : "cuda-reference"; }
@@ -393,25 +393,47 @@ class CudaOps final : public Ops {
         rows[e].push_back(t);
         wts[e].push_back(h_w[t * k + i]);
       }
+    // The touched experts' activations share one buffer (xe, g, u, d of each expert in turn) and
+    // their combine metadata one upload (every row id, then every weight, expert after expert):
+    // the experts run back to back on the stream with no synchronisation or allocation between
+    // them, combined into `out` in expert order (one scatter-add per expert).
+    std::vector<int64_t> first_row(E + 1, 0), first_float(E + 1, 0);
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t n = static_cast<int64_t>(rows[e].size());
+      first_row[e + 1] = first_row[e] + n;
+      first_float[e + 1] =
+          first_float[e] + (n == 0 ? 0 : n * (2 * D + experts[e].gate.rows + experts[e].up.rows));
+    }
+    const int64_t n_all = first_row[E];
+    std::vector<uint8_t> meta(static_cast<size_t>(n_all) * 12);
+    for (int64_t e = 0; e < E; ++e) {
+      std::memcpy(meta.data() + first_row[e] * 8, rows[e].data(), rows[e].size() * 8);
+      std::memcpy(meta.data() + n_all * 8 + first_row[e] * 4, wts[e].data(), wts[e].size() * 4);
+    }
+    Grow(&moe_meta_, &moe_meta_bytes_, std::max<size_t>(meta.size(), 4));
+    if (!meta.empty())
+      Check(cudaMemcpyAsync(moe_meta_, meta.data(), meta.size(), cudaMemcpyHostToDevice, stream_),
+            "MoeExperts routing upload");
+    Grow(&moe_act_, &moe_act_bytes_, std::max<size_t>(first_float[E] * sizeof(float), 4));
+    const int64_t* d_rows = static_cast<const int64_t*>(moe_meta_);
+    const float* d_wts =
+        reinterpret_cast<const float*>(static_cast<uint8_t*>(moe_meta_) + n_all * 8);
     for (int64_t e = 0; e < E; ++e) {
       const int64_t n = static_cast<int64_t>(rows[e].size());
       if (n == 0) continue;
       const ExpertWeights& w = experts[e];
-      Tensor xe = DeviceTensor({n, D}), g = DeviceTensor({n, w.gate.rows}),
-             u = DeviceTensor({n, w.up.rows}), d = DeviceTensor({n, D});
-      GatherRows(x, rows[e], xe);
+      float* base = static_cast<float*>(moe_act_) + first_float[e];
+      Tensor xe = ActTensor(base, {n, D}), g = ActTensor(base + n * D, {n, w.gate.rows}),
+             u = ActTensor(base + n * (D + w.gate.rows), {n, w.up.rows}),
+             d = ActTensor(base + n * (D + w.gate.rows + w.up.rows), {n, D});
+      GatherRowsKernel<<<Blocks(n * D), kThreads, 0, stream_>>>(
+          x.data<const float>(), d_rows + first_row[e], n, D, xe.data<float>());
       Linear(xe, w.gate, g);
       Linear(xe, w.up, u);
       SwiGlu(g, u, g);
       Linear(g, w.down, d);
-      std::vector<uint8_t> meta(static_cast<size_t>(n) * 12);
-      std::memcpy(meta.data(), rows[e].data(), n * 8);
-      std::memcpy(meta.data() + n * 8, wts[e].data(), n * 4);
-      const uint8_t* dm = static_cast<const uint8_t*>(Upload(meta.data(), meta.size()));
-      LaunchScatterAddRows(out.data<float>(), D, d.data<const float>(),
-                           reinterpret_cast<const int64_t*>(dm),
-                           reinterpret_cast<const float*>(dm + n * 8), n, stream_);
-      Check(cudaStreamSynchronize(stream_), "MoeExperts");  // before xe..d are freed
+      LaunchScatterAddRows(out.data<float>(), D, d.data<const float>(), d_rows + first_row[e],
+                           d_wts + first_row[e], n, stream_);
     }
   }
   void WriteKvRows(std::span<const Tensor* const> parts, const KvRowsOut& out,
@@ -572,8 +594,11 @@ class CudaOps final : public Ops {
     d.block_cols = w.block_cols > 0 ? w.block_cols : 1;
     return d;
   }
-  // w as f32 [rows, cols] in the scratch buffer (valid until the next op that uses it).
+  // w as f32 [rows, cols]: an f32 weight's own rows, else the scratch buffer (valid until the next
+  // op that uses it).
   const float* Dequantized(const Weight& w) const {
+    if (w.format == WeightFormat::kF32)
+      return static_cast<const float*>(w.data.raw()) + w.row_begin * w.cols;
     const size_t bytes = static_cast<size_t>(w.rows * w.cols) * sizeof(float);
     Grow(&scratch_, &scratch_bytes_, bytes);
     float* out = static_cast<float*>(scratch_);
@@ -582,7 +607,8 @@ class CudaOps final : public Ops {
   }
   // The operands of a matmul with activations rounded to bf16 (cuda-bf16act): the weight
   // dequantized and x rounded, both as bf16 (tensor cores) where the weight's values are exact in
-  // bf16, else both as f32 holding the same values. Valid until the next op.
+  // bf16, else both as f32 holding the same values. Valid until the next op. bf16 and f32 weights
+  // are read in place.
   struct RoundedOperands {
     const void* w = nullptr;
     const void* x = nullptr;
@@ -596,7 +622,9 @@ class CudaOps final : public Ops {
   RoundedOperands Rounded(const Weight& w, const Tensor& x) const {
     RoundedOperands o;
     o.bf16 = Bf16Exact(w);
-    if (o.bf16) {
+    if (w.format == WeightFormat::kBF16) {  // the weight's own rows: no copy
+      o.w = static_cast<const uint16_t*>(w.data.raw()) + w.row_begin * w.cols;
+    } else if (o.bf16) {
       Grow(&scratch_, &scratch_bytes_, static_cast<size_t>(w.rows * w.cols) * sizeof(uint16_t));
       DequantBf16Kernel<<<Blocks(w.rows * w.cols), kThreads, 0, stream_>>>(
           View(w), static_cast<uint16_t*>(scratch_));
@@ -641,13 +669,9 @@ class CudaOps final : public Ops {
         std::max<int64_t>(1, std::min<int64_t>(pairs, (int64_t{64} << 20) / per_row));
     return static_cast<size_t>(chunk * per_row) * sizeof(float);
   }
-  // An f32 device tensor of its own allocation (MoeExperts' per-expert activations).
-  static Tensor DeviceTensor(Shape shape) {
-    void* p = nullptr;
-    const size_t bytes = std::max<size_t>(4, static_cast<size_t>(NumElements(shape)) * 4);
-    Check(cudaMalloc(&p, bytes), "MoeExperts activations");
-    std::shared_ptr<void> mem(p, [](void* q) { cudaFree(q); });
-    return Tensor::Borrow(DType::kF32, std::move(shape), p, std::move(mem), Device::kCuda);
+  // An f32 device tensor over `p` (MoeExperts' buffer of per-expert activations).
+  static Tensor ActTensor(float* p, Shape shape) {
+    return Tensor::Borrow(DType::kF32, std::move(shape), p, nullptr, Device::kCuda);
   }
   // A device copy of host metadata, in a buffer reused by the next op.
   void* Upload(const void* host, size_t bytes) const {
@@ -674,6 +698,10 @@ class CudaOps final : public Ops {
   mutable size_t ints_bytes_ = 0;
   mutable void* act_ = nullptr;  // cuda-bf16act: the rounded activations
   mutable size_t act_bytes_ = 0;
+  mutable void* moe_act_ = nullptr;  // MoeExperts: every touched expert's activations
+  mutable size_t moe_act_bytes_ = 0;
+  mutable void* moe_meta_ = nullptr;  // MoeExperts: the combine's row ids and weights
+  mutable size_t moe_meta_bytes_ = 0;
   mutable std::string blas_error_;
 };
 
