@@ -130,6 +130,44 @@ class ReadRecordingBackend final : public Backend {
   int64_t width_;
 };
 
+// A tiny model on GuardedDeviceBackend whose SampleRows rows and host reads of [rows, vocab]
+// tensors are counted, beside the same model on the CPU backend, each under an EngineCore.
+struct CountedDeviceRun {
+  explicit CountedDeviceRun(const std::string& family)
+      : counting(RefOps()), guarded(counting), dev(guarded, LoadTiny(family)->config().vocab_size) {
+    auto model = LoadModel(ModelDir(family), dev);
+    LUCID_CHECK(model.ok(), model.status().ToString());
+    on_dev = MakeCore(std::move(model).value(), Options());
+    on_cpu = MakeCore(LoadTiny(family), Options());
+  }
+  // Runs `reqs` on both; fails the test unless both complete.
+  void Run(const std::vector<GenerationRequest>& reqs) {
+    auto g = RunToCompletion(*on_dev, reqs);
+    auto w = RunToCompletion(*on_cpu, reqs);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    got = *std::move(g);
+    want = *std::move(w);
+    ASSERT_EQ(got.size(), want.size());
+  }
+  // Request i's tokens, logprobs and alternatives equal on both.
+  void ExpectSameTokensAndLogprobs(size_t i) const {
+    const GenerationResult &g = got[i], &w = want[i];
+    EXPECT_EQ(g.tokens, w.tokens) << "request " << i;
+    ASSERT_EQ(g.logprobs.size(), w.logprobs.size()) << "request " << i;
+    for (size_t j = 0; j < g.logprobs.size(); ++j) {
+      EXPECT_EQ(g.logprobs[j].logprob, w.logprobs[j].logprob) << "request " << i << " token " << j;
+      EXPECT_EQ(g.logprobs[j].top, w.logprobs[j].top) << "request " << i << " token " << j;
+    }
+  }
+
+  CountingOps counting;
+  GuardedDeviceBackend guarded;
+  ReadRecordingBackend dev;
+  std::unique_ptr<EngineCore> on_dev, on_cpu;
+  std::vector<GenerationResult> got, want;
+};
+
 // Sampled requests with every sampling parameter the device applies (temperature, top_k, top_p,
 // min_p, logit_bias, min_tokens, the repetition, frequency and presence penalties, logprobs with
 // alternatives) and no prompt rows wanted: every token is sampled where the logits are
@@ -137,14 +175,7 @@ class ReadRecordingBackend final : public Backend {
 // gets the CPU backend's host-sampled tokens and logprobs exactly (the same arithmetic,
 // ops/sampling.h).
 TEST_P(EngineDevice, SampledRequestsAreSampledWhereTheLogitsAreAndMatchTheHostSampler) {
-  const CountingOps counting(RefOps());
-  GuardedDeviceBackend guarded(counting);
-  const int64_t vocab = LoadTiny(GetParam())->config().vocab_size;
-  ReadRecordingBackend dev(guarded, vocab);
-  auto model = LoadModel(ModelDir(GetParam()), dev);
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  auto on_dev = MakeCore(std::move(model).value(), Options());
-  auto on_cpu = MakeCore(LoadTiny(GetParam()), Options());
+  CountedDeviceRun run(GetParam());
   std::vector<GenerationRequest> reqs;
   const auto prompts = RandomPrompts(6, 3, 40, 43);
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -168,24 +199,15 @@ TEST_P(EngineDevice, SampledRequestsAreSampledWhereTheLogitsAreAndMatchTheHostSa
     }
     reqs.push_back(std::move(r));
   }
-  auto got = RunToCompletion(*on_dev, reqs);
-  auto want = RunToCompletion(*on_cpu, reqs);
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
-  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  ASSERT_NO_FATAL_FAILURE(run.Run(reqs));
   int64_t tokens = 0;
-  for (size_t i = 0; i < got->size(); ++i) {
-    const GenerationResult &g = (*got)[i], &w = (*want)[i];
-    EXPECT_EQ(g.tokens, w.tokens) << "request " << i;
-    tokens += static_cast<int64_t>(g.tokens.size());
-    ASSERT_EQ(g.logprobs.size(), w.logprobs.size()) << "request " << i;
-    for (size_t j = 0; j < g.logprobs.size(); ++j) {
-      EXPECT_EQ(g.logprobs[j].logprob, w.logprobs[j].logprob) << "request " << i << " token " << j;
-      EXPECT_EQ(g.logprobs[j].top, w.logprobs[j].top) << "request " << i << " token " << j;
-    }
+  for (size_t i = 0; i < run.got.size(); ++i) {
+    run.ExpectSameTokensAndLogprobs(i);
+    tokens += static_cast<int64_t>(run.got[i].tokens.size());
   }
-  EXPECT_EQ(counting.sampled_rows, tokens);
-  EXPECT_EQ(dev.rows_reads, 0);  // no [rows, vocab] tensor reached the host
-  for (const std::string& v : guarded.violations()) ADD_FAILURE() << v;
+  EXPECT_EQ(run.counting.sampled_rows, tokens);
+  EXPECT_EQ(run.dev.rows_reads, 0);  // no [rows, vocab] tensor reached the host
+  for (const std::string& v : run.guarded.violations()) ADD_FAILURE() << v;
 }
 
 // Allows a fixed set of tokens, forever.
@@ -222,14 +244,7 @@ class AllowedTokens final : public TokenConstraint {
 // rows are copied to the host, every other token is sampled where the logits are, and every
 // request gets the CPU backend's tokens, logprobs, prompt logprobs and prompt logits exactly.
 TEST_P(EngineDevice, AMixedBatchCopiesOnlyTheRowsOfRequestsThatNeedThemOnTheHost) {
-  const CountingOps counting(RefOps());
-  GuardedDeviceBackend guarded(counting);
-  const int64_t vocab = LoadTiny(GetParam())->config().vocab_size;
-  ReadRecordingBackend dev(guarded, vocab);
-  auto model = LoadModel(ModelDir(GetParam()), dev);
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  auto on_dev = MakeCore(std::move(model).value(), Options());
-  auto on_cpu = MakeCore(LoadTiny(GetParam()), Options());
+  CountedDeviceRun run(GetParam());
   const auto prompts = RandomPrompts(6, 5, 40, 47);
   const auto allowed = std::make_shared<AllowedTokens>(std::vector<int32_t>{3, 11, 12, 40, 77});
   std::vector<GenerationRequest> reqs;
@@ -243,19 +258,11 @@ TEST_P(EngineDevice, AMixedBatchCopiesOnlyTheRowsOfRequestsThatNeedThemOnTheHost
     if (i == 3) r.prompt_logits = true;
     reqs.push_back(std::move(r));
   }
-  auto got = RunToCompletion(*on_dev, reqs);
-  auto want = RunToCompletion(*on_cpu, reqs);
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
-  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  ASSERT_NO_FATAL_FAILURE(run.Run(reqs));
   int64_t tokens = 0, host_sampled = 0, host_rows = 0;
-  for (size_t i = 0; i < got->size(); ++i) {
-    const GenerationResult &g = (*got)[i], &w = (*want)[i];
-    EXPECT_EQ(g.tokens, w.tokens) << "request " << i;
-    ASSERT_EQ(g.logprobs.size(), w.logprobs.size()) << "request " << i;
-    for (size_t j = 0; j < g.logprobs.size(); ++j) {
-      EXPECT_EQ(g.logprobs[j].logprob, w.logprobs[j].logprob) << "request " << i << " token " << j;
-      EXPECT_EQ(g.logprobs[j].top, w.logprobs[j].top) << "request " << i << " token " << j;
-    }
+  for (size_t i = 0; i < run.got.size(); ++i) {
+    run.ExpectSameTokensAndLogprobs(i);
+    const GenerationResult &g = run.got[i], &w = run.want[i];
     ASSERT_EQ(g.prompt_logprobs.size(), w.prompt_logprobs.size()) << "request " << i;
     for (size_t j = 0; j < g.prompt_logprobs.size(); ++j) {
       EXPECT_EQ(g.prompt_logprobs[j].logprob, w.prompt_logprobs[j].logprob) << "request " << i;
@@ -281,11 +288,11 @@ TEST_P(EngineDevice, AMixedBatchCopiesOnlyTheRowsOfRequestsThatNeedThemOnTheHost
       host_rows += static_cast<int64_t>(prompts[i].size());
     }
   }
-  EXPECT_FALSE((*got)[2].prompt_logprobs.empty());
-  EXPECT_EQ((*got)[3].prompt_logits.size(0), static_cast<int64_t>(prompts[3].size()));
-  EXPECT_EQ(counting.sampled_rows, tokens - host_sampled);
-  EXPECT_EQ(dev.rows_read, host_rows);
-  for (const std::string& v : guarded.violations()) ADD_FAILURE() << v;
+  EXPECT_FALSE(run.got[2].prompt_logprobs.empty());
+  EXPECT_EQ(run.got[3].prompt_logits.size(0), static_cast<int64_t>(prompts[3].size()));
+  EXPECT_EQ(run.counting.sampled_rows, tokens - host_sampled);
+  EXPECT_EQ(run.dev.rows_read, host_rows);
+  for (const std::string& v : run.guarded.violations()) ADD_FAILURE() << v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, EngineDevice,
