@@ -270,4 +270,11 @@ void ProfilingOps::SampleRows(const Tensor& logits, std::span<const RowSampling>
   Add(OpCategory::kOther, Now() - t0, static_cast<double>(logits.nbytes()), 0);
 }
 
+void ProfilingOps::ApplyTokenBitmask(Tensor& logits, const Tensor& bitmask) const {
+  const double t0 = Now();
+  inner_.ApplyTokenBitmask(logits, bitmask);
+  Add(OpCategory::kOther, Now() - t0, static_cast<double>(2 * logits.nbytes() + bitmask.nbytes()),
+      0);
+}
+
 }  // namespace lucid

@@ -105,6 +105,7 @@ class ProfilingOps final : public Ops {
   void SampleRows(const Tensor& logits, std::span<const RowSampling> rows,
                   std::span<const LogitEdit> edits, Tensor& scratch, Tensor& tokens,
                   Tensor& logprobs, Tensor& top_ids) const override;
+  void ApplyTokenBitmask(Tensor& logits, const Tensor& bitmask) const override;
   Device device() const override { return inner_.device(); }
   Status Synchronize() const override { return inner_.Synchronize(); }
   void CopyFromHost(const void* src, void* dst, size_t bytes) const override {

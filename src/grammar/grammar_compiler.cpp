@@ -31,21 +31,22 @@ class XgrammarMatcher final : public TokenMatcher {
         bitmask_(static_cast<size_t>(xgrammar::GetBitmaskSize(static_cast<int>(vocab_size)))) {}
 
   void MaskLogits(std::span<float> logits) override {
-    int64_t shape[1] = {static_cast<int64_t>(bitmask_.size())};
-    DLTensor t{};
-    t.data = bitmask_.data();
-    t.device = DLDevice{kDLCPU, 0};
-    t.ndim = 1;
-    t.dtype = xgrammar::GetBitmaskDLType();
-    t.shape = shape;
-    t.strides = nullptr;
-    t.byte_offset = 0;
-    matcher_.FillNextTokenBitmask(&t, 0);
+    FillOwnBitmask();
     // Columns past the model's vocabulary (padding) are never allowed.
     const size_t n = std::min(logits.size(), static_cast<size_t>(vocab_size_));
     ApplyTokenBitmask(bitmask_, logits.first(n));
     std::fill(logits.begin() + static_cast<std::ptrdiff_t>(n), logits.end(),
               -std::numeric_limits<float>::infinity());
+  }
+
+  void FillBitmask(std::span<int32_t> words, int64_t columns) override {
+    FillOwnBitmask();
+    std::fill(words.begin(), words.end(), 0);
+    const int64_t n = std::min(columns, vocab_size_);  // padding columns are never allowed
+    std::copy_n(bitmask_.begin(), n / 32, words.begin());
+    if (n % 32 != 0)
+      words[n / 32] =
+          static_cast<int32_t>(static_cast<uint32_t>(bitmask_[n / 32]) & ((1u << (n % 32)) - 1u));
   }
 
   bool Accept(int32_t token) override {
@@ -56,6 +57,20 @@ class XgrammarMatcher final : public TokenMatcher {
   bool IsTerminated() const override { return matcher_.IsTerminated(); }
 
  private:
+  // bitmask_ = the grammar's allowed next tokens.
+  void FillOwnBitmask() {
+    int64_t shape[1] = {static_cast<int64_t>(bitmask_.size())};
+    DLTensor t{};
+    t.data = bitmask_.data();
+    t.device = DLDevice{kDLCPU, 0};
+    t.ndim = 1;
+    t.dtype = xgrammar::GetBitmaskDLType();
+    t.shape = shape;
+    t.strides = nullptr;
+    t.byte_offset = 0;
+    matcher_.FillNextTokenBitmask(&t, 0);
+  }
+
   xgrammar::GrammarMatcher matcher_;
   int64_t vocab_size_;
   std::vector<int32_t> bitmask_;

@@ -190,19 +190,53 @@ TEST(GrammarCompiler, EosOnlyOnceComplete) {
   EXPECT_TRUE(m->IsTerminated());
 }
 
-TEST(GrammarCompiler, ColumnsPastTheTokenizerAndSpecialTokensAreNeverAllowed) {
+// A json_object matcher over Qwen2's vocabulary that has accepted `{"`: inside a key, any text
+// token is allowed, no special token and no padding column.
+std::unique_ptr<TokenMatcher> Qwen2MatcherInsideAKey() {
   Vocab& v = Qwen2Vocab();
   auto c = v.compiler->Compile({GrammarKind::kJsonObject, ""});
-  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c.ok());
+  if (!c.ok()) return nullptr;
   auto m = (*c)->NewMatcher();
-  ASSERT_TRUE(m->Accept(*v.tokenizer->TokenToId("{")));
-  ASSERT_TRUE(m->Accept(*v.tokenizer->TokenToId("\"")));
+  EXPECT_TRUE(m->Accept(*v.tokenizer->TokenToId("{")));
+  EXPECT_TRUE(m->Accept(*v.tokenizer->TokenToId("\"")));
+  return m;
+}
+
+TEST(GrammarCompiler, ColumnsPastTheTokenizerAndSpecialTokensAreNeverAllowed) {
+  Vocab& v = Qwen2Vocab();
+  auto m = Qwen2MatcherInsideAKey();
+  ASSERT_NE(m, nullptr);
   std::vector<float> row(151936, 0.0f);
   m->MaskLogits(row);  // inside a key: any text token, but no special one and no padding column
   EXPECT_FALSE(std::isinf(row[*v.tokenizer->TokenToId("abc")]));
   EXPECT_TRUE(std::isinf(row[*v.tokenizer->TokenToId("<|im_start|>")]));
   for (int64_t i = static_cast<int64_t>(v.tokenizer->vocab_size()); i < 151936; ++i)
     ASSERT_TRUE(std::isinf(row[i])) << i;
+}
+
+// The bitmask the engine uploads to a device holds exactly the tokens MaskLogits leaves (and the
+// base class's derivation from MaskLogits agrees), for the model's row width, a narrower one that
+// ends inside a word, and a wider one: bits past the width or the tokenizer are 0.
+TEST(GrammarCompiler, FillBitmaskAllowsExactlyWhatMaskLogitsLeaves) {
+  auto m = Qwen2MatcherInsideAKey();
+  ASSERT_NE(m, nullptr);
+  for (int64_t columns : {int64_t{151936}, int64_t{100005}, int64_t{151936 + 70}}) {
+    std::vector<float> row(static_cast<size_t>(columns), 0.0f);
+    m->MaskLogits(row);
+    const size_t W = static_cast<size_t>((columns + 31) / 32);
+    std::vector<int32_t> words(W, 0x5a5a5a5a), base(W, 0x5a5a5a5a);
+    m->FillBitmask(words, columns);
+    m->TokenMatcher::FillBitmask(base, columns);
+    EXPECT_EQ(words, base) << columns;
+    int64_t allowed = 0;
+    for (int64_t j = 0; j < static_cast<int64_t>(32 * W); ++j) {
+      const bool bit = (static_cast<uint32_t>(words[j / 32]) >> (j % 32)) & 1u;
+      ASSERT_EQ(bit, j < columns && !std::isinf(row[j])) << "column " << j << " of " << columns;
+      allowed += bit;
+    }
+    EXPECT_GT(allowed, 1000) << columns;  // inside a key: most text tokens
+  }
 }
 
 TEST(GrammarCompiler, CachesBySourceText) {

@@ -94,6 +94,9 @@ class ForwardingOps : public Ops {
                   Tensor& logprobs, Tensor& top_ids) const override {
     base_->SampleRows(logits, rows, edits, scratch, tokens, logprobs, top_ids);
   }
+  void ApplyTokenBitmask(Tensor& logits, const Tensor& bitmask) const override {
+    base_->ApplyTokenBitmask(logits, bitmask);
+  }
   void CopyFromHost(const void* src, void* dst, size_t bytes) const override {
     base_->CopyFromHost(src, dst, bytes);
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,36 @@ void Ops::SampleRows(const Tensor& logits, std::span<const RowSampling> rows,
   CopyFromHost(tok.data(), tokens.raw(), tok.size() * sizeof(int32_t));
   CopyFromHost(lp.data(), logprobs.raw(), lp.size() * sizeof(float));
   if (K > 0) CopyFromHost(top.data(), top_ids.raw(), top.size() * sizeof(int32_t));
+}
+
+void CheckTokenBitmask(const Tensor& logits, const Tensor& bitmask) {
+  LUCID_CHECK(logits.dtype() == DType::kF32 && logits.rank() == 2,
+              "ApplyTokenBitmask: logits must be f32 [R, V], got " + logits.DebugString());
+  const int64_t R = logits.size(0), W = (logits.size(1) + 31) / 32;
+  LUCID_CHECK(
+      bitmask.dtype() == DType::kI32 && bitmask.shape() == Shape({R, W}),
+      "ApplyTokenBitmask: bitmask must be i32 [R, ceil(V / 32)], got " + bitmask.DebugString());
+}
+
+void ApplyTokenBitmaskRow(std::span<float> row, const int32_t* words) {
+  for (size_t j = 0; j < row.size(); ++j)
+    if (((static_cast<uint32_t>(words[j / 32]) >> (j % 32)) & 1u) == 0)
+      row[j] = -std::numeric_limits<float>::infinity();
+}
+
+void Ops::ApplyTokenBitmask(Tensor& logits, const Tensor& bitmask) const {
+  CheckDevices(*this, "ApplyTokenBitmask", {&logits, &bitmask});
+  CheckTokenBitmask(logits, bitmask);
+  const int64_t R = logits.size(0), V = logits.size(1), W = bitmask.size(1);
+  if (R == 0) return;
+  // A failed copy leaves the logits as they are, and the error is the next Synchronize's.
+  StatusOr<Tensor> x = CopyTensorToHost(*this, logits);
+  StatusOr<Tensor> m = x.ok() ? CopyTensorToHost(*this, bitmask) : x;
+  if (!m.ok()) return;
+  for (int64_t r = 0; r < R; ++r)
+    ApplyTokenBitmaskRow({x->data<float>() + r * V, static_cast<size_t>(V)},
+                         m->data<const int32_t>() + r * W);
+  CopyFromHost(x->raw(), logits.raw(), x->nbytes());
 }
 
 }  // namespace lucid

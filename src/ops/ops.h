@@ -277,6 +277,13 @@ class Ops {
   virtual void SampleRows(const Tensor& logits, std::span<const RowSampling> rows,
                           std::span<const LogitEdit> edits, Tensor& scratch, Tensor& tokens,
                           Tensor& logprobs, Tensor& top_ids) const;
+  // Masks logits [R, V] f32 in place by bitmask [R, W] i32, W = ceil(V / 32): entry j of row r
+  // becomes -inf unless bit j % 32 of bitmask[r, j / 32] is 1 (xgrammar's layout: the tokens a
+  // grammar allows, runtime/token_constraint.h); allowed entries are left as they are (NaN too).
+  // Applied before SampleRows, it gives a constrained request's masked row where the logits are:
+  // the host uploads R * W words instead of reading R * V floats. Default: a host round trip,
+  // which is what the CPU sets run.
+  virtual void ApplyTokenBitmask(Tensor& logits, const Tensor& bitmask) const;
 
   // Step metadata between host and device memory, in the order of the ops issued.
   // CopyFromHost: `bytes` bytes from host memory `src` into `dst` (memory of device()); src may be
@@ -307,5 +314,9 @@ void CheckRouting(const char* op, const Tensor& idx, const Tensor& weights, int6
 void CheckSampleRows(const Tensor& logits, std::span<const RowSampling> rows,
                      std::span<const LogitEdit> edits, const Tensor& scratch, const Tensor& tokens,
                      const Tensor& logprobs, const Tensor& top_ids);
+// Aborts unless logits is f32 [R, V] and bitmask i32 [R, ceil(V / 32)] (ApplyTokenBitmask).
+void CheckTokenBitmask(const Tensor& logits, const Tensor& bitmask);
+// ApplyTokenBitmask on one host row of V = row.size() entries and its ceil(V / 32) words.
+void ApplyTokenBitmaskRow(std::span<float> row, const int32_t* words);
 
 }  // namespace lucid

@@ -306,8 +306,9 @@ void EngineCore::Step() {
   // logits. With the numerics check on, every row's final hidden state is checked too.
   const bool check_all = options_.nan_check != EngineOptions::NanCheck::kOff;
   // A model whose logits_backend() is a device keeps the logits there: every row is checked there
-  // (one flag read back per row) and sampled there, except the rows of the requests that need them
-  // on the host (NeedsHostLogits), which alone are copied.
+  // (one flag read back per row) and sampled there (a grammar's bitmask uploaded and applied
+  // there), except the rows of the requests that need them on the host (NeedsHostLogits), which
+  // alone are copied.
   Backend* dev = model_->logits_backend();
   const bool on_device = dev != nullptr;
   StepInput in;

@@ -99,14 +99,15 @@ class EngineCore {
   void KeepPromptLogits(Request& r, const ChunkLogits& logits);
   // Samples from `logits_row` (this step's row of the request, already masked by its constraint).
   void SampleAndEmit(Request& r, float* logits_row);
-  // Whether this step needs the request's logits on the host: a grammar mask, or prompt rows
-  // still to collect (prompt logprobs, prompt logits). Else it is sampled where the logits are;
-  // on a device only such requests' rows are copied to the host.
+  // Whether this step needs the request's logits on the host: prompt rows still to collect
+  // (prompt logprobs, prompt logits). Else it is sampled where the logits are (a grammar's mask
+  // applied there); on a device only such requests' rows are copied to the host.
   static bool NeedsHostLogits(const Request& r);
   // One flag per row of `logits` (device memory): NaN or infinity present (Ops::NonFiniteRows).
   StatusOr<std::vector<int32_t>> NonFiniteLogitRows(Backend& dev, const Tensor& logits);
   // Rows `rows` (ascending) of `logits` (device memory) as a host tensor [rows.size(), vocab] the
-  // engine may write (a grammar mask); an empty tensor for no rows. Only those rows are copied.
+  // engine may write (a grammar mask of a request also collecting prompt rows); an empty tensor for
+  // no rows. Only those rows are copied.
   static StatusOr<Tensor> HostLogitRows(Backend& dev, const Tensor& logits,
                                         const std::vector<int64_t>& rows);
   // Samples each (request id, logits row) of `picks` where `logits` are, with Ops::SampleRows:

@@ -1,10 +1,12 @@
 // EngineCore's sampling where the logits are (a device backend): the non-finite scan and
 // Ops::SampleRows run on the backend, and the host reads one flag per row, then the tokens and
-// logprobs; of the logits it reads only the rows of requests that need them (HostLogitRows: a
-// grammar mask, prompt rows). The result equals the host path's (runtime/sampler.h) token for
-// token: the same parameters and edits (RequestSampler::Plan) and the same arithmetic
+// logprobs; a constrained request's grammar bitmask is uploaded and applied there
+// (Ops::ApplyTokenBitmask). Of the logits the host reads only the rows of requests that still
+// collect prompt rows (HostLogitRows). The result equals the host path's (runtime/sampler.h) token
+// for token: the same parameters and edits (RequestSampler::Plan) and the same arithmetic
 // (ops/sampling.h).
 #include <algorithm>
+#include <vector>
 
 #include "runtime/engine_core.h"
 #include "runtime/engine_request.h"
@@ -12,8 +14,7 @@
 namespace lucid {
 
 bool EngineCore::NeedsHostLogits(const Request& r) {
-  return r.matcher != nullptr ||
-         (r.generated == 0 && (r.prompt_lp_top >= 0 || r.prompt_logits.raw() != nullptr));
+  return r.generated == 0 && (r.prompt_lp_top >= 0 || r.prompt_logits.raw() != nullptr);
 }
 
 StatusOr<std::vector<int32_t>> EngineCore::NonFiniteLogitRows(Backend& dev, const Tensor& logits) {
@@ -56,6 +57,21 @@ void EngineCore::SampleOnDevice(Backend& dev, const Tensor& logits,
   if (S != logits.size(0)) {  // rows of failed chunks are not sampled
     picked = Tensor::Empty(DType::kF32, {S, V}, ws);
     ops.GatherRows(logits, picked_rows, picked);
+  }
+  // Constrained requests: their grammars' bitmasks, applied where the logits are (rows of the
+  // others allow every token).
+  const int64_t W = (V + 31) / 32;
+  std::vector<int32_t> words;
+  std::vector<BitmaskJob> jobs;
+  for (int64_t s = 0; s < S; ++s) {
+    const Request& r = *requests_.at(picks[s].first);
+    if (r.matcher == nullptr) continue;
+    if (words.empty()) words.assign(static_cast<size_t>(S * W), -1);
+    jobs.push_back({r.matcher.get(), {words.data() + s * W, static_cast<size_t>(W)}, V});
+  }
+  if (!jobs.empty()) {
+    FillBitmasksInParallel(jobs);
+    ops.ApplyTokenBitmask(picked, dev.StepCopy(words).Reshape({S, W}));
   }
   Tensor scratch = Tensor::Empty(DType::kF32, {S, V}, ws);
   Tensor tokens = Tensor::Empty(DType::kI32, {S}, ws);

@@ -239,10 +239,11 @@ class AllowedTokens final : public TokenConstraint {
   std::vector<int32_t> allowed_;
 };
 
-// One batch of plain sampled requests and requests that need their logits on the host (a grammar
-// mask on every step; prompt logprobs and prompt logits until the first token): only the latter's
-// rows are copied to the host, every other token is sampled where the logits are, and every
-// request gets the CPU backend's tokens, logprobs, prompt logprobs and prompt logits exactly.
+// One batch of plain sampled requests, constrained ones (a grammar's bitmask uploaded and applied
+// where the logits are) and ones that need their logits on the host (prompt logprobs and prompt
+// logits until the first token): only the latter's rows are copied to the host, every other token
+// is sampled where the logits are, and every request gets the CPU backend's (host-masked,
+// host-sampled) tokens, logprobs, prompt logprobs and prompt logits exactly.
 TEST_P(EngineDevice, AMixedBatchCopiesOnlyTheRowsOfRequestsThatNeedThemOnTheHost) {
   CountedDeviceRun run(GetParam());
   const auto prompts = RandomPrompts(6, 5, 40, 47);
@@ -276,9 +277,7 @@ TEST_P(EngineDevice, AMixedBatchCopiesOnlyTheRowsOfRequestsThatNeedThemOnTheHost
           << "request " << i << " value " << j;
     const int64_t n = static_cast<int64_t>(g.tokens.size());
     tokens += n;
-    if (i == 1 || i == 4) {  // every token masked on the host
-      host_sampled += n;
-      host_rows += n;
+    if (i == 1 || i == 4) {  // every token masked where the logits are
       for (int32_t t : g.tokens)
         EXPECT_NE(std::find(allowed->allowed().begin(), allowed->allowed().end(), t),
                   allowed->allowed().end());

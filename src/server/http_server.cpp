@@ -267,8 +267,12 @@ void HttpServer::InstallRoutes() {
         LogError("request handler failed: " + what);
         ReplyError(res, InternalError("Internal error: " + what));
       });
-  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+  // Counted before the response is written (httplib's post-routing handler, status final), so a
+  // client that has read a response is already counted; the logger runs after the write.
+  s.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     metrics_.CountRequest(RouteLabel(req.path), res.status);
+  });
+  s.set_logger([](const httplib::Request& req, const httplib::Response& res) {
     LogDebug(req.method + " " + req.path + " " + std::to_string(res.status));
   });
 

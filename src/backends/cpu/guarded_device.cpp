@@ -247,6 +247,11 @@ class GuardedDeviceBackend::GuardedOps final : public Ops {
     Access a(mem_);
     inner_.SampleRows(logits, rows, edits, scratch, tokens, logprobs, top_ids);
   }
+  void ApplyTokenBitmask(Tensor& logits, const Tensor& bitmask) const override {
+    Dev("ApplyTokenBitmask", {{"logits", &logits}, {"bitmask", &bitmask}});
+    Access a(mem_);
+    inner_.ApplyTokenBitmask(logits, bitmask);
+  }
   void CopyFromHost(const void* src, void* dst, size_t bytes) const override {
     if (bytes == 0) return;
     if (!mem_.Contains(dst, bytes)) Breach("CopyFromHost: dst is not device memory");

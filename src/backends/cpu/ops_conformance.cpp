@@ -443,7 +443,8 @@ const std::vector<std::string>& OpNames() {
                                                  "WriteKvRows",
                                                  "TopKRows",
                                                  "NonFiniteRows",
-                                                 "SampleRows"};
+                                                 "SampleRows",
+                                                 "ApplyTokenBitmask"};
   return names;
 }
 

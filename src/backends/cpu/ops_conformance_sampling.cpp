@@ -2,10 +2,12 @@
 // without edits, temperature alone, top_k, top_p, min_p, all three, the penalties' edits with the
 // clamp, an overflowing bias), over logits with many exact ties (which the selections must rank
 // by id) and over continuous ones, with and without top alternatives. The tokens and top ids must
-// equal the reference's; the logprobs must lie within 1e-5 of them.
+// equal the reference's; the logprobs must lie within 1e-5 of them. ApplyTokenBitmask's cases
+// are beside them.
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/ops_conformance_internal.h"
@@ -99,8 +101,40 @@ void SampleRowsCases(Suite& s) {
       }
 }
 
+// Rows with every token allowed, none, random words, one token, and all but the last word's
+// bits past V, over V that fills its last word and V that does not; logits random with a NaN or
+// an infinity planted (a masked one becomes -inf, an allowed one stays). Exact.
+void ApplyTokenBitmaskCases(Suite& s) {
+  if (!s.Wants("ApplyTokenBitmask")) return;
+  constexpr int64_t R = 5;
+  for (int64_t V : {7, 64, 1000, 50001})
+    for (Plant p : kPlants) {
+      const int64_t W = (V + 31) / 32;
+      Tensor x = RandomTensor({R, V}, static_cast<uint32_t>(V), -8.0f, 8.0f);
+      for (int64_t row : {1, 2, 3}) PlantAt(x, p, row, V / 2);  // masked, either, allowed
+      Tensor mask = Tensor::Zeros(DType::kI32, {R, W});
+      int32_t* m = mask.data<int32_t>();
+      std::mt19937 rng(static_cast<uint32_t>(V));
+      for (int64_t w = 0; w < W; ++w) {
+        m[w] = -1;                                   // row 0: every token
+        m[2 * W + w] = static_cast<int32_t>(rng());  // row 2: random
+        m[4 * W + w] = w + 1 < W ? -1 : 0x55555555;  // row 4: every other in the last word
+      }
+      m[3 * W + (V / 2) / 32] =
+          static_cast<int32_t>(1u << ((V / 2) % 32));  // row 3: one; row 1: none
+      Tensor y = x.Clone(), r = x.Clone();
+      s.cand().ApplyTokenBitmask(y, mask);
+      s.ref().ApplyTokenBitmask(r, mask);
+      s.Add("ApplyTokenBitmask", "-", "R=5 V=" + std::to_string(V), p, y.data<float>(),
+            r.data<float>(), y.numel(), 0.0);
+    }
+}
+
 }  // namespace
 
-void SamplingCases(Suite& s) { SampleRowsCases(s); }
+void SamplingCases(Suite& s) {
+  SampleRowsCases(s);
+  ApplyTokenBitmaskCases(s);
+}
 
 }  // namespace lucid::conformance

@@ -64,7 +64,7 @@ TEST(CudaBackendTest, CreateWithoutADeviceFailsWithTheReason) {
 }
 
 TEST(CudaOpsTest, EveryOpOfTheInterfaceHasAKernel) {
-  EXPECT_EQ(OpNames().size(), 24u);  // ops/ops.h's Ops has 24 ops
+  EXPECT_EQ(OpNames().size(), 25u);  // ops/ops.h's Ops has 25 ops
   for (const std::string& op : OpNames()) EXPECT_TRUE(CudaImplements(op)) << op;
   EXPECT_FALSE(CudaImplements("linear"));
   EXPECT_FALSE(CudaImplements("FusedMoe"));

@@ -157,6 +157,12 @@ void HostBridgeOps::SampleRows(const Tensor& logits, std::span<const RowSampling
   if (top_ids.numel() > 0) Down(di, top_ids);
 }
 
+void HostBridgeOps::ApplyTokenBitmask(Tensor& logits, const Tensor& bitmask) const {
+  Tensor d = Up(logits);
+  b_.ops().ApplyTokenBitmask(d, Up(bitmask));
+  Down(d, logits);
+}
+
 void HostBridgeOps::Rope(Tensor& x, int64_t heads, int64_t head_stride, int64_t offset,
                          const RopeTable& table, std::span<const int64_t> positions,
                          RopeStyle style) const {

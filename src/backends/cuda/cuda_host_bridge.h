@@ -35,6 +35,7 @@ class HostBridgeOps final : public Ops {
   void SampleRows(const Tensor& logits, std::span<const RowSampling> rows,
                   std::span<const LogitEdit> edits, Tensor& scratch, Tensor& tokens,
                   Tensor& logprobs, Tensor& top_ids) const override;
+  void ApplyTokenBitmask(Tensor& logits, const Tensor& bitmask) const override;
 
   void Rope(Tensor& x, int64_t heads, int64_t head_stride, int64_t offset, const RopeTable& table,
             std::span<const int64_t> positions, RopeStyle style) const override;

@@ -497,6 +497,12 @@ class CudaOps final : public Ops {
         logprobs.data<float>(), top_ids.numel() > 0 ? top_ids.data<int32_t>() : nullptr,
         top_ids.size(1), stream_);
   }
+  void ApplyTokenBitmask(Tensor& logits, const Tensor& bitmask) const override {
+    CheckDevices(*this, "ApplyTokenBitmask", {&logits, &bitmask});
+    CheckTokenBitmask(logits, bitmask);
+    LaunchApplyTokenBitmask(logits.data<float>(), bitmask.data<const int32_t>(), logits.size(0),
+                            logits.size(1), stream_);
+  }
   void CopyFromHost(const void* src, void* dst, size_t bytes) const override {
     if (bytes == 0) return;
     // From pageable host memory the copy is staged before the call returns: src may be reused.

@@ -274,7 +274,23 @@ __global__ void SampleRowsKernel(const float* logits, int64_t V, const RowSampli
   }
 }
 
+__global__ void ApplyTokenBitmaskKernel(float* logits, const int32_t* bitmask, int64_t R,
+                                        int64_t V) {
+  const int64_t W = (V + 31) / 32;
+  LUCID_GRID_LOOP(i, R * V) {
+    const int64_t r = i / V, j = i % V;
+    if (((static_cast<uint32_t>(bitmask[r * W + j / 32]) >> (j % 32)) & 1u) == 0)
+      logits[i] = -INFINITY;
+  }
+}
+
 }  // namespace
+
+void LaunchApplyTokenBitmask(float* logits, const int32_t* bitmask, int64_t R, int64_t V,
+                             cudaStream_t stream) {
+  if (R > 0 && V > 0)
+    ApplyTokenBitmaskKernel<<<Blocks(R * V), kThreads, 0, stream>>>(logits, bitmask, R, V);
+}
 
 void LaunchSampleRows(const float* logits, int64_t R, int64_t V, const RowSampling* rows,
                       const LogitEdit* edits, float* scratch, int32_t* tokens, float* logprobs,

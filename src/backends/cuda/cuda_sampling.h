@@ -6,6 +6,7 @@
 // larger-first prefix whose mass reaches top_p of the kept mass, and the draw walks the kept mass
 // in id order. No sort of the row. About 80 passes over V per sampled row: a reference kernel,
 // exact in its selections, not a tuned one.
+// ApplyTokenBitmask's kernel (a grammar's allowed tokens) is beside it.
 // All pointers are device memory; asynchronous on `stream`.
 #pragma once
 
@@ -22,5 +23,9 @@ namespace lucid::cuda {
 void LaunchSampleRows(const float* logits, int64_t R, int64_t V, const RowSampling* rows,
                       const LogitEdit* edits, float* scratch, int32_t* tokens, float* logprobs,
                       int32_t* top_ids, int64_t K, cudaStream_t stream);
+
+// Ops::ApplyTokenBitmask: logits [R, V] in place, bitmask [R, ceil(V / 32)] (one thread per entry).
+void LaunchApplyTokenBitmask(float* logits, const int32_t* bitmask, int64_t R, int64_t V,
+                             cudaStream_t stream);
 
 }  // namespace lucid::cuda
