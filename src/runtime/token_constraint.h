@@ -9,8 +9,8 @@
 // matcher, the requests spread over the kernels' threads. Where the logits are on a device it asks
 // for the bitmasks instead (FillBitmasksInParallel) and masks there.
 // Thread-safety: TokenConstraint is thread-safe (const); a TokenMatcher belongs to one thread at a
-// time (the engine thread, or one worker of MaskLogitsInParallel); distinct matchers of one
-// constraint may be used concurrently.
+// time (the engine thread, or one worker of MaskLogitsInParallel or FillBitmasksInParallel);
+// distinct matchers of one constraint may be used concurrently.
 #pragma once
 
 #include <cstdint>
