@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The device check, for a machine with one NVIDIA GPU: builds (or reuses) a CUDA build, then runs
 # the CUDA backend's device tests (with the three tiny fixtures end to end on the GPU against the
-# CPU: cuda-reference against the reference, cuda-bf16act against fast-bf16act), the NCCL communicator's, `lucid generate` and `lucid serve` (openai client) on
+# CPU: cuda-reference against the reference, cuda-bf16act against fast-bf16act; cuda-fp8act's
+# conformance and cuBLASLt FP8 GEMM), the NCCL communicator's, `lucid generate` and `lucid serve`
+# (openai client) on
 # the GPU after `lucid backends --self-test` (whose record they are gated on), and the GPU
 # benchmark on the 16 GB synth preset, and writes what they printed,
 # with the device line and the times, into the folder it is given. Bounded: each step has a
@@ -45,7 +47,7 @@ log "device tests: $tests"
 timeout 180 "$tests" >"$out/cuda_tests.txt" 2>&1 || rc=1
 # The tiny fixtures end to end on the GPU (CudaModel.*, CudaBf16ActModel.*): one line each, max
 # error and margins.
-grep -E "^\[ cuda(-bf16act)? \]|FAILED|SKIPPED" "$out/cuda_tests.txt" | tee -a "$out/summary.txt" >/dev/null
+grep -E "^\[ cuda(-bf16act)? \]|FAILED|SKIPPED|Fp8LtGemm" "$out/cuda_tests.txt" | tee -a "$out/summary.txt" >/dev/null
 tail -3 "$out/cuda_tests.txt" | tee -a "$out/summary.txt"
 nccl=$build/lucid_dist_nccl_tests
 [ -x "$nccl" ] || nccl=$(find "$build" -name lucid_dist_nccl_tests -type f -perm -u+x | head -1)
@@ -84,6 +86,15 @@ for m in tiny_deepseek_v3 tiny_deepseek_v32 tiny_glm_moe_dsa; do
     log "generate $m $1: cuda [$gpu] cpu $2 [$cpu]: $same"
   done
 done
+# cuda-fp8act (FP8 activations, cuBLASLt's block-scaled FP8 GEMM) on the FP8 block fixture, beside
+# the CPU's fast-bf16act: e4m3 activations are coarser than bf16, so a differing token is expected
+# where the margin is small; the conformance rows and Fp8LtGemm* in cuda_tests.txt are the check.
+gen=("$build/lucid" generate --model-path tests/fixtures/quant/tiny_deepseek_v32_fp8
+     --prompt-ids 3,14,15,92,65,35 --max-new-tokens 12 --cpu-wait-policy environment)
+gpu=$(timeout 60 "${gen[@]}" --device cuda --dtype bfloat16 --fp8-gemm-backend cuda-fp8act \
+      --moe-runner-backend cuda-fp8act "${gate[@]}" 2>>"$out/generate.txt") || rc=1
+cpu=$(timeout 60 "${gen[@]}" --device cpu --cpu-kernels fast-bf16act 2>>"$out/generate.txt") || rc=1
+log "generate tiny_deepseek_v32_fp8 cuda-fp8act: cuda [$gpu] cpu fast-bf16act [$cpu]"
 # lucid serve --device cuda on the tiny fixtures with the openai client (tests/e2e/test_serve_cuda.py).
 # What the plan is on this machine's GPU (--target local), for the memory lines of serve's log.
 timeout 60 "$build/lucid" explain --model-path tests/fixtures/models/tiny_glm_moe_dsa \

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "config/cpu_kernels.h"
+#include "config/cuda_plan_set.h"
 #include "config/kernel_selection.h"
 
 #ifdef LUCID_HAVE_CUDA
@@ -26,17 +27,12 @@ StatusOr<const cuda::CudaOpsSet*> PlanCudaOpsSet(const config::ResolvedConfig& r
     std::string text;
     for (const std::string& g : gaps) text += (text.empty() ? "" : "; ") + g;
     return FailedPrecondition(
-        "--device cuda runs lucid's CUDA kernels (cuda-bf16act in bfloat16, cuda-reference in "
-        "float32; no CUDA graphs), but the plan needs what they lack: " +
+        "--device cuda runs lucid's CUDA kernels (cuda-bf16act and cuda-fp8act in bfloat16, "
+        "cuda-reference "
+        "in float32; no CUDA graphs), but the plan needs what they lack: " +
         text + " (pass --dtype bfloat16 or float32, and --disable-cuda-graph)");
   }
-  std::string name;
-  for (const config::KernelChoice& k : rc.data().kernels) {
-    if (name.empty()) name = k.kernel;
-    if (k.kernel != name)
-      return FailedPrecondition("--device cuda: the plan's kernels are of two CUDA sets (" + name +
-                                ", " + k.kernel + "); one set runs a model (pass --dtype)");
-  }
+  LUCID_ASSIGN_OR_RETURN(const std::string name, config::CudaOpsSetOfPlan(rc.data().kernels));
   const cuda::CudaOpsSet* set = cuda::FindCudaOpsSet(name);
   if (set == nullptr)
     return FailedPrecondition("--device cuda: the plan's kernel " +

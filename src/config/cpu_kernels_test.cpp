@@ -271,9 +271,9 @@ TEST(BackendRegistryTest, ForcingEachRegisteredSetRunsIt) {
   EXPECT_FALSE(FindOpsSet("cuda", "fast"));
 }
 
-// The CPU rows are compiled in exactly when registered; lucid's CUDA kernels (cuda-bf16act and
-// cuda-reference) are compiled in exactly in a -DLUCID_CUDA=ON build and are not in the backend
-// registry (the CUDA op sets are backends/cuda/cuda_ops.h's).
+// The CPU rows are compiled in exactly when registered; lucid's CUDA kernels (cuda-bf16act,
+// cuda-reference and cuda-fp8act) are compiled in exactly in a -DLUCID_CUDA=ON build and are not in
+// the backend registry (the CUDA op sets are backends/cuda/cuda_ops.h's).
 TEST(BackendRegistryTest, ExplainMarksExactlyTheRegisteredKernelsCompiledIn) {
   int cpu_rows = 0, cuda_rows = 0, compiled = 0;
   for (const KernelDecl& d : KernelCatalog()) {
@@ -282,7 +282,10 @@ TEST(BackendRegistryTest, ExplainMarksExactlyTheRegisteredKernelsCompiledIn) {
       EXPECT_EQ(d.compiled_in, reg) << d.name << " " << FamilyName(d.family);
     } else {
       EXPECT_EQ(d.device, Device::kCuda);
-      EXPECT_TRUE(d.name == "cuda-reference" || d.name == "cuda-bf16act") << d.name;
+      EXPECT_TRUE(d.name == "cuda-reference" || d.name == "cuda-bf16act" ||
+                  (d.name == "cuda-fp8act" &&
+                   (d.family == KernelFamily::kMatmul || d.family == KernelFamily::kMoe)))
+          << d.name;
       EXPECT_FALSE(reg) << FamilyName(d.family);
       EXPECT_EQ(d.compiled_in, BuildHasCuda()) << FamilyName(d.family);
     }
@@ -292,7 +295,8 @@ TEST(BackendRegistryTest, ExplainMarksExactlyTheRegisteredKernelsCompiledIn) {
   }
   EXPECT_EQ(compiled, cpu_rows + (BuildHasCuda() ? cuda_rows : 0));
   EXPECT_GT(cpu_rows, 0);
-  EXPECT_EQ(cuda_rows, 2 * cpu_rows);  // a cuda-bf16act and a cuda-reference row per family
+  // a cuda-bf16act and a cuda-reference row per family, a cuda-fp8act row for matmul and moe
+  EXPECT_EQ(cuda_rows, 2 * cpu_rows + 2);
   for (const KernelDecl& d : ForeignKernels()) EXPECT_FALSE(d.compiled_in) << d.name;
   // explain --json: every chosen kernel and every candidate, on the CPU and on a described GPU.
   const std::map<std::string, std::string> gpus = {
@@ -306,7 +310,8 @@ TEST(BackendRegistryTest, ExplainMarksExactlyTheRegisteredKernelsCompiledIn) {
     auto compiled_in = [&](const std::string& fam, const std::string& name) {
       return device == "cpu"
                  ? Registered(device, fam, name)
-                 : (name == "cuda-reference" || name == "cuda-bf16act") && BuildHasCuda();
+                 : (name == "cuda-reference" || name == "cuda-bf16act" || name == "cuda-fp8act") &&
+                       BuildHasCuda();
     };
     ASSERT_FALSE(j["kernels"].empty());
     for (const auto& k : j["kernels"]) {

@@ -220,8 +220,8 @@ TEST(ExplainCommandTest, SglangKernelNamesExitTwoNamingLucidsKernel) {
        "cuda-bf16act, cuda-reference (on cuda)"},
       {{"--fp8-gemm-backend", "deep_gemm"},
        "--fp8-gemm-backend deep_gemm: not implemented by lucid (an SGLang kernel: DeepGEMM fp8 "
-       "1x128/128x128); lucid's matmul kernels are cpu (on cpu) and cuda-bf16act, cuda-reference "
-       "(on cuda)"},
+       "1x128/128x128); lucid's matmul kernels are cpu (on cpu) and cuda-bf16act, cuda-reference, "
+       "cuda-fp8act (on cuda)"},
       {{"--fp4-gemm-backend", "flashinfer_cutlass"},
        "--fp4-gemm-backend flashinfer_cutlass: not implemented by lucid (an SGLang kernel"},
   };
@@ -308,7 +308,9 @@ TEST(BackendsCommandTest, ListsEveryBackendAndSelfTestPasses) {
       EXPECT_FALSE(b["compiled_in"].get<bool>());
     } else if (b["device"] == "cuda") {
       ++cuda_rows;
-      EXPECT_TRUE(b["name"] == "cuda-reference" || b["name"] == "cuda-bf16act") << b.dump();
+      EXPECT_TRUE(b["name"] == "cuda-reference" || b["name"] == "cuda-bf16act" ||
+                  b["name"] == "cuda-fp8act")
+          << b.dump();
       EXPECT_EQ(b["compiled_in"].get<bool>(), BuildHasCuda());
       EXPECT_NE(why.find(BuildHasCuda() ? "`lucid bench` run a model on it"
                                         : "not compiled in (this build has no CUDA backend"),
@@ -317,7 +319,8 @@ TEST(BackendsCommandTest, ListsEveryBackendAndSelfTestPasses) {
     }
   }
   EXPECT_EQ(cpu_usable, 6);
-  EXPECT_EQ(cuda_rows, 12);  // cuda-bf16act and cuda-reference, one of each per family
+  // cuda-bf16act and cuda-reference, one of each per family; cuda-fp8act for matmul and moe.
+  EXPECT_EQ(cuda_rows, 14);
   EXPECT_GT(foreign, 20);
   int passed = 0;
   for (const auto& t : j["self_test"]) passed += t["passed"].get<bool>();

@@ -15,7 +15,8 @@ const char* ScaleReadName(ScaleRead r) {
 }
 
 ScaleRead KernelScaleRead(const KernelDecl& d, int sm) {
-  if (d.device == Device::kCpu || d.name == kCudaReference || d.name == kCudaBf16Act)
+  if (d.device == Device::kCpu || d.name == kCudaReference || d.name == kCudaBf16Act ||
+      d.name == kCudaFp8Act)
     return ScaleRead::kAsStored;
   if (d.requires_ue8m0_on_sm100 && sm >= 100) return ScaleRead::kUe8m0;
   return ScaleRead::kF32;

@@ -3,9 +3,11 @@
 //
 // A checkpoint stores its 128x128 block scales as f32 (DeepSeek-V3's weight_scale_inv; with
 // `scale_fmt: ue8m0` every value is a power of two, which the loader checks) or as ue8m0 bytes.
-// Readers: the CPU kernels, cuda-reference and cuda-bf16act dequantize either as stored; cuBLASLt's
-// BLK128x128_32F mode (sm_90), CUTLASS blockwise, Triton and DeepGEMM on sm_90 read f32; DeepGEMM
-// on sm_100+ reads ue8m0 (KernelDecl::requires_ue8m0_on_sm100). Conversions:
+// Readers: the CPU kernels, cuda-reference and cuda-bf16act dequantize either as stored, and
+// cuda-fp8act reads either as stored too (it lays the view's scales out as f32 for cuBLASLt per
+// call, ue8m0 exactly); cuBLASLt's BLK128x128_32F mode (sm_90), CUTLASS blockwise, Triton and
+// DeepGEMM on sm_90 read f32; DeepGEMM on sm_100+ reads ue8m0
+// (KernelDecl::requires_ue8m0_on_sm100). Conversions:
 // - ue8m0 -> f32: exact (2^(e-127); 255 is NaN).
 // - f32 -> ue8m0: exact when every scale is a power of two (scale_fmt ue8m0); otherwise it would
 //   round scales up and re-round the block's weights (lossy): refused. The catalog already

@@ -9,6 +9,11 @@
 // (Ops::SampleRows, the host sampler's arithmetic); compiled in exactly in a -DLUCID_CUDA=ON build.
 // The `cuda-bf16act` rows are the same kernels computing in bfloat16: the matmuls take bf16 inputs
 // (tensor cores where the weight is exact in bf16), the rest stays f32 as in cuda-reference.
+// The `cuda-fp8act` rows (matmul and moe, FP8 block weights, sm_90) are cuda-bf16act with the
+// FP8 block matmuls' activations quantized per (token, 128 columns) to e4m3 and multiplied by
+// cuBLASLt's block-scaled FP8 GEMM; chosen only by name (--fp8-gemm-backend and
+// --moe-runner-backend), last in the priority list; the other families of such a plan run
+// cuda-bf16act's kernels (one op set, backends/cuda/cuda_ops.h).
 // Foreign rows state published capabilities of the kernels SGLang and vLLM use for MLA/DSA models
 // (FlashMLA, FlashAttention-3, FlashInfer, TRT-LLM gen, CUTLASS, DeepGEMM, TileLang, Triton,
 // Marlin, aiter); docs/CONFIG.md gives the source of each claim. lucid implements none of them.
@@ -117,12 +122,27 @@ KernelDecl CudaBf16Act(KernelFamily f) {
   return d;
 }
 
+// cuda-bf16act's FP8 block matmuls with FP8 activations (backends/cuda/cuda_fp8_gemm.h).
+KernelDecl CudaFp8Act(KernelFamily f) {
+  KernelDecl d = CudaBf16Act(f);
+  d.name = kCudaFp8Act;
+  d.min_sm = 90;
+  d.max_sm = 90;
+  d.weight_formats = {WF::kFp8Block};
+  d.origin =
+      "lucid backends/cuda (cuda-fp8act: activations quantized per token and 128 columns to "
+      "e4m3, cuBLASLt's block-scaled FP8 GEMM (1x128 / 128x128 f32 scales, CUDA >= 12.9), the "
+      "same values in f32 where cuBLASLt has no algorithm; the rest is cuda-bf16act's)";
+  return d;
+}
+
 std::vector<KernelDecl> BuildCatalog() {
   std::vector<KernelDecl> c;
   for (KernelFamily f : kAllFamilies) {
     c.push_back(Cpu(f));
     c.push_back(CudaBf16Act(f));
     c.push_back(CudaReference(f));
+    if (f == KernelFamily::kMatmul || f == KernelFamily::kMoe) c.push_back(CudaFp8Act(f));
   }
   return c;
 }
@@ -439,12 +459,14 @@ std::vector<const KernelDecl*> FindForeignKernels(KernelFamily family, const std
 }
 
 const std::vector<std::string>& PriorityList(KernelFamily family, Device device) {
-  (void)family;  // the same lucid kernels in every family so far
   static const std::vector<std::string> kCpu = {"cpu"};
   static const std::vector<std::string> kCuda = {kCudaBf16Act, kCudaReference};
+  // cuda-fp8act last: never taken where cuda-bf16act serves, only when named.
+  static const std::vector<std::string> kCudaWeights = {kCudaBf16Act, kCudaReference, kCudaFp8Act};
   static const std::vector<std::string> kNone;  // ROCm: lucid has no kernel
   if (device == Device::kCpu) return kCpu;
-  if (device == Device::kCuda) return kCuda;
+  if (device == Device::kCuda)
+    return family == KernelFamily::kMatmul || family == KernelFamily::kMoe ? kCudaWeights : kCuda;
   return kNone;
 }
 

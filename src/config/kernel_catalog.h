@@ -87,6 +87,8 @@ struct KernelDecl {
 // lucid's CUDA kernel sets (backends/cuda/cuda_ops.h), as the flags and the plan spell them.
 inline constexpr const char* kCudaReference = "cuda-reference";
 inline constexpr const char* kCudaBf16Act = "cuda-bf16act";
+// cuda-bf16act with FP8 activations for the FP8 block matmuls (matmul and moe rows only).
+inline constexpr const char* kCudaFp8Act = "cuda-fp8act";
 
 // Whether this build contains backends/cuda (configured with -DLUCID_CUDA=ON).
 bool BuildHasCuda();

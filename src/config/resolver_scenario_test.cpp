@@ -79,8 +79,8 @@ TEST(ScenarioTest, SglangKernelNamesAreRefusedByNameWithLucidsKernel) {
        "(on cuda)"},
       {"fp8-gemm-backend", "deep_gemm",
        "--fp8-gemm-backend deep_gemm: not implemented by lucid (an SGLang kernel: DeepGEMM fp8 "
-       "1x128/128x128); lucid's matmul kernels are cpu (on cpu) and cuda-bf16act, cuda-reference "
-       "(on cuda)"},
+       "1x128/128x128); lucid's matmul kernels are cpu (on cpu) and cuda-bf16act, cuda-reference, "
+       "cuda-fp8act (on cuda)"},
       {"fp4-gemm-backend", "marlin",
        "--fp4-gemm-backend marlin: not implemented by lucid (a vLLM kernel: Marlin"},
       {"moe-runner-backend", "cutlass",
@@ -98,11 +98,15 @@ TEST(ScenarioTest, SglangKernelNamesAreRefusedByNameWithLucidsKernel) {
     EXPECT_EQ(m.rfind(c.says, 0), 0u) << m;
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
-  // Known but not plannable: no foreign name is an allowed value, lucid's are.
+  // Known but not plannable: no foreign name is an allowed value, lucid's are (cuda-fp8act only
+  // where FP8 block weights can be).
   for (const char* flag : {"attention-backend", "nsa-decode-backend", "fp8-gemm-backend",
                            "fp4-gemm-backend", "moe-runner-backend", "sampling-backend"}) {
     const std::vector<std::string>& allowed = FindOption(flag)->allowed;
-    EXPECT_EQ(allowed, (std::vector<std::string>{"cpu", "cuda-bf16act", "cuda-reference"})) << flag;
+    std::vector<std::string> want = {"cpu", "cuda-bf16act", "cuda-reference"};
+    if (std::string(flag) == "fp8-gemm-backend" || std::string(flag) == "moe-runner-backend")
+      want.push_back("cuda-fp8act");
+    EXPECT_EQ(allowed, want) << flag;
   }
   // A name nobody declares is still an unknown value.
   auto typo = ResolveFixture("GLM-5-NVFP4", With(kRtxPro8, {{"nsa-decode-backend", "flashmlaa"}}));
@@ -134,11 +138,18 @@ TEST(ScenarioTest, ACudaPlanIsNotRunnableHereWithItsReasons) {
   for (const KernelChoice& k : r->kernels()) {
     EXPECT_EQ(k.kernel, "cuda-bf16act") << FamilyName(k.family);
     EXPECT_EQ(k.compiled_in, BuildHasCuda());
-    // cuda-reference is passed over for computing in f32, not bf16.
-    ASSERT_EQ(k.candidates.size(), 2u);
+    // cuda-reference is passed over for computing in f32, not bf16; cuda-fp8act (matmul and moe
+    // only) is refused on sm_120.
+    const bool weights = k.family == KernelFamily::kMatmul || k.family == KernelFamily::kMoe;
+    ASSERT_EQ(k.candidates.size(), weights ? 3u : 2u);
     EXPECT_EQ(k.candidates[1].name, "cuda-reference");
     EXPECT_TRUE(k.candidates[1].supported);
     EXPECT_EQ(k.candidates[1].reason, "supported, lower in the priority list than cuda-bf16act");
+    if (weights) {
+      EXPECT_EQ(k.candidates[2].name, "cuda-fp8act");
+      EXPECT_FALSE(k.candidates[2].supported);
+      EXPECT_EQ(k.candidates[2].reason, "needs compute capability 9.0-9.0, target has 12.0");
+    }
   }
   const std::vector<std::string>& nr = r->not_runnable_here();
   auto has = [&](const std::string& line) {
@@ -178,7 +189,8 @@ TEST(ScenarioTest, ACudaPlanIsNotRunnableHereWithItsReasons) {
   ASSERT_TRUE(f32.ok()) << f32.status().ToString();
   for (const KernelChoice& k : f32->kernels()) {
     EXPECT_EQ(k.kernel, "cuda-reference") << FamilyName(k.family);
-    ASSERT_EQ(k.candidates.size(), 2u);
+    const bool weights = k.family == KernelFamily::kMatmul || k.family == KernelFamily::kMoe;
+    ASSERT_EQ(k.candidates.size(), weights ? 3u : 2u);  // cuda-fp8act, refused on sm_120
     // Both lack decode graphs; the prefill rows have no graph to lack.
     const std::string why = k.candidates[0].reason;
     EXPECT_EQ(why.rfind("supported, but it does not compute in f32 (only bf16)", 0), 0u) << why;

@@ -14,6 +14,7 @@
 
 #include "backends/cpu/ops_conformance_internal.h"
 #include "core/dtype.h"
+#include "ops/fp8_activations.h"
 
 namespace lucid {
 namespace conformance {
@@ -46,6 +47,18 @@ Tensor RoundedToBf16(const Tensor& x) {
   for (int64_t i = 0; i < r.numel(); ++i)
     r.data<float>()[i] = Bf16ToF32(F32ToBf16(r.data<float>()[i]));
   return r;
+}
+
+Tensor Suite::MatmulInput(const Tensor& x, const Weight& w) const {
+  if (precision_ == ConformancePrecision::kFp8Act && w.format == WeightFormat::kFp8Block)
+    return Fp8ActDequantized(x);
+  return rounds_activations() ? RoundedToBf16(x) : x;
+}
+
+double Suite::MatmulTolerance(const Weight& w, double base) const {
+  if (precision_ == ConformancePrecision::kFp8Act && w.format == WeightFormat::kFp8Block)
+    return std::max(base, 1e-3);
+  return base;
 }
 
 namespace {
@@ -176,12 +189,11 @@ void LinearManyOnThree(Suite& s, std::array<const Weight*, 3> ws, const std::str
         yp[i] = &ys[i];
       }
       s.cand().LinearMany(x, ws, yp);
-      const Tensor xr = s.MatmulInput(x);
       for (int i = 0; i < 3; ++i) {
         Tensor r = F32({T, ws[i]->rows});
-        s.ref().Linear(xr, *ws[i], r);
+        s.ref().Linear(s.MatmulInput(x, *ws[i]), *ws[i], r);
         s.Add("LinearMany", format, Shape3("T", T, "N", ws[i]->rows, "K", K), p,
-              ys[i].data<float>(), r.data<float>(), r.numel(), 2e-5);
+              ys[i].data<float>(), r.data<float>(), r.numel(), s.MatmulTolerance(*ws[i], 2e-5));
       }
     }
 }
@@ -211,11 +223,33 @@ void LinearTokensCases(Suite& s) {
         PlantAt(x, p, T - 1, K - 2);
         Tensor y = F32({T, N}), r = F32({T, N});
         s.cand().Linear(x, w, y);
-        s.ref().Linear(s.MatmulInput(x), w, r);
+        s.ref().Linear(s.MatmulInput(x, w), w, r);
         s.AddNamed("Linear", WeightKindName(kind), Shape3("T", T, "N", N, "K", K),
                    plant == 3 ? "nan-code" : PlantName(p), y.data<float>(), r.data<float>(),
-                   y.numel(), 2e-5);
+                   y.numel(), s.MatmulTolerance(w, 2e-5));
       }
+}
+
+// FP8 block weights at shapes an FP8 tensor-core GEMM takes (K and N multiples of 16, whole
+// 128-row blocks, a view starting at row 128): the cuda-fp8act set's cuBLASLt path; the shapes
+// above take its fallback.
+void LinearFp8GemmCases(Suite& s) {
+  struct Case {
+    int64_t N, K, skip;
+  };
+  for (int kind : {2, 3})
+    for (Case c : {Case{256, 512, 0}, Case{144, 384, 128}})
+      for (int64_t T : {1, 7, 129})
+        for (Plant p : kPlants) {
+          const Weight w = RandomWeight(kind, c.skip + c.N, c.K, 60 + kind).RowRange(c.skip, c.N);
+          Tensor x = RandomTensor({T, c.K}, 30 + static_cast<uint32_t>(T));
+          PlantAt(x, p, T - 1, c.K / 2 + 1);
+          Tensor y = F32({T, c.N}), r = F32({T, c.N});
+          s.cand().Linear(x, w, y);
+          s.ref().Linear(s.MatmulInput(x, w), w, r);
+          s.Add("Linear", WeightKindName(kind), Shape3("T", T, "N", c.N, "K", c.K), p,
+                y.data<float>(), r.data<float>(), y.numel(), s.MatmulTolerance(w, 2e-5));
+        }
 }
 
 void LinearCases(Suite& s) {
@@ -234,11 +268,12 @@ void LinearCases(Suite& s) {
         PlantAt(x, p, c.T / 2, c.K / 3);
         Tensor y = F32({c.T, c.N}), r = F32({c.T, c.N});
         s.cand().Linear(x, w, y);
-        s.ref().Linear(s.MatmulInput(x), w, r);
+        s.ref().Linear(s.MatmulInput(x, w), w, r);
         s.Add("Linear", WeightKindName(kind), Shape3("T", c.T, "N", c.N, "K", c.K), p,
-              y.data<float>(), r.data<float>(), y.numel(), 2e-5);
+              y.data<float>(), r.data<float>(), y.numel(), s.MatmulTolerance(w, 2e-5));
       }
   LinearTokensCases(s);
+  LinearFp8GemmCases(s);
 }
 
 void LinearManyCases(Suite& s) {
@@ -383,7 +418,7 @@ void MlaProjectionCases(Suite& s) {
         PlantAt(lat, p, T - 1, 2 * R + 9);
         Tensor o = F32({T, H * v}), ro = F32({T, H * v});
         s.cand().MlaProjectOutput(lat, H, nope, v, kv_b, o);
-        s.ref().MlaProjectOutput(s.MatmulInput(lat), H, nope, v, kv_b, ro);
+        s.ref().MlaProjectOutput(s.Bf16Input(lat), H, nope, v, kv_b, ro);
         s.Add("MlaProjectOutput", WeightKindName(kind), Shape3("T", T, "H", H, "R", R), p,
               o.data<float>(), ro.data<float>(), o.numel(), 2e-5);
       }

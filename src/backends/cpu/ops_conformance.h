@@ -11,13 +11,14 @@
 //   candidate's precision (index outputs, TopK and MoeRoute's choice, must be equal).
 // Tolerances (relative, as above): Linear, LinearMany, MlaAbsorbQuery, MlaProjectOutput and
 // MoeExperts 2e-5 (kBf16Act: the same against the rounded reference, MoeExperts 2e-4, see
-// there); LinearTransposed, MlaAttention, GqaAttention, IndexerScores 1e-5; RmsNorm, LayerNorm,
-// Rope, SwiGlu, MoeRoute's weights 1e-6; Embedding 0; TopK and MoeRoute's experts equal;
-// WriteKvRows (the stored bytes, every KV dtype), TopKRows and NonFiniteRows equal; SampleRows'
-// tokens and top ids equal, its logprobs 1e-5.
-// The unit test (ops_conformance_test.cpp) runs it for every CPU kernel set at every instruction
-// set level the machine has; `lucid backends --self-test` runs the same cases on the machine it
-// is started on. Deterministic in its fixed seeds; single call, uses ParallelFor inside the ops.
+// there; kFp8Act: FP8 block weights 1e-3 against the quantized reference, MoeExperts 1e-2);
+// LinearTransposed, MlaAttention, GqaAttention, IndexerScores 1e-5; RmsNorm, LayerNorm, Rope,
+// SwiGlu, MoeRoute's weights 1e-6; Embedding 0; TopK and MoeRoute's experts equal; WriteKvRows (the
+// stored bytes, every KV dtype), TopKRows and NonFiniteRows equal; SampleRows' tokens and top ids
+// equal, its logprobs 1e-5. The unit test (ops_conformance_test.cpp) runs it for every CPU kernel
+// set at every instruction set level the machine has; `lucid backends --self-test` runs the same
+// cases on the machine it is started on. Deterministic in its fixed seeds; single call, uses
+// ParallelFor inside the ops.
 #pragma once
 
 #include <string>
@@ -37,7 +38,11 @@ const std::vector<std::string>& OpNames();
 //   kBf16Act       the matmuls (Linear, LinearMany, MoeExperts, MlaProjectOutput) multiply
 //                  activations rounded to bf16 (CpuFastOps with FastActivations::kBf16): the
 //                  reference is given the rounded activations there.
-enum class ConformancePrecision { kF32, kBf16Act };
+//   kFp8Act        kBf16Act, except that the matmuls with FP8 block weights (Linear,
+//                  LinearMany, MoeExperts) multiply activations quantized per (row, 128 columns)
+//                  to e4m3 (ops/fp8_activations.h: CUDA set cuda-fp8act): the reference is given
+//                  the quantized values there, within 1e-3 (MoeExperts 1e-2, see there).
+enum class ConformancePrecision { kF32, kBf16Act, kFp8Act };
 
 struct ConformanceCase {
   std::string op;      // "Linear"

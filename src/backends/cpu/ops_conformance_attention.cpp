@@ -235,24 +235,24 @@ void MoeRouteCases(Suite& s) {
     }
 }
 
-// The reference MoeExperts under kBf16Act: both matmul inputs rounded (x for gate and up, the
-// SwiGLU output for down), one token and expert at a time from the reference's Linear and SwiGlu.
+// The reference MoeExperts where the candidate's matmuls take other activations (kBf16Act,
+// kFp8Act): each matmul's input as Suite::MatmulInput gives it (x for gate and up, the SwiGLU
+// output for down), one token and expert at a time from the reference's Linear and SwiGlu.
 void RoundedMoeReference(const Suite& s, const Tensor& x, std::span<const ExpertWeights> ex,
                          const std::vector<int32_t>& idx, const std::vector<float>& wt, int64_t k,
                          Tensor& out) {
   const int64_t T = x.size(0), D = x.size(1);
-  const Tensor xr = RoundedToBf16(x);
   for (int64_t t = 0; t < T; ++t) {
     Tensor xt = F32({1, D});
-    std::copy(xr.data<float>() + t * D, xr.data<float>() + (t + 1) * D, xt.data<float>());
+    std::copy(x.data<float>() + t * D, x.data<float>() + (t + 1) * D, xt.data<float>());
     for (int64_t j = 0; j < k; ++j) {
       const ExpertWeights& e = ex[idx[t * k + j]];
       Tensor g = F32({1, e.gate.rows}), u = F32({1, e.gate.rows}), h = F32({1, e.gate.rows});
       Tensor o = F32({1, D});
-      s.ref().Linear(xt, e.gate, g);
-      s.ref().Linear(xt, e.up, u);
+      s.ref().Linear(s.MatmulInput(xt, e.gate), e.gate, g);
+      s.ref().Linear(s.MatmulInput(xt, e.up), e.up, u);
       s.ref().SwiGlu(g, u, h);
-      s.ref().Linear(RoundedToBf16(h), e.down, o);
+      s.ref().Linear(s.MatmulInput(h, e.down), e.down, o);
       for (int64_t d = 0; d < D; ++d)
         out.data<float>()[t * D + d] += wt[t * k + j] * o.data<float>()[d];
     }
@@ -283,16 +283,21 @@ void MoeExpertsCases(Suite& s) {
         PlantAt(x, p, T / 2, 11);
         Tensor out = RandomTensor({T, D}, 18), ref = out.Clone();  // accumulated into
         s.cand().MoeExperts(x, ex, Rows(idx, k), Rows(wt, k), out);
-        if (s.bf16act()) {
+        if (s.rounds_activations()) {
           RoundedMoeReference(s, x, ex, idx, wt, k, ref);
         } else {
           s.ref().MoeExperts(x, ex, Rows(idx, k), Rows(wt, k), ref);
         }
         // kBf16Act rounds the SwiGLU output, which the candidate computes with its own exp: a
         // value a few ulps from a bf16 rounding boundary may round the other way (one bf16 ulp,
-        // 2^-8 of that value, in one product of the down projection).
+        // 2^-8 of that value, in one product of the down projection). kFp8Act quantizes it to
+        // e4m3 for FP8 experts: the same, with one e4m3 ulp (2^-3) of that value.
+        const bool fp8 = s.MatmulTolerance(ex[0].down, 0.0) > 0.0;
         s.Add("MoeExperts", WeightKindName(kind), Shape3("T", T, "D", D, "I", I), p,
-              out.data<float>(), ref.data<float>(), out.numel(), s.bf16act() ? 2e-4 : 2e-5);
+              out.data<float>(), ref.data<float>(), out.numel(),
+              fp8                      ? 1e-2
+              : s.rounds_activations() ? 2e-4
+                                       : 2e-5);
       }
   }
 }

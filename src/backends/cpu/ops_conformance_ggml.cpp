@@ -87,7 +87,7 @@ void GgmlLinear(Suite& s) {
         PlantAt(x, p, c.T / 2, K / 3);
         Tensor y = F32({c.T, c.N}), r = F32({c.T, c.N});
         s.cand().Linear(x, w, y);
-        s.ref().Linear(s.MatmulInput(x), w, r);
+        s.ref().Linear(s.MatmulInput(x, w), w, r);
         const std::string fmt = std::string("gguf:") + Name(type);
         const std::string shape = Shape3("T", c.T, "N", c.N, "K", K);
         if (input == 3) {

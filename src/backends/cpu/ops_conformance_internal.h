@@ -54,9 +54,20 @@ class Suite {
   }
   const Ops& cand() const { return cand_; }
   const CpuOps& ref() const { return ref_; }
-  bool bf16act() const { return precision_ == ConformancePrecision::kBf16Act; }
-  // The matmul activations the reference is given: x, or x rounded to bf16 under kBf16Act.
-  Tensor MatmulInput(const Tensor& x) const { return bf16act() ? RoundedToBf16(x) : x; }
+  // Whether the candidate's matmuls take other activations than x (kBf16Act, kFp8Act).
+  bool rounds_activations() const { return precision_ != ConformancePrecision::kF32; }
+  // The activations the reference multiplies with `w`: x; x rounded to bf16 (kBf16Act, and
+  // kFp8Act for weights that are not FP8 block); x quantized per (row, 128 columns) to e4m3
+  // (kFp8Act with an FP8 block weight: ops/fp8_activations.h).
+  Tensor MatmulInput(const Tensor& x, const Weight& w) const;
+  // The activations of MlaProjectOutput's per-head products: x, or x rounded to bf16 (kBf16Act
+  // and kFp8Act: the absorbed products run in bf16 in both).
+  Tensor Bf16Input(const Tensor& x) const { return rounds_activations() ? RoundedToBf16(x) : x; }
+  // The tolerance of a matmul with `w` whose exact-arithmetic tolerance is `base`: under
+  // kFp8Act with an FP8 block weight, 1e-3 (Hopper's FP8 tensor cores accumulate each 128-column
+  // block's products with fewer bits than f32: about 14, DeepSeek-V3's report measured; the
+  // blocks' sums are then scaled and added in f32), at least `base`.
+  double MatmulTolerance(const Weight& w, double base) const;
 
   // Compares n floats (see ops_conformance.h for the rule) and records the case.
   void Add(const std::string& op, const std::string& format, const std::string& shape, Plant plant,

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/ops_conformance.h"
@@ -73,15 +74,19 @@ TEST(CudaOpsTest, EveryOpOfTheInterfaceHasAKernel) {
 // The CUDA op sets as the catalog (config/kernel_catalog.h) and the self-test name them, each
 // with the conformance precision its kernels are held to.
 TEST(CudaOpsTest, TheOpSetsAreTheCatalogsCudaKernels) {
-  ASSERT_EQ(CudaOpsSets().size(), 2u);
+  ASSERT_EQ(CudaOpsSets().size(), 3u);
   const CudaOpsSet* ref = FindCudaOpsSet("cuda-reference");
   const CudaOpsSet* act = FindCudaOpsSet("cuda-bf16act");
+  const CudaOpsSet* fp8 = FindCudaOpsSet("cuda-fp8act");
   ASSERT_NE(ref, nullptr);
   ASSERT_NE(act, nullptr);
+  ASSERT_NE(fp8, nullptr);
   EXPECT_EQ(ref->precision, ConformancePrecision::kF32);
   EXPECT_EQ(act->precision, ConformancePrecision::kBf16Act);
+  EXPECT_EQ(fp8->precision, ConformancePrecision::kFp8Act);
   EXPECT_STREQ(ref->backend, "reference");
   EXPECT_STREQ(act->backend, "bf16act");
+  EXPECT_STREQ(fp8->backend, "fp8act");
   EXPECT_EQ(FindCudaOpsSet("cpu"), nullptr);
   EXPECT_EQ(FindCudaOpsSet("cuda"), nullptr);
 }
@@ -143,16 +148,20 @@ TEST(CudaBackendDeviceTest, EveryOpPassesTheConformanceSuite) {
 }
 
 // cuda-bf16act against the reference given the bf16-rounded matmul inputs (kBf16Act), its
-// tensor-core GEMMs included (bf16, FP8 with UE8M0 scales, NVFP4 weights).
-TEST(CudaBackendDeviceTest, TheBf16ActSetPassesTheConformanceSuiteAtItsPrecision) {
-  StatusOr<std::unique_ptr<CudaBackend>> b = CudaBackend::Create(0, MakeCudaBf16ActOps, "bf16act");
-  if (!b.ok()) GTEST_SKIP() << "needs a CUDA device: " << b.status().message();
-  EXPECT_EQ((*b)->name(), "cuda:bf16act");
-  HostBridgeOps ops(**b);
-  const std::vector<ConformanceCase> cases =
-      RunOpsConformance(ops, ConformancePrecision::kBf16Act, CudaOpNames());
-  ASSERT_FALSE(cases.empty());
-  EXPECT_TRUE(AllPassed(cases)) << ConformanceTable("cuda-bf16act", cases);
+// tensor-core GEMMs included (bf16, FP8 with UE8M0 scales, NVFP4 weights); cuda-fp8act against
+// the reference given the e4m3-quantized activations of its FP8 block matmuls (kFp8Act:
+// cuBLASLt's block-scaled GEMM on sm_90, its f32 fallback elsewhere).
+TEST(CudaBackendDeviceTest, TheOtherSetsPassTheConformanceSuiteAtTheirPrecision) {
+  for (const CudaOpsSet& set : CudaOpsSets()) {
+    if (set.precision == ConformancePrecision::kF32) continue;  // cuda-reference: above
+    StatusOr<std::unique_ptr<CudaBackend>> b = CudaBackend::Create(0, set.make, set.backend);
+    if (!b.ok()) GTEST_SKIP() << "needs a CUDA device: " << b.status().message();
+    EXPECT_EQ((*b)->name(), std::string("cuda:") + set.backend);
+    HostBridgeOps ops(**b);
+    const std::vector<ConformanceCase> cases = RunOpsConformance(ops, set.precision, CudaOpNames());
+    ASSERT_FALSE(cases.empty());
+    EXPECT_TRUE(AllPassed(cases)) << ConformanceTable(set.kernel, cases);
+  }
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// CudaOps, sets "cuda-reference" and "cuda-bf16act" (see cuda_ops.h): the kernels and the op
-// methods.
+// CudaOps, sets "cuda-reference", "cuda-bf16act" and "cuda-fp8act" (see cuda_ops.h): the
+// kernels and the op methods.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -14,12 +14,15 @@
 
 #include "backends/cpu/ops_conformance.h"
 #include "backends/cuda/cuda_attention.h"
+#include "backends/cuda/cuda_fp8_gemm.h"
+#include "backends/cuda/cuda_fp8_scales.h"
 #include "backends/cuda/cuda_kernel_util.cuh"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cuda_sampling.h"
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/cuda_step_kernels.h"
 #include "core/dtype.h"
+#include "ops/fp8_activations.h"
 
 namespace lucid::cuda {
 namespace {
@@ -182,11 +185,24 @@ __global__ void NonFiniteRowsKernel(const float* x, int64_t row, int32_t* flags)
   if (threadIdx.x == 0) flags[blockIdx.x] = bad > 0.0f ? 1 : 0;
 }
 
+// The matmul arithmetic of a set (cuda_ops.h).
+enum class MatmulInputs { kF32, kBf16, kFp8 };
+
+int CurrentSm() {
+  int dev = 0, major = 0, minor = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major * 10 + minor;
+}
+
 class CudaOps final : public Ops {
  public:
-  // bf16_activations: set cuda-bf16act, else cuda-reference (cuda_ops.h).
-  CudaOps(cudaStream_t stream, bool bf16_activations)
-      : stream_(stream), bf16_act_(bf16_activations) {
+  CudaOps(cudaStream_t stream, MatmulInputs inputs)
+      : stream_(stream),
+        bf16_act_(inputs != MatmulInputs::kF32),
+        fp8_act_(inputs == MatmulInputs::kFp8),
+        fp8_gemm_(stream, CurrentSm()) {
     std::array<float, 256> e4m3{}, ue8m0{};
     for (int i = 0; i < 256; ++i) {
       e4m3[i] = F8E4M3ToF32(static_cast<uint8_t>(i));
@@ -205,16 +221,22 @@ class CudaOps final : public Ops {
   ~CudaOps() override {
     cudaStreamSynchronize(stream_);
     cublasDestroy(blas_);
-    for (void* p : {scratch_, ints_, act_, moe_act_, moe_meta_}) cudaFree(p);
+    for (void* p : {scratch_, ints_, act_, moe_act_, moe_meta_, fp8_scales_}) cudaFree(p);
   }
 
-  const char* name() const override { return bf16_act_ ? "cuda-bf16act" : "cuda-reference"; }
+  const char* name() const override {
+    return fp8_act_ ? "cuda-fp8act" : bf16_act_ ? "cuda-bf16act" : "cuda-reference";
+  }
   Device device() const override { return Device::kCuda; }
 
   void Linear(const Tensor& x, const Weight& w, Tensor& y) const override {
     CheckDevices(*this, "Linear", {&x, &w.data, &w.scale, &w.scale2, &y});
     const int64_t K = w.cols, N = w.rows, T = x.numel() / K;
     LUCID_CHECK(x.numel() == T * K && y.numel() == T * N, "Linear shape mismatch for " + w.name);
+    if (fp8_act_ && w.format == WeightFormat::kFp8Block) {
+      if (T > 0) Fp8Linear(x, w, T, y);
+      return;
+    }
     if (bf16_act_) {
       if (T == 0) return;
       const RoundedOperands o = Rounded(w, x);
@@ -668,6 +690,45 @@ class CudaOps final : public Ops {
     if (o.post_scale != nullptr && n > 0)
       ScaleByDeviceScalarKernel<<<Blocks(n), kThreads, 0, stream_>>>(y, o.post_scale, n);
   }
+  // cuda-fp8act's Linear with an FP8 block weight (cuda_fp8_gemm.h): the activations quantized
+  // per (token, 128 columns), then cuBLASLt's block-scaled FP8 GEMM, or where it cannot run the
+  // same values multiplied in f32.
+  void Fp8Linear(const Tensor& x, const Weight& w, int64_t T, Tensor& y) const {
+    const int64_t K = w.cols, N = w.rows, groups = (K + kFp8ActGroup - 1) / kFp8ActGroup;
+    Fp8LtWeight lw;
+    lw.codes = static_cast<const uint8_t*>(w.data.raw()) + w.row_begin * K;
+    lw.rows = N;
+    lw.cols = K;
+    lw.row_begin = w.row_begin;
+    lw.block_rows = w.block_rows;
+    lw.block_cols = w.block_cols;
+    lw.data_ld = w.data.rank() == 2 ? w.data.size(1) : K;
+    std::string why = fp8_gemm_.Unsupported(lw, T);
+    if (why.empty()) {
+      // codes [T, K] then the scales, 16-byte aligned
+      const size_t codes_bytes = (static_cast<size_t>(T * K) + 15) / 16 * 16;
+      Grow(&act_, &act_bytes_, codes_bytes + static_cast<size_t>(T * groups) * sizeof(float));
+      uint8_t* codes = static_cast<uint8_t*>(act_);
+      float* scales = reinterpret_cast<float*>(codes + codes_bytes);
+      LaunchQuantizeFp8Act(x.data<const float>(), T, K, codes, scales, nullptr, stream_);
+      const size_t ws = static_cast<size_t>((N + 127) / 128 * Blk128x128ScaleLd(K));
+      Grow(&fp8_scales_, &fp8_scales_bytes_, ws * sizeof(float));
+      LaunchLayoutBlk128Scales(w.scale.raw(), w.scale.dtype() == DType::kUE8M0,
+                               w.scale.rank() == 2 ? w.scale.size(1) : 0, w.row_begin, N, K,
+                               static_cast<float*>(fp8_scales_), stream_);
+      why = fp8_gemm_.Run(lw, static_cast<const float*>(fp8_scales_), codes, scales, T,
+                          y.data<float>());
+      if (why.empty()) return;
+    }
+    Grow(&act_, &act_bytes_, static_cast<size_t>(T * K) * sizeof(float));
+    LaunchQuantizeFp8Act(x.data<const float>(), T, K, nullptr, nullptr, static_cast<float*>(act_),
+                         stream_);
+    const float* W = Dequantized(w);
+    const float one = 1.0f, zero = 0.0f;
+    Blas(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &one, W, K,
+                     static_cast<const float*>(act_), K, &zero, y.data<float>(), N),
+         "Linear");
+  }
   // Bytes of scratch for `pairs` (row, head) pairs of `per_row` floats, in launches of at most
   // 64M floats (cuda_attention.cu launches them that way).
   static size_t AttentionScratchBytes(int64_t pairs, int64_t per_row) {
@@ -696,7 +757,11 @@ class CudaOps final : public Ops {
   }
 
   cudaStream_t stream_;
-  bool bf16_act_ = false;
+  bool bf16_act_ = false;  // cuda-bf16act and cuda-fp8act
+  bool fp8_act_ = false;   // cuda-fp8act
+  mutable Fp8LtGemm fp8_gemm_;
+  mutable void* fp8_scales_ = nullptr;  // cuda-fp8act: the weight's scales in cuBLASLt's layout
+  mutable size_t fp8_scales_bytes_ = 0;
   cublasHandle_t blas_ = nullptr;
   mutable void* scratch_ = nullptr;
   mutable size_t scratch_bytes_ = 0;
@@ -722,17 +787,22 @@ bool CudaImplements(std::string_view op) {
 }
 
 std::unique_ptr<Ops> MakeCudaReferenceOps(cudaStream_t stream) {
-  return std::make_unique<CudaOps>(stream, /*bf16_activations=*/false);
+  return std::make_unique<CudaOps>(stream, MatmulInputs::kF32);
 }
 
 std::unique_ptr<Ops> MakeCudaBf16ActOps(cudaStream_t stream) {
-  return std::make_unique<CudaOps>(stream, /*bf16_activations=*/true);
+  return std::make_unique<CudaOps>(stream, MatmulInputs::kBf16);
+}
+
+std::unique_ptr<Ops> MakeCudaFp8ActOps(cudaStream_t stream) {
+  return std::make_unique<CudaOps>(stream, MatmulInputs::kFp8);
 }
 
 const std::vector<CudaOpsSet>& CudaOpsSets() {
   static const std::vector<CudaOpsSet> sets = {
       {"cuda-reference", "reference", ConformancePrecision::kF32, MakeCudaReferenceOps},
-      {"cuda-bf16act", "bf16act", ConformancePrecision::kBf16Act, MakeCudaBf16ActOps}};
+      {"cuda-bf16act", "bf16act", ConformancePrecision::kBf16Act, MakeCudaBf16ActOps},
+      {"cuda-fp8act", "fp8act", ConformancePrecision::kFp8Act, MakeCudaFp8ActOps}};
   return sets;
 }
 

@@ -24,6 +24,11 @@
 // block weights with f32 scales and f32 weights keep the f32
 // SGEMM on their dequantized values with the rounded activations. Everything else is
 // cuda-reference's.
+// Set "cuda-fp8act": cuda-bf16act, except that Linear with an FP8 block weight (and so LinearMany
+// and MoeExperts' expert GEMMs) quantizes the activations per (token, 128 columns) to e4m3
+// (ops/fp8_activations.h) and multiplies them on the FP8 tensor cores with cuBLASLt's
+// block-scaled GEMM, or where cuBLASLt cannot, the same values in f32 (cuda_fp8_gemm.h;
+// ConformancePrecision::kFp8Act). MlaProjectOutput stays bf16 as in cuda-bf16act.
 // CudaImplements(op) names the ops with a kernel (every op of ops/ops.h); the pointers in the
 // op arguments are device memory (ops/ops.h).
 // Every op is asynchronous on the stream; errors surface in Synchronize as a Status.
@@ -51,10 +56,11 @@ std::vector<std::string> CudaOpNames();
 
 std::unique_ptr<Ops> MakeCudaReferenceOps(cudaStream_t stream);
 std::unique_ptr<Ops> MakeCudaBf16ActOps(cudaStream_t stream);
+std::unique_ptr<Ops> MakeCudaFp8ActOps(cudaStream_t stream);
 
 // The CUDA op sets, in the order the self-test runs them.
 struct CudaOpsSet {
-  const char* kernel;   // the catalog's kernel name: "cuda-reference", "cuda-bf16act"
+  const char* kernel;   // the catalog's kernel name: "cuda-reference", "cuda-bf16act", ...
   const char* backend;  // the backend's set name ("cuda:reference")
   ConformancePrecision precision;
   std::unique_ptr<Ops> (*make)(cudaStream_t);
