@@ -96,8 +96,9 @@ KernelDecl CudaReference(KernelFamily f) {
   d.origin = f == KernelFamily::kSampling
                  ? "lucid backends/cuda (cuda_sampling.cu: SampleRows, the host sampler's "
                    "arithmetic where the logits are, and ApplyTokenBitmask, a grammar's mask "
-                   "uploaded as a bitmask; a request collecting prompt logprobs or prompt "
-                   "logits samples on the host until its first token)"
+                   "uploaded as a bitmask; prompt logprobs are SampleRows with the prompt token "
+                   "forced; a request collecting prompt logits samples on the host until its "
+                   "first token)"
                  : "lucid backends/cuda (cuda-reference: exact f32, the CPU reference's "
                    "formulas; `lucid serve`, `lucid generate` and `lucid bench` run on it with "
                    "--device cuda --dtype float32)";

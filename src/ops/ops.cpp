@@ -63,9 +63,12 @@ void CheckSampleRows(const Tensor& logits, std::span<const RowSampling> rows,
   LUCID_CHECK(scratch.dtype() == DType::kF32 && scratch.shape() == logits.shape(),
               "SampleRows: scratch must be f32 [R, V], got " + scratch.DebugString());
   const int64_t E = static_cast<int64_t>(edits.size());
-  for (const RowSampling& r : rows)
+  for (const RowSampling& r : rows) {
     LUCID_CHECK(0 <= r.edit_begin && r.edit_begin <= r.edit_end && r.edit_end <= E,
                 "SampleRows: a row's edit range lies outside the edits");
+    LUCID_CHECK(r.forced_token >= -1 && r.forced_token < V,
+                "SampleRows: a row's forced token is out of range");
+  }
   for (const LogitEdit& e : edits)
     LUCID_CHECK(0 <= e.id && e.id < V && static_cast<int>(e.kind) >= 0 &&
                     static_cast<int>(e.kind) < kLogitEditKinds,

@@ -103,6 +103,7 @@ void ApplyLogitEdits(std::span<float> x, std::span<const LogitEdit> edits, bool 
 }
 
 int32_t PickToken(std::span<float> x, const RowSampling& row) {
+  if (row.forced_token >= 0) return row.forced_token;
   return row.temperature == 0.0f ? ArgMaxLowest(x) : Draw(x, row);
 }
 

@@ -47,6 +47,9 @@ struct RowSampling {
   int32_t edit_begin = 0;  // this row's edits: [edit_begin, edit_end) of the edit list
   int32_t edit_end = 0;
   int32_t clamp = 0;  // 1: clamp every edited-row value to [-FLT_MAX, FLT_MAX]
+  // >= 0: no draw; the token is this id, and step 3 gives its logprob (a prompt position's
+  // logprob of the prompt's next token, where the logits are). -1: steps 1 and 2 choose.
+  int32_t forced_token = -1;
 };
 
 // Uniform double in [0, 1) from (seed, counter): splitmix64 finalizers, 53 bits.
@@ -55,7 +58,8 @@ double CounterUniform(uint64_t seed, uint64_t counter);
 // Step 1 on `x` (the raw row, edited in place).
 void ApplyLogitEdits(std::span<float> x, std::span<const LogitEdit> edits, bool clamp);
 
-// Step 2 on `x` (the edited row; overwritten with scratch values). Requires a non-empty row.
+// Step 2 on `x` (the edited row; overwritten with scratch values), or row.forced_token when it is
+// set. Requires a non-empty row.
 int32_t PickToken(std::span<float> x, const RowSampling& row);
 
 // Step 3: *logprob = log_softmax(raw)[token]; top_ids / top_logprobs [k] (k <= raw.size()) the k

@@ -349,6 +349,7 @@ void EngineCore::Step() {
     host_rows = *std::move(rows);
   }
   std::vector<std::pair<uint64_t, int64_t>> device_picks;  // on_device: request id, logits row
+  std::vector<PromptLogprobJob> device_prompt_lps;         // on_device
   std::vector<std::optional<NonFiniteSite>> sites;
   if (options_.nan_check == EngineOptions::NanCheck::kLayers) sites = model_->LastNonFiniteSites();
   // Fail/Finish erase a chunk's own sequence only; the other chunks' sequences stay valid.
@@ -375,9 +376,12 @@ void EngineCore::Step() {
     }
     scheduler_.Commit(c);
     Request& r = *requests_.at(id);
-    // Rows stay on the device only for requests that want no prompt rows any more (a recompute
-    // after preemption of one that had them needs none).
+    // Prompt logprobs from the host's rows, or where the logits are (until the first token; a
+    // recompute after preemption needs none).
     if (logits.rows != nullptr && r.prompt_lp_top >= 0) CollectPromptLogprobs(r, c, logits);
+    if (logits.rows == nullptr && r.prompt_lp_top >= 0 && r.generated == 0)
+      for (const auto& [j, token] : DuePromptLogprobs(r, c, logits.first_position, logits.count))
+        device_prompt_lps.push_back({id, first_logits[i] + j, token, r.prompt_lp_top});
     if (logits.rows != nullptr && r.prompt_logits.raw() != nullptr) KeepPromptLogits(r, logits);
     if (!c.completes()) continue;
     if (logits.rows == nullptr) {
@@ -388,6 +392,7 @@ void EngineCore::Step() {
     to_sample.emplace_back(id, row);
     if (r.matcher) masks.push_back({r.matcher.get(), {row, static_cast<size_t>(V)}});
   }
+  if (on_device) PromptLogprobsOnDevice(*dev, out.logits, device_prompt_lps);
   // Structured output: the sampled rows' grammar masks, filled and applied in parallel.
   MaskLogitsInParallel(masks);
   for (const auto& [id, row] : to_sample)
@@ -408,20 +413,29 @@ void EngineCore::KeepPromptLogits(Request& r, const ChunkLogits& logits) {
   }
 }
 
+std::vector<std::pair<int64_t, int32_t>> EngineCore::DuePromptLogprobs(const Request& r,
+                                                                       const ScheduledChunk& c,
+                                                                       int64_t first_position,
+                                                                       int64_t count) const {
+  std::vector<std::pair<int64_t, int32_t>> due;
+  int64_t next = r.prompt_lp_start + static_cast<int64_t>(r.prompt_lps.size());
+  for (int64_t j = 0; j < count; ++j) {
+    // Row j sees positions up to first_position + j and predicts the next one. A recomputation
+    // after a preemption gives rows already taken: only the next wanted position is due.
+    const int64_t target = first_position + j + 1;
+    if (target >= r.prompt_tokens || target != next) continue;
+    due.emplace_back(j, c.seq->tokens[target]);
+    ++next;
+  }
+  return due;
+}
+
 void EngineCore::CollectPromptLogprobs(Request& r, const ScheduledChunk& c,
                                        const ChunkLogits& logits) {
   const int64_t V = model_->config().vocab_size;
-  const auto& tokens = c.seq->tokens;
-  for (int64_t j = 0; j < logits.count; ++j) {
-    // Row j sees positions up to first_position + j and predicts the next one. A recomputation
-    // after a preemption gives rows already taken: only the next wanted position is appended.
-    const int64_t target = logits.first_position + j + 1;
-    if (target >= r.prompt_tokens ||
-        target != r.prompt_lp_start + static_cast<int64_t>(r.prompt_lps.size()))
-      continue;
-    r.prompt_lps.push_back(RawLogprobs({logits.rows + j * V, static_cast<size_t>(V)},
-                                       tokens[target], r.prompt_lp_top));
-  }
+  for (const auto& [j, token] : DuePromptLogprobs(r, c, logits.first_position, logits.count))
+    r.prompt_lps.push_back(
+        RawLogprobs({logits.rows + j * V, static_cast<size_t>(V)}, token, r.prompt_lp_top));
 }
 
 void EngineCore::SampleAndEmit(Request& r, float* logits_row) {

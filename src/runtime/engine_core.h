@@ -99,8 +99,8 @@ class EngineCore {
   void KeepPromptLogits(Request& r, const ChunkLogits& logits);
   // Samples from `logits_row` (this step's row of the request, already masked by its constraint).
   void SampleAndEmit(Request& r, float* logits_row);
-  // Whether this step needs the request's logits on the host: prompt rows still to collect
-  // (prompt logprobs, prompt logits). Else it is sampled where the logits are (a grammar's mask
+  // Whether this step needs the request's logits on the host: prompt logits still to collect.
+  // Else it is sampled, and its prompt logprobs are taken, where the logits are (a grammar's mask
   // applied there); on a device only such requests' rows are copied to the host.
   static bool NeedsHostLogits(const Request& r);
   // One flag per row of `logits` (device memory): NaN or infinity present (Ops::NonFiniteRows).
@@ -114,6 +114,25 @@ class EngineCore {
   // the host reads tokens and logprobs, not logits (engine_device_sampling.cpp).
   void SampleOnDevice(Backend& dev, const Tensor& logits,
                       const std::vector<std::pair<uint64_t, int64_t>>& picks);
+  // A prompt logprob to take where the logits are: row `row` of the step's logits predicts
+  // prompt token `token` of request `id`, with its `top` most likely alternatives.
+  struct PromptLogprobJob {
+    uint64_t id = 0;
+    int64_t row = 0;
+    int32_t token = 0;
+    int32_t top = 0;
+  };
+  // Appends each job's logprob to its request's prompt_lps, in job order: Ops::SampleRows with the
+  // prompt token forced (RowSampling::forced_token), the host reading logprobs, not logits.
+  void PromptLogprobsOnDevice(Backend& dev, const Tensor& logits,
+                              const std::vector<PromptLogprobJob>& jobs);
+  // The rows j of a chunk's `count` logits rows from `first_position` whose prompt logprob is the
+  // next one r collects, with the prompt token each predicts (consecutive targets from
+  // prompt_lp_start + prompt_lps.size(); a recomputation after preemption repeats none).
+  std::vector<std::pair<int64_t, int32_t>> DuePromptLogprobs(const Request& r,
+                                                             const ScheduledChunk& c,
+                                                             int64_t first_position,
+                                                             int64_t count) const;
   // Delivers `token` (sampled from this step's row of r) and its logprobs.
   void Emit(Request& r, int32_t token, TokenLogprob lp);
   void CollectPromptLogprobs(Request& r, const ScheduledChunk& c, const ChunkLogits& logits);

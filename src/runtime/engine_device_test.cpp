@@ -97,10 +97,11 @@ class CountingOps final : public ForwardingOps {
   void SampleRows(const Tensor& logits, std::span<const RowSampling> rows,
                   std::span<const LogitEdit> edits, Tensor& scratch, Tensor& tokens,
                   Tensor& logprobs, Tensor& top_ids) const override {
-    sampled_rows += static_cast<int64_t>(rows.size());
+    for (const RowSampling& r : rows) ++(r.forced_token >= 0 ? forced_rows : sampled_rows);
     ForwardingOps::SampleRows(logits, rows, edits, scratch, tokens, logprobs, top_ids);
   }
-  mutable int64_t sampled_rows = 0;
+  mutable int64_t sampled_rows = 0;  // rows drawn from (a token chosen)
+  mutable int64_t forced_rows = 0;   // rows with a forced token (prompt logprobs)
 };
 
 // A backend that forwards to `inner` and counts the tensors of `width` columns (logits rows) the
@@ -240,10 +241,11 @@ class AllowedTokens final : public TokenConstraint {
 };
 
 // One batch of plain sampled requests, constrained ones (a grammar's bitmask uploaded and applied
-// where the logits are) and ones that need their logits on the host (prompt logprobs and prompt
-// logits until the first token): only the latter's rows are copied to the host, every other token
-// is sampled where the logits are, and every request gets the CPU backend's (host-masked,
-// host-sampled) tokens, logprobs, prompt logprobs and prompt logits exactly.
+// where the logits are), one with prompt logprobs (taken where the logits are, the prompt token
+// forced) and one that needs its logits on the host (prompt logits, until the first token): only
+// the latter's rows are copied to the host, every other token is sampled where the logits are,
+// and every request gets the CPU backend's (host-masked, host-sampled) tokens, logprobs, prompt
+// logprobs and prompt logits exactly.
 TEST_P(EngineDevice, AMixedBatchCopiesOnlyTheRowsOfRequestsThatNeedThemOnTheHost) {
   CountedDeviceRun run(GetParam());
   const auto prompts = RandomPrompts(6, 5, 40, 47);
@@ -282,12 +284,14 @@ TEST_P(EngineDevice, AMixedBatchCopiesOnlyTheRowsOfRequestsThatNeedThemOnTheHost
         EXPECT_NE(std::find(allowed->allowed().begin(), allowed->allowed().end(), t),
                   allowed->allowed().end());
     }
-    if (i == 2 || i == 3) {  // every prompt row and the first token's row, on the host
+    if (i == 3) {  // prompt logits: every prompt row and the first token's row, on the host
       host_sampled += 1;
       host_rows += static_cast<int64_t>(prompts[i].size());
     }
   }
-  EXPECT_FALSE(run.got[2].prompt_logprobs.empty());
+  // Prompt logprobs (from position 1) are taken where the logits are: one forced row each.
+  EXPECT_EQ(run.got[2].prompt_logprobs.size(), prompts[2].size() - 1);
+  EXPECT_EQ(run.counting.forced_rows, static_cast<int64_t>(prompts[2].size()) - 1);
   EXPECT_EQ(run.got[3].prompt_logits.size(0), static_cast<int64_t>(prompts[3].size()));
   EXPECT_EQ(run.counting.sampled_rows, tokens - host_sampled);
   EXPECT_EQ(run.dev.rows_read, host_rows);

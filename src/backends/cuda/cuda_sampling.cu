@@ -233,7 +233,9 @@ __global__ void SampleRowsKernel(const float* logits, int64_t V, const RowSampli
   float* x = scratch + r * V;
   Edit(raw, x, V, p, edits);
   int32_t token;
-  if (p.temperature == 0.0f) {
+  if (p.forced_token >= 0) {
+    token = p.forced_token;  // a prompt token's logprob: no draw
+  } else if (p.temperature == 0.0f) {
     ValId best{-INFINITY, INT32_MAX};
     for (int64_t i = threadIdx.x; i < V; i += kThreads)
       if (Before(ValId{x[i], static_cast<int32_t>(i)}, best))
