@@ -24,9 +24,8 @@ ScaleRead KernelScaleRead(const KernelDecl& d, int sm) {
 
 std::string Fp8ScaleDecision::Line() const {
   return kernel + " reads " +
-         (read == ScaleRead::kAsStored
-              ? std::string("either scale format") + " (dequantized as stored)"
-              : std::string(ScaleReadName(read)) + " scales") +
+         (read == ScaleRead::kAsStored ? "either scale format (" + as_stored_how + ")"
+                                       : std::string(ScaleReadName(read)) + " scales") +
          "; checkpoint " + checkpoint + ": " + conversion;
 }
 
@@ -35,6 +34,7 @@ Fp8ScaleDecision DecideFp8Scales(const KernelDecl& d, int sm, bool declared_ue8m
   Fp8ScaleDecision r;
   r.kernel = std::string(FamilyName(d.family)) + " " + d.name;
   r.read = KernelScaleRead(d, sm);
+  if (d.name == kCudaFp8Act) r.as_stored_how = "laid out as f32 for cuBLASLt per call, exactly";
   r.checkpoint = stored_ue8m0     ? "ue8m0 bytes"
                  : declared_ue8m0 ? "f32, scale_fmt ue8m0 (powers of two, checked at load)"
                                   : "f32 (weight_scale_inv)";

@@ -35,7 +35,10 @@ struct Fp8ScaleDecision {
   std::string checkpoint;  // "f32 (weight_scale_inv)", "f32, scale_fmt ue8m0", "ue8m0 bytes"
   std::string conversion;  // "none: read as stored (exact)", "ue8m0 -> f32 at load (exact) ..."
   bool exact = true;
-  bool refused = false;      // a lossy f32 -> ue8m0 conversion
+  bool refused = false;  // a lossy f32 -> ue8m0 conversion
+  // For kAsStored: how the kernel reads them ("dequantized as stored"; cuda-fp8act: "laid out as
+  // f32 for cuBLASLt per call").
+  std::string as_stored_how = "dequantized as stored";
   std::string Line() const;  // "matmul cutlass reads f32 scales; checkpoint ...: <conversion>"
 };
 

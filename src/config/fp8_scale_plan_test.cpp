@@ -72,6 +72,10 @@ TEST(Fp8ScalePlanTest, ConversionsPerReaderAndCheckpoint) {
   EXPECT_EQ(DecideFp8Scales(cpu, 0, false, false).Line(),
             "matmul cpu reads either scale format (dequantized as stored); checkpoint f32 "
             "(weight_scale_inv): none, read as stored (exact)");
+  const KernelDecl& fp8act = *FindKernels(KernelFamily::kMatmul, "cuda-fp8act").front();
+  EXPECT_EQ(DecideFp8Scales(fp8act, 90, true, true).Line(),
+            "matmul cuda-fp8act reads either scale format (laid out as f32 for cuBLASLt per call, "
+            "exactly); checkpoint ue8m0 bytes: none, read as stored (exact)");
 }
 
 using testing_util::Flags;

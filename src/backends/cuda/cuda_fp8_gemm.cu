@@ -1,7 +1,4 @@
 // Fp8LtGemm and the FP8 activation kernels (cuda_fp8_gemm.h).
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
-
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -9,17 +6,13 @@
 #include "backends/cuda/cuda_fp8_gemm.h"
 #include "backends/cuda/cuda_fp8_scales.h"
 #include "backends/cuda/cuda_kernel_util.cuh"
+#include "backends/cuda/cuda_weight_view.cuh"
 #include "ops/fp8_activations.h"
 
 namespace lucid::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLAS's advice for Hopper
-
-__device__ float E4m3Value(uint8_t code) {
-  __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
-  return __half2float(__half(h));  // every e4m3 value (and NaN) is exact in f16
-}
 
 // One warp per (token, group of 128 columns): ops/fp8_activations.h's arithmetic.
 __global__ void QuantizeFp8ActKernel(const float* x, int64_t T, int64_t K, uint8_t* codes,
@@ -42,11 +35,6 @@ __global__ void QuantizeFp8ActKernel(const float* x, int64_t T, int64_t K, uint8
     if (values != nullptr) values[t * K + c0 + i] = __fmul_rn(E4m3Value(q), s);
   }
   if (lane == 0 && scales != nullptr) scales[g * T + t] = s;
-}
-
-__device__ float Ue8m0Value(uint8_t e) {
-  if (e == 255) return __int_as_float(0x7fc00000);
-  return e == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(static_cast<uint32_t>(e) << 23);
 }
 
 __global__ void LayoutBlk128ScalesKernel(const void* scales, bool ue8m0, int64_t scale_ld,

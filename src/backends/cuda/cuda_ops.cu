@@ -16,62 +16,18 @@
 #include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_fp8_gemm.h"
 #include "backends/cuda/cuda_fp8_scales.h"
+#include "backends/cuda/cuda_gemv.h"
 #include "backends/cuda/cuda_kernel_util.cuh"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cuda_sampling.h"
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/cuda_step_kernels.h"
+#include "backends/cuda/cuda_weight_view.cuh"
 #include "core/dtype.h"
 #include "ops/fp8_activations.h"
 
 namespace lucid::cuda {
 namespace {
-
-__constant__ float kE4m3[256];
-__constant__ float kUe8m0[256];
-__constant__ float kE2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                                -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
-
-// A weight view as the device kernels read it (ops/weight.h's layouts).
-struct DeviceWeight {
-  int format = 0;  // WeightFormat
-  const void* data = nullptr;
-  int64_t data_ld = 0;  // bytes per stored row (NVFP4), elements otherwise
-  const void* scale = nullptr;
-  bool scale_ue8m0 = false;
-  int64_t scale_ld = 0;
-  const float* scale2 = nullptr;
-  int64_t rows = 0, cols = 0, row_begin = 0, block_rows = 1, block_cols = 1;
-};
-
-// An NVFP4 value times its e4m3 group scale, without the global scale (exact in bf16: at most 6
-// significant bits, within bf16's range).
-__device__ float Nvfp4GroupScaled(const DeviceWeight& w, int64_t row, int64_t c) {
-  const uint8_t q = static_cast<const uint8_t*>(w.data)[row * w.data_ld + (c >> 1)];
-  const uint8_t nib = (q >> ((c & 1) * 4)) & 0xF;
-  const float bs = kE4m3[static_cast<const uint8_t*>(w.scale)[row * w.scale_ld + c / w.block_cols]];
-  return __fmul_rn(kE2m1[nib], bs);
-}
-
-// W[r, c] of the view, in f32, with DequantizeRowSpan's arithmetic.
-__device__ float WeightAt(const DeviceWeight& w, int64_t r, int64_t c) {
-  const int64_t row = w.row_begin + r;
-  switch (w.format) {
-    case static_cast<int>(WeightFormat::kF32):
-      return static_cast<const float*>(w.data)[row * w.cols + c];
-    case static_cast<int>(WeightFormat::kBF16):
-      return Bf16Bits(static_cast<const uint16_t*>(w.data)[row * w.cols + c]);
-    case static_cast<int>(WeightFormat::kFp8Block): {
-      const int64_t idx = (row / w.block_rows) * w.scale_ld + c / w.block_cols;
-      const float bs = w.scale_ue8m0 ? kUe8m0[static_cast<const uint8_t*>(w.scale)[idx]]
-                                     : static_cast<const float*>(w.scale)[idx];
-      return kE4m3[static_cast<const uint8_t*>(w.data)[row * w.cols + c]] * bs;
-    }
-    case static_cast<int>(WeightFormat::kNvfp4):
-      return __fmul_rn(Nvfp4GroupScaled(w, row, c), *w.scale2);
-  }
-  return __int_as_float(0x7fc00000);
-}
 
 __global__ void DequantKernel(DeviceWeight w, float* out) {
   const int64_t n = w.rows * w.cols;
@@ -203,13 +159,8 @@ class CudaOps final : public Ops {
         bf16_act_(inputs != MatmulInputs::kF32),
         fp8_act_(inputs == MatmulInputs::kFp8),
         fp8_gemm_(stream, CurrentSm()) {
-    std::array<float, 256> e4m3{}, ue8m0{};
-    for (int i = 0; i < 256; ++i) {
-      e4m3[i] = F8E4M3ToF32(static_cast<uint8_t>(i));
-      ue8m0[i] = Ue8m0ToF32(static_cast<uint8_t>(i));
-    }
-    Check(cudaMemcpyToSymbol(kE4m3, e4m3.data(), sizeof(e4m3)), "e4m3 table");
-    Check(cudaMemcpyToSymbol(kUe8m0, ue8m0.data(), sizeof(ue8m0)), "ue8m0 table");
+    std::array<float, 256> e4m3{};
+    for (int i = 0; i < 256; ++i) e4m3[i] = F8E4M3ToF32(static_cast<uint8_t>(i));
     InitAttentionTables(e4m3.data());
     LUCID_CHECK(cublasCreate(&blas_) == CUBLAS_STATUS_SUCCESS, "cuda: cublasCreate failed");
     cublasSetStream(blas_, stream_);
@@ -237,8 +188,14 @@ class CudaOps final : public Ops {
       if (T > 0) Fp8Linear(x, w, T, y);
       return;
     }
+    if (T == 0) return;
+    if ((w.format == WeightFormat::kFp8Block || w.format == WeightFormat::kNvfp4) &&
+        T <= kGemvMaxTokens) {  // decode: the packed weight read once, decoded in registers
+      LaunchPackedGemv(View(w), x.data<const float>(), T, bf16_act_,
+                       bf16_act_ && w.format == WeightFormat::kNvfp4, y.data<float>(), stream_);
+      return;
+    }
     if (bf16_act_) {
-      if (T == 0) return;
       const RoundedOperands o = Rounded(w, x);
       RoundedGemm(o, CUBLAS_OP_T, N, T, K, 0, K, 0, K, y.data<float>(), N, "Linear");
       PostScale(o, y.data<float>(), T * N);

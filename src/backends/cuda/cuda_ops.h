@@ -4,9 +4,10 @@
 // conformance suite (backends/cpu/ops_conformance.h) holds it to the reference's tolerances.
 // - Matmuls (Linear, LinearTransposed) dequantize the weight view to f32 in a scratch buffer with
 //   the formats' single definition (ops/weight.h: bf16, FP8 block with f32 or UE8M0 scales,
-//   NVFP4; the e4m3/ue8m0 decode tables are the host's, copied to constant memory; f32 weights
-//   are read in place) and multiply
-//   with cuBLAS SGEMM (f32 in, f32 accumulate; CUBLAS_PEDANTIC_MATH so no TF32). GGUF block
+//   NVFP4; decoded as the host does, cuda_weight_view.cuh; f32 weights are read in place) and
+//   multiply with cuBLAS SGEMM (f32 in, f32 accumulate; CUBLAS_PEDANTIC_MATH so no TF32), except
+//   Linear on an FP8 block or NVFP4 weight for at most kGemvMaxTokens tokens (decode), which
+//   decodes the packed weight in registers as it reads it (cuda_gemv.h, f32 sums). GGUF block
 //   weights are not implemented on cuda.
 // - RmsNorm, LayerNorm, SwiGlu, Accumulate, Scale, CopyColumns, GatherRows, Embedding and
 //   NonFiniteRows are one kernel each, f32 accumulation, NaN and Inf propagated as IEEE does.
@@ -20,7 +21,8 @@
 // bfloat16 checkpoint). Where the weight's values are exact in bf16 the matmul runs on the tensor
 // cores (cublasGemmEx bf16 x bf16, f32 accumulate): bf16 weights (read in place), FP8 block
 // weights with UE8M0 scales (e4m3 times a power of two) and NVFP4 (e2m1 times its e4m3 group
-// scale, the f32 global scale applied to the product), both dequantized to bf16 per call. FP8
+// scale, the f32 global scale applied to the product), both dequantized to bf16 per call; for
+// at most kGemvMaxTokens tokens packed weights take cuda_gemv.h with the rounded activations. FP8
 // block weights with f32 scales and f32 weights keep the f32
 // SGEMM on their dequantized values with the rounded activations. Everything else is
 // cuda-reference's.

@@ -1,0 +1,71 @@
+#include "backends/cuda/cuda_gemv.h"
+#include "backends/cuda/cuda_kernel_util.cuh"
+
+namespace lucid::cuda {
+namespace {
+
+constexpr int kRowsPerBlock = kThreads / 32;
+
+template <int kT>
+__global__ void PackedGemvKernel(DeviceWeight w, const float* x, bool round_bf16, bool group_scaled,
+                                 float* y) {
+  const int64_t n = blockIdx.x * int64_t{kRowsPerBlock} + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (n >= w.rows) return;  // whole warps: the block is kRowsPerBlock warps
+  const int64_t K = w.cols;
+  float acc[kT];
+#pragma unroll
+  for (int t = 0; t < kT; ++t) acc[t] = 0.0f;
+  for (int64_t c = lane; c < K; c += 32) {
+    const float wv = group_scaled ? Nvfp4GroupScaled(w, w.row_begin + n, c) : WeightAt(w, n, c);
+#pragma unroll
+    for (int t = 0; t < kT; ++t) {
+      float xv = x[t * K + c];
+      if (round_bf16) xv = Bf16Bits(F32ToBf16Bits(xv));
+      acc[t] = fmaf(xv, wv, acc[t]);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    float v = acc[t];
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) y[t * w.rows + n] = group_scaled ? __fmul_rn(v, *w.scale2) : v;
+  }
+}
+
+template <int kT>
+void Launch(const DeviceWeight& w, const float* x, bool round_bf16, bool group_scaled, float* y,
+            cudaStream_t stream) {
+  const int64_t blocks = (w.rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  PackedGemvKernel<kT>
+      <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(w, x, round_bf16, group_scaled, y);
+}
+
+}  // namespace
+
+void LaunchPackedGemv(const DeviceWeight& w, const float* x, int64_t T, bool round_bf16,
+                      bool group_scaled, float* y, cudaStream_t stream) {
+  if (w.rows == 0) return;
+  switch (T) {
+    case 1:
+      return Launch<1>(w, x, round_bf16, group_scaled, y, stream);
+    case 2:
+      return Launch<2>(w, x, round_bf16, group_scaled, y, stream);
+    case 3:
+      return Launch<3>(w, x, round_bf16, group_scaled, y, stream);
+    case 4:
+      return Launch<4>(w, x, round_bf16, group_scaled, y, stream);
+    case 5:
+      return Launch<5>(w, x, round_bf16, group_scaled, y, stream);
+    case 6:
+      return Launch<6>(w, x, round_bf16, group_scaled, y, stream);
+    case 7:
+      return Launch<7>(w, x, round_bf16, group_scaled, y, stream);
+    case 8:
+      return Launch<8>(w, x, round_bf16, group_scaled, y, stream);
+    default:
+      return;  // the caller keeps T in [1, kGemvMaxTokens]
+  }
+}
+
+}  // namespace lucid::cuda

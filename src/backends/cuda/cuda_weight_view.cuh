@@ -1,0 +1,93 @@
+// A weight view (ops/weight.h) as the device kernels read it, and its values with the host's
+// arithmetic (DequantizeRowSpan): e4m3 and e2m1 codes decoded exactly (every e4m3 value, NaN
+// included, is exact in f16, which the hardware conversion goes through), ue8m0 scales as
+// 2^(e-127) (255 NaN), FP8 block values code x block scale, NVFP4 values e2m1 x its e4m3 group
+// scale x the f32 global scale. Shared by cuda_ops.cu, cuda_gemv.cu and cuda_fp8_gemm.cu. The
+// decoders are host functions too, so that cuda_weight_view_test.cpp checks them against the
+// host's (core/dtype.h) on machines without a GPU.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "ops/weight.h"
+
+namespace lucid::cuda {
+
+struct DeviceWeight {
+  int format = 0;  // WeightFormat
+  const void* data = nullptr;
+  int64_t data_ld = 0;  // bytes per stored row (NVFP4), elements otherwise
+  const void* scale = nullptr;
+  bool scale_ue8m0 = false;
+  int64_t scale_ld = 0;
+  const float* scale2 = nullptr;
+  int64_t rows = 0, cols = 0, row_begin = 0, block_rows = 1, block_cols = 1;
+};
+
+__host__ __device__ inline float FloatFromBits(uint32_t b) {
+  float f;
+  memcpy(&f, &b, sizeof(f));
+  return f;
+}
+
+// a * b rounded to nearest (never contracted into an FMA).
+__host__ __device__ inline float MulRn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+__host__ __device__ inline float E4m3Value(uint8_t code) {
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
+  return __half2float(__half(h));
+}
+
+__host__ __device__ inline float Ue8m0Value(uint8_t e) {
+  if (e == 255) return FloatFromBits(0x7fc00000u);
+  return FloatFromBits(e == 0 ? 0x00400000u : static_cast<uint32_t>(e) << 23);
+}
+
+// The e2m1 value of a 4-bit code (bit 3 the sign): 0, 0.5, 1, 1.5, 2, 3, 4, 6.
+__host__ __device__ inline float E2m1Value(uint8_t nib) {
+  const int e = (nib >> 1) & 3, m = nib & 1;
+  const float mag = e == 0 ? 0.5f * m : (1.0f + 0.5f * m) * static_cast<float>(1 << (e - 1));
+  return (nib & 8) ? -mag : mag;
+}
+
+// An NVFP4 value times its e4m3 group scale, without the global scale (exact in bf16: at most 6
+// significant bits, within bf16's range). `row` counts stored rows.
+__host__ __device__ inline float Nvfp4GroupScaled(const DeviceWeight& w, int64_t row, int64_t c) {
+  const uint8_t q = static_cast<const uint8_t*>(w.data)[row * w.data_ld + (c >> 1)];
+  const float bs =
+      E4m3Value(static_cast<const uint8_t*>(w.scale)[row * w.scale_ld + c / w.block_cols]);
+  return MulRn(E2m1Value((q >> ((c & 1) * 4)) & 0xF), bs);
+}
+
+// W[r, c] of the view (r counts the view's rows), in f32.
+__host__ __device__ inline float WeightAt(const DeviceWeight& w, int64_t r, int64_t c) {
+  const int64_t row = w.row_begin + r;
+  switch (w.format) {
+    case static_cast<int>(WeightFormat::kF32):
+      return static_cast<const float*>(w.data)[row * w.cols + c];
+    case static_cast<int>(WeightFormat::kBF16):
+      return FloatFromBits(
+          static_cast<uint32_t>(static_cast<const uint16_t*>(w.data)[row * w.cols + c]) << 16);
+    case static_cast<int>(WeightFormat::kFp8Block): {
+      const int64_t idx = (row / w.block_rows) * w.scale_ld + c / w.block_cols;
+      const float bs = w.scale_ue8m0 ? Ue8m0Value(static_cast<const uint8_t*>(w.scale)[idx])
+                                     : static_cast<const float*>(w.scale)[idx];
+      return MulRn(E4m3Value(static_cast<const uint8_t*>(w.data)[row * w.cols + c]), bs);
+    }
+    case static_cast<int>(WeightFormat::kNvfp4):
+      return MulRn(Nvfp4GroupScaled(w, row, c), *w.scale2);
+  }
+  return FloatFromBits(0x7fc00000u);
+}
+
+}  // namespace lucid::cuda
