@@ -46,26 +46,10 @@ void Launch(const DeviceWeight& w, const float* x, bool round_bf16, bool group_s
 void LaunchPackedGemv(const DeviceWeight& w, const float* x, int64_t T, bool round_bf16,
                       bool group_scaled, float* y, cudaStream_t stream) {
   if (w.rows == 0) return;
-  switch (T) {
-    case 1:
-      return Launch<1>(w, x, round_bf16, group_scaled, y, stream);
-    case 2:
-      return Launch<2>(w, x, round_bf16, group_scaled, y, stream);
-    case 3:
-      return Launch<3>(w, x, round_bf16, group_scaled, y, stream);
-    case 4:
-      return Launch<4>(w, x, round_bf16, group_scaled, y, stream);
-    case 5:
-      return Launch<5>(w, x, round_bf16, group_scaled, y, stream);
-    case 6:
-      return Launch<6>(w, x, round_bf16, group_scaled, y, stream);
-    case 7:
-      return Launch<7>(w, x, round_bf16, group_scaled, y, stream);
-    case 8:
-      return Launch<8>(w, x, round_bf16, group_scaled, y, stream);
-    default:
-      return;  // the caller keeps T in [1, kGemvMaxTokens]
-  }
+  using LaunchFn = void (*)(const DeviceWeight&, const float*, bool, bool, float*, cudaStream_t);
+  static constexpr LaunchFn kByTokens[kGemvMaxTokens] = {
+      Launch<1>, Launch<2>, Launch<3>, Launch<4>, Launch<5>, Launch<6>, Launch<7>, Launch<8>};
+  if (T >= 1 && T <= kGemvMaxTokens) kByTokens[T - 1](w, x, round_bf16, group_scaled, y, stream);
 }
 
 }  // namespace lucid::cuda
