@@ -18,6 +18,7 @@
 #include "backends/cuda/cuda_fp8_scales.h"
 #include "backends/cuda/cuda_gemv.h"
 #include "backends/cuda/cuda_kernel_util.cuh"
+#include "backends/cuda/cuda_moe_gemv.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cuda_sampling.h"
 #include "backends/cuda/cuda_status.h"
@@ -351,6 +352,8 @@ class CudaOps final : public Ops {
     CheckDevices(*this, "MoeExperts", {&x, &idx, &weights, &out});
     const int64_t T = x.size(0), D = x.size(1), k = idx.size(1);
     CheckRouting("MoeExperts", idx, weights, T, k);
+    if (T == 0 || k == 0) return;
+    if (T <= kGemvMaxTokens && MoeExpertsOnDevice(x, experts, idx, weights, out)) return;
     // The routing comes to the host (T * k ids and weights) to group rows by expert; each touched
     // expert then runs as three GEMMs on its gathered rows, combined into `out` in expert order.
     std::vector<int32_t> h_idx(static_cast<size_t>(T * k));
@@ -564,20 +567,7 @@ class CudaOps final : public Ops {
   static DeviceWeight View(const Weight& w) {
     LUCID_CHECK(w.format != WeightFormat::kGgml,
                 "cuda: GGUF block weights (" + w.name + ") have no CUDA kernel yet");
-    DeviceWeight d;
-    d.format = static_cast<int>(w.format);
-    d.data = w.data.raw();
-    d.data_ld = w.data.rank() == 2 ? w.data.size(1) : w.cols;
-    d.scale = w.scale.raw();
-    d.scale_ue8m0 = w.scale.dtype() == DType::kUE8M0;
-    d.scale_ld = w.scale.rank() == 2 ? w.scale.size(1) : 0;
-    d.scale2 = static_cast<const float*>(w.scale2.raw());
-    d.rows = w.rows;
-    d.cols = w.cols;
-    d.row_begin = w.row_begin;
-    d.block_rows = w.block_rows > 0 ? w.block_rows : 1;
-    d.block_cols = w.block_cols > 0 ? w.block_cols : 1;
-    return d;
+    return DeviceWeightOf(w);
   }
   // w as f32 [rows, cols]: an f32 weight's own rows, else the scratch buffer (valid until the next
   // op that uses it).
@@ -686,6 +676,60 @@ class CudaOps final : public Ops {
                      static_cast<const float*>(act_), K, &zero, y.data<float>(), N),
          "Linear");
   }
+  // MoeExperts with the routing read on the device (cuda_moe_gemv.h), for experts of one format
+  // and shape; false (nothing launched) otherwise.
+  bool MoeExpertsOnDevice(const Tensor& x, std::span<const ExpertWeights> experts,
+                          const Tensor& idx, const Tensor& weights, Tensor& out) const {
+    const int64_t T = x.size(0), D = x.size(1), k = idx.size(1);
+    if (experts.empty()) return false;
+    const WeightFormat format = experts[0].gate.format;
+    const int64_t I = experts[0].gate.rows;
+    std::vector<DeviceWeight> views;
+    views.reserve(3 * experts.size());
+    for (const ExpertWeights& e : experts) {
+      for (const Weight* w : {&e.gate, &e.up, &e.down})
+        if (w->format != format) return false;
+      if (e.gate.rows != I || e.up.rows != I || e.down.cols != I || e.gate.cols != D ||
+          e.up.cols != D || e.down.rows != D)
+        return false;
+      for (const Weight* w : {&e.gate, &e.up, &e.down}) {
+        CheckDevices(*this, "MoeExperts", {&w->data, &w->scale, &w->scale2});
+        views.push_back(View(*w));
+      }
+    }
+    const bool fp8 = fp8_act_ && format == WeightFormat::kFp8Block;
+    MoeGemvArgs a;
+    a.experts = moe_tables_.Get(views);
+    a.num_experts = static_cast<int64_t>(experts.size());
+    a.hidden = D;
+    a.inter = I;
+    a.idx = idx.data<const int32_t>();
+    a.weights = weights.data<const float>();
+    a.tokens = T;
+    a.k = k;
+    a.round_bf16 = bf16_act_ && !fp8;
+    a.group_scaled = bf16_act_ && format == WeightFormat::kNvfp4;
+    // moe_act_: h [T * k, I], then under cuda-fp8act the quantized x [T, D] and h [T * k, I]
+    const int64_t h_floats = T * k * I;
+    Grow(&moe_act_, &moe_act_bytes_,
+         static_cast<size_t>(h_floats + (fp8 ? T * D + h_floats : 0)) * sizeof(float));
+    float* h = static_cast<float*>(moe_act_);
+    const float* x_in = x.data<const float>();
+    if (fp8) {
+      float* xq = h + h_floats;
+      LaunchQuantizeFp8Act(x_in, T, D, nullptr, nullptr, xq, stream_);
+      x_in = xq;
+    }
+    LaunchMoeGateUp(a, x_in, h, stream_);
+    const float* h_in = h;
+    if (fp8) {
+      float* hq = h + h_floats + T * D;
+      LaunchQuantizeFp8Act(h, T * k, I, nullptr, nullptr, hq, stream_);
+      h_in = hq;
+    }
+    LaunchMoeDownCombine(a, h_in, out.data<float>(), stream_);
+    return true;
+  }
   // Bytes of scratch for `pairs` (row, head) pairs of `per_row` floats, in launches of at most
   // 64M floats (cuda_attention.cu launches them that way).
   static size_t AttentionScratchBytes(int64_t pairs, int64_t per_row) {
@@ -728,7 +772,8 @@ class CudaOps final : public Ops {
   mutable size_t act_bytes_ = 0;
   mutable void* moe_act_ = nullptr;  // MoeExperts: every touched expert's activations
   mutable size_t moe_act_bytes_ = 0;
-  mutable void* moe_meta_ = nullptr;  // MoeExperts: the combine's row ids and weights
+  mutable MoeExpertTables moe_tables_{stream_};  // MoeExpertsOnDevice's expert views
+  mutable void* moe_meta_ = nullptr;             // MoeExperts: the combine's row ids and weights
   mutable size_t moe_meta_bytes_ = 0;
   mutable std::string blas_error_;
 };

@@ -2,8 +2,9 @@
 // arithmetic (DequantizeRowSpan): e4m3 and e2m1 codes decoded exactly (every e4m3 value, NaN
 // included, is exact in f16, which the hardware conversion goes through), ue8m0 scales as
 // 2^(e-127) (255 NaN), FP8 block values code x block scale, NVFP4 values e2m1 x its e4m3 group
-// scale x the f32 global scale. Shared by cuda_ops.cu, cuda_gemv.cu and cuda_fp8_gemm.cu. The
-// decoders are host functions too, so that cuda_weight_view_test.cpp checks them against the
+// scale x the f32 global scale. DeviceWeightOf makes the view of a Weight. Shared by
+// cuda_ops.cu, cuda_gemv.cu, cuda_moe_gemv.h and cuda_fp8_gemm.cu. The decoders are host
+// functions too, so that cuda_weight_view_test.cpp checks them against the
 // host's (core/dtype.h) on machines without a GPU.
 #pragma once
 
@@ -60,6 +61,15 @@ __host__ __device__ inline float E2m1Value(uint8_t nib) {
   return (nib & 8) ? -mag : mag;
 }
 
+// v rounded to bf16 (round to nearest even, a NaN kept quiet with its sign), as f32: core/dtype.h's
+// F32ToBf16 and cuda_kernel_util.cuh's F32ToBf16Bits.
+__host__ __device__ inline float RoundToBf16(float v) {
+  uint32_t b;
+  memcpy(&b, &v, sizeof(b));
+  if ((b & 0x7fffffffu) > 0x7f800000u) return FloatFromBits((b & 0x80000000u) | 0x7fc00000u);
+  return FloatFromBits(((b + 0x7fffu + ((b >> 16) & 1u)) >> 16) << 16);
+}
+
 // An NVFP4 value times its e4m3 group scale, without the global scale (exact in bf16: at most 6
 // significant bits, within bf16's range). `row` counts stored rows.
 __host__ __device__ inline float Nvfp4GroupScaled(const DeviceWeight& w, int64_t row, int64_t c) {
@@ -88,6 +98,32 @@ __host__ __device__ inline float WeightAt(const DeviceWeight& w, int64_t r, int6
       return MulRn(Nvfp4GroupScaled(w, row, c), *w.scale2);
   }
   return FloatFromBits(0x7fc00000u);
+}
+
+// The view of `w` that the kernels read (host pointers stay host pointers; CudaOps passes device
+// weights). GGUF block weights have no CUDA kernel: the caller refuses them first.
+inline DeviceWeight DeviceWeightOf(const Weight& w) {
+  DeviceWeight d;
+  d.format = static_cast<int>(w.format);
+  d.data = w.data.raw();
+  d.data_ld = w.data.rank() == 2 ? w.data.size(1) : w.cols;
+  d.scale = w.scale.raw();
+  d.scale_ue8m0 = w.scale.dtype() == DType::kUE8M0;
+  d.scale_ld = w.scale.rank() == 2 ? w.scale.size(1) : 0;
+  d.scale2 = static_cast<const float*>(w.scale2.raw());
+  d.rows = w.rows;
+  d.cols = w.cols;
+  d.row_begin = w.row_begin;
+  d.block_rows = w.block_rows > 0 ? w.block_rows : 1;
+  d.block_cols = w.block_cols > 0 ? w.block_cols : 1;
+  return d;
+}
+
+inline bool operator==(const DeviceWeight& a, const DeviceWeight& b) {
+  return a.format == b.format && a.data == b.data && a.data_ld == b.data_ld && a.scale == b.scale &&
+         a.scale_ue8m0 == b.scale_ue8m0 && a.scale_ld == b.scale_ld && a.scale2 == b.scale2 &&
+         a.rows == b.rows && a.cols == b.cols && a.row_begin == b.row_begin &&
+         a.block_rows == b.block_rows && a.block_cols == b.block_cols;
 }
 
 }  // namespace lucid::cuda

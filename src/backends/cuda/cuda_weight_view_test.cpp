@@ -76,19 +76,7 @@ Packed MakePacked(WeightFormat format, bool ue8m0, int64_t rows, int64_t cols, i
     *w.scale2.data<float>() = 3.7e-4f;
   }
   w = w.RowRange(row_begin, rows - row_begin);
-  DeviceWeight& d = p.view;
-  d.format = static_cast<int>(w.format);
-  d.data = w.data.raw();
-  d.data_ld = w.data.size(1);
-  d.scale = w.scale.raw();
-  d.scale_ue8m0 = w.scale.dtype() == DType::kUE8M0;
-  d.scale_ld = w.scale.size(1);
-  d.scale2 = static_cast<const float*>(w.scale2.raw());
-  d.rows = w.rows;
-  d.cols = w.cols;
-  d.row_begin = w.row_begin;
-  d.block_rows = w.block_rows;
-  d.block_cols = w.block_cols;
+  p.view = DeviceWeightOf(w);
   return p;
 }
 

@@ -1,0 +1,94 @@
+#include <algorithm>
+#include <string>
+
+#include "backends/cuda/cuda_kernel_util.cuh"
+#include "backends/cuda/cuda_moe_gemv.h"
+#include "core/status.h"
+
+namespace lucid::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = kThreads / 32;
+
+__device__ inline float WarpSum(float v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Warp w of the grid, or -1 past `items` (whole warps leave together).
+__device__ inline int64_t WarpItem(int64_t items) {
+  const int64_t w = blockIdx.x * int64_t{kWarpsPerBlock} + threadIdx.x / 32;
+  return w < items ? w : -1;
+}
+
+__global__ void MoeGateUpKernel(MoeGemvArgs a, const float* x, float* h) {
+  const int64_t w = WarpItem(a.tokens * a.k * a.inter);
+  if (w < 0) return;
+  const int64_t p = w / a.inter, n = w % a.inter;
+  float g = 0.0f, u = 0.0f;
+  MoeGateUpLane(a, x, p, n, static_cast<int>(threadIdx.x % 32), &g, &u);
+  g = WarpSum(g);
+  u = WarpSum(u);
+  if (threadIdx.x % 32 == 0) h[p * a.inter + n] = MoeSwiGlu(a, p, g, u);
+}
+
+__global__ void MoeDownCombineKernel(MoeGemvArgs a, const float* h, float* out) {
+  const int64_t w = WarpItem(a.tokens * a.hidden);
+  if (w < 0) return;
+  const int64_t t = w / a.hidden, r = w % a.hidden;
+  float o = out[t * a.hidden + r];
+  for (int64_t j = 0; j < a.k; ++j) {
+    const int64_t p = t * a.k + j;
+    o = MoeCombine(a, p, o, WarpSum(MoeDownLane(a, h, p, r, static_cast<int>(threadIdx.x % 32))));
+  }
+  if (threadIdx.x % 32 == 0) out[t * a.hidden + r] = o;
+}
+
+void Check(cudaError_t e, const char* what) {
+  LUCID_CHECK(e == cudaSuccess, std::string("cuda: ") + what + ": " + cudaGetErrorString(e));
+}
+
+unsigned WarpBlocks(int64_t items) {
+  return static_cast<unsigned>((items + kWarpsPerBlock - 1) / kWarpsPerBlock);
+}
+
+}  // namespace
+
+void LaunchMoeGateUp(const MoeGemvArgs& a, const float* x, float* h, cudaStream_t stream) {
+  const int64_t items = a.tokens * a.k * a.inter;
+  if (items > 0) MoeGateUpKernel<<<WarpBlocks(items), kThreads, 0, stream>>>(a, x, h);
+}
+
+void LaunchMoeDownCombine(const MoeGemvArgs& a, const float* h, float* out, cudaStream_t stream) {
+  const int64_t items = a.tokens * a.hidden;
+  if (items > 0 && a.k > 0)
+    MoeDownCombineKernel<<<WarpBlocks(items), kThreads, 0, stream>>>(a, h, out);
+}
+
+MoeExpertTables::~MoeExpertTables() {
+  cudaStreamSynchronize(stream_);
+  for (auto& [key, table] : tables_) cudaFree(table.device);
+}
+
+const DeviceWeight* MoeExpertTables::Get(const std::vector<DeviceWeight>& views) {
+  Table& t = tables_[views.empty() ? nullptr : views[0].data];
+  if (t.device != nullptr && t.host == views) return t.device;
+  // New or changed: wait for any upload still reading the old host copy, then replace it.
+  Check(cudaStreamSynchronize(stream_), "MoeExperts expert table");
+  if (views.size() > t.capacity) {
+    cudaFree(t.device);
+    t.device = nullptr;
+    Check(cudaMalloc(reinterpret_cast<void**>(&t.device),
+                     std::max<size_t>(views.size(), 1) * sizeof(DeviceWeight)),
+          "MoeExperts expert table");
+    t.capacity = views.size();
+  }
+  t.host = views;
+  if (!views.empty())
+    Check(cudaMemcpyAsync(t.device, t.host.data(), views.size() * sizeof(DeviceWeight),
+                          cudaMemcpyHostToDevice, stream_),
+          "MoeExperts expert table");
+  return t.device;
+}
+
+}  // namespace lucid::cuda

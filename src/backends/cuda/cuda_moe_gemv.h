@@ -1,0 +1,142 @@
+// MoeExperts for a few tokens with the routing left on the device: no copy of the expert ids to
+// the host, no synchronisation, a fixed launch sequence for any routing (what a CUDA graph of a
+// decode step needs), each routed expert's packed weights decoded in registers as they are read
+// (cuda_weight_view.cuh's WeightAt, as in cuda_gemv.h).
+//
+// Pair p = t * k + j is token t's j-th routed expert e = idx[p]. The first kernel gives each
+// (pair p, intermediate row n) a warp: h[p, n] = SwiGLU(gate_e[n] . x[t], up_e[n] . x[t]). The
+// second gives each (token t, hidden row r) a warp: out[t, r] += weights[p] * (down_e[r] . h[p])
+// for j = 0 .. k-1 in turn. Lane l of a warp sums the columns l, l + 32, ... with fused
+// multiply-adds; the lanes' sums then add up (a warp shuffle). A pair reads its expert's three
+// matrices whole, so a step reads each expert once per token routed to it: for decode, where few
+// tokens share an expert, about what a grouped GEMM reads; CudaOps takes this path for
+// T <= kGemvMaxTokens and the host-grouped GEMMs above.
+//
+// Arithmetic: x and h rounded to bf16 as they are read when `round_bf16` (cuda-bf16act);
+// `group_scaled` (NVFP4 under cuda-bf16act) sums e2m1 x group-scale values and multiplies the
+// sum by the global scale, as the tensor-core path does; under cuda-fp8act with FP8 experts the
+// caller passes x and h already quantized (ops/fp8_activations.h's values). An expert id out of
+// range [0, E) cannot abort a kernel: that pair's h and its token's output row become NaN, which
+// the non-finite checks then report.
+//
+// The per-lane functions are host functions too: cuda_moe_gemv_test.cpp runs them warp by warp on
+// the CPU through the ops conformance suite, without a GPU.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/cuda/cuda_weight_view.cuh"
+
+namespace lucid::cuda {
+
+struct MoeGemvArgs {
+  const DeviceWeight* experts = nullptr;  // gate, up and down of expert e at 3e, 3e + 1, 3e + 2
+  int64_t num_experts = 0;
+  int64_t hidden = 0;              // D: x's and out's columns, gate's and up's columns, down's rows
+  int64_t inter = 0;               // I: gate's and up's rows, down's columns, h's columns
+  const int32_t* idx = nullptr;    // [T, k] expert ids
+  const float* weights = nullptr;  // [T, k] combine weights
+  int64_t tokens = 0, k = 0;
+  bool round_bf16 = false;
+  bool group_scaled = false;
+};
+
+// The expert of pair p, or -1 when its id is out of range.
+__host__ __device__ inline int64_t MoePairExpert(const MoeGemvArgs& a, int64_t p) {
+  const int64_t e = a.idx[p];
+  return e >= 0 && e < a.num_experts ? e : -1;
+}
+
+__host__ __device__ inline float MoeWeightValue(const DeviceWeight& w, int64_t r, int64_t c,
+                                                bool group_scaled) {
+  return group_scaled ? Nvfp4GroupScaled(w, w.row_begin + r, c) : WeightAt(w, r, c);
+}
+
+// Lane `lane`'s sums of gate_e[n] . x[t] and up_e[n] . x[t] for pair p over its columns.
+__host__ __device__ inline void MoeGateUpLane(const MoeGemvArgs& a, const float* x, int64_t p,
+                                              int64_t n, int lane, float* g, float* u) {
+  const int64_t e = MoePairExpert(a, p);
+  float gs = 0.0f, us = 0.0f;
+  if (e >= 0) {
+    const DeviceWeight& gate = a.experts[3 * e];
+    const DeviceWeight& up = a.experts[3 * e + 1];
+    const float* xr = x + (p / a.k) * a.hidden;
+    for (int64_t c = lane; c < a.hidden; c += 32) {
+      const float xv = a.round_bf16 ? RoundToBf16(xr[c]) : xr[c];
+      gs = fmaf(xv, MoeWeightValue(gate, n, c, a.group_scaled), gs);
+      us = fmaf(xv, MoeWeightValue(up, n, c, a.group_scaled), us);
+    }
+  }
+  *g = gs;
+  *u = us;
+}
+
+// h[p, n] from the warp's gate and up sums: SwiGLU, as the SwiGlu op computes it.
+__host__ __device__ inline float MoeSwiGlu(const MoeGemvArgs& a, int64_t p, float g, float u) {
+  const int64_t e = MoePairExpert(a, p);
+  if (e < 0) return NAN;
+  if (a.group_scaled) {
+    g = MulRn(g, *a.experts[3 * e].scale2);
+    u = MulRn(u, *a.experts[3 * e + 1].scale2);
+  }
+  return g / (1.0f + expf(-g)) * u;
+}
+
+// Lane `lane`'s sum of down_e[r] . h[p] over its columns.
+__host__ __device__ inline float MoeDownLane(const MoeGemvArgs& a, const float* h, int64_t p,
+                                             int64_t r, int lane) {
+  const int64_t e = MoePairExpert(a, p);
+  if (e < 0) return 0.0f;  // MoeCombine makes the row NaN
+  const DeviceWeight& down = a.experts[3 * e + 2];
+  const float* hr = h + p * a.inter;
+  float s = 0.0f;
+  for (int64_t c = lane; c < a.inter; c += 32) {
+    const float hv = a.round_bf16 ? RoundToBf16(hr[c]) : hr[c];
+    s = fmaf(hv, MoeWeightValue(down, r, c, a.group_scaled), s);
+  }
+  return s;
+}
+
+// o + weights[p] * (the warp's down sum for pair p).
+__host__ __device__ inline float MoeCombine(const MoeGemvArgs& a, int64_t p, float o, float d) {
+  const int64_t e = MoePairExpert(a, p);
+  if (e < 0) return NAN;
+  if (a.group_scaled) d = MulRn(d, *a.experts[3 * e + 2].scale2);
+  return o + MulRn(a.weights[p], d);
+}
+
+// h [T * k, I] from x [T, D]; then out [T, D] += the weighted down projections of h. All pointers
+// device memory (a.experts too: MoeExpertTables); asynchronous on `stream`.
+void LaunchMoeGateUp(const MoeGemvArgs& a, const float* x, float* h, cudaStream_t stream);
+void LaunchMoeDownCombine(const MoeGemvArgs& a, const float* h, float* out, cudaStream_t stream);
+
+// The experts' views in device memory, one table per expert list (a MoE layer: 3 * E *
+// sizeof(DeviceWeight) bytes, about 74 KB for 256 experts), uploaded the first time a list is
+// seen and again only when its views change; after that Get launches nothing, so a captured
+// graph's kernels keep reading the same table. Not thread-safe (one per CudaOps and its stream).
+class MoeExpertTables {
+ public:
+  explicit MoeExpertTables(cudaStream_t stream) : stream_(stream) {}
+  ~MoeExpertTables();
+  MoeExpertTables(const MoeExpertTables&) = delete;
+  MoeExpertTables& operator=(const MoeExpertTables&) = delete;
+
+  // The device copy of `views` (keyed by the list's first view's data pointer; compared in full).
+  const DeviceWeight* Get(const std::vector<DeviceWeight>& views);
+
+ private:
+  struct Table {
+    std::vector<DeviceWeight> host;  // what the device copy holds (the async upload's source)
+    DeviceWeight* device = nullptr;
+    size_t capacity = 0;  // views the device buffer holds
+  };
+  cudaStream_t stream_;
+  std::unordered_map<const void*, Table> tables_;
+};
+
+}  // namespace lucid::cuda
