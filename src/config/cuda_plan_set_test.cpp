@@ -43,6 +43,13 @@ std::string KernelFor(const ResolvedConfig& r, KernelFamily f) {
   return "";
 }
 
+// Whether the plan's not-runnable reasons include one that contains `text`.
+bool ListsSetRefusal(const ResolvedConfig& r, const std::string& text) {
+  for (const std::string& n : r.not_runnable_here())
+    if (n.find(text) != std::string::npos) return true;
+  return false;
+}
+
 // By default cuda-bf16act serves everything (cuda-fp8act is last in the priority list, listed
 // as supported but lower); naming cuda-fp8act for the linear layers and the experts makes the
 // plan the set cuda-fp8act, the attention kernels staying cuda-bf16act's.
@@ -83,6 +90,11 @@ TEST(CudaPlanSet, Fp8ActIsTakenOnlyWhenNamedForEveryFp8Matmul) {
   EXPECT_NE(set.status().message().find("pass --moe-runner-backend cuda-fp8act too"),
             std::string::npos)
       << set.status().message();
+  // The plan says so itself (explain, serve's refusal), not only the commands that load it
+  // (beside "tensor parallelism 8 on the CUDA backend").
+  EXPECT_TRUE(ListsSetRefusal(*half, set.status().message()));
+  EXPECT_FALSE(ListsSetRefusal(*both, "cuda-fp8act"));
+  EXPECT_FALSE(ListsSetRefusal(*auto_plan, "cuda-fp8act"));
 }
 
 // cuda-fp8act declares sm_90 and FP8 block weights only.

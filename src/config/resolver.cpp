@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "config/cuda_plan_set.h"
 #include "config/fp8_scale_plan.h"
 #include "config/option_table.h"
 #include "config/resolver_internal.h"
@@ -231,8 +232,13 @@ StatusOr<ResolvedConfig> Resolver::Run() {
   if (V("device") == "cuda" && BuildHasCuda())
     d.notes.push_back(
         "--device cuda: `lucid serve` and `lucid generate` run lucid's CUDA kernels "
-        "(cuda-bf16act for --dtype bfloat16, cuda-reference's exact f32 for float32; no CUDA "
-        "graphs) on GPU 0, and `lucid bench` its device benchmark");
+        "(cuda-bf16act for --dtype bfloat16, or cuda-fp8act where named for the FP8 block "
+        "matmuls; cuda-reference's exact f32 for float32; no CUDA graphs) on GPU 0, and `lucid "
+        "bench` its device benchmark");
+  if (V("device") == "cuda") {  // a model runs one CUDA op set (config/cuda_plan_set.h)
+    const StatusOr<std::string> set = CudaOpsSetOfPlan(kernels_);
+    if (!set.ok()) d.not_runnable_here.push_back(set.status().message());
+  }
   if (V("device") == "cuda" && V("tp-size").get<int64_t>() > 1)
     d.not_runnable_here.push_back("tensor parallelism " + V("tp-size").dump() +
                                   " on the CUDA backend: a model runs on one GPU so far");

@@ -159,9 +159,9 @@ TEST(ScenarioTest, ACudaPlanIsNotRunnableHereWithItsReasons) {
     const std::vector<std::string>& notes = r->data().notes;
     EXPECT_NE(std::find(notes.begin(), notes.end(),
                         "--device cuda: `lucid serve` and `lucid generate` run lucid's CUDA "
-                        "kernels (cuda-bf16act for --dtype bfloat16, cuda-reference's exact f32 "
-                        "for float32; no CUDA graphs) on GPU 0, and `lucid bench` its device "
-                        "benchmark"),
+                        "kernels (cuda-bf16act for --dtype bfloat16, or cuda-fp8act where named "
+                        "for the FP8 block matmuls; cuda-reference's exact f32 for float32; no "
+                        "CUDA graphs) on GPU 0, and `lucid bench` its device benchmark"),
               notes.end());
     EXPECT_FALSE(has("this build has no CUDA backend (configure with -DLUCID_CUDA=ON)"));
   } else {
