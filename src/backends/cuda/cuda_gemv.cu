@@ -7,24 +7,15 @@ namespace {
 constexpr int kRowsPerBlock = kThreads / 32;
 
 template <int kT>
-__global__ void PackedGemvKernel(DeviceWeight w, const float* x, bool round_bf16, bool group_scaled,
-                                 float* y) {
+__global__ void PackedGemvKernel(DeviceWeight w, const float* x, bool vec, bool round_bf16,
+                                 bool group_scaled, float* y) {
   const int64_t n = blockIdx.x * int64_t{kRowsPerBlock} + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (n >= w.rows) return;  // whole warps: the block is kRowsPerBlock warps
-  const int64_t K = w.cols;
   float acc[kT];
 #pragma unroll
   for (int t = 0; t < kT; ++t) acc[t] = 0.0f;
-  for (int64_t c = lane; c < K; c += 32) {
-    const float wv = group_scaled ? Nvfp4GroupScaled(w, w.row_begin + n, c) : WeightAt(w, n, c);
-#pragma unroll
-    for (int t = 0; t < kT; ++t) {
-      float xv = x[t * K + c];
-      if (round_bf16) xv = Bf16Bits(F32ToBf16Bits(xv));
-      acc[t] = fmaf(xv, wv, acc[t]);
-    }
-  }
+  PackedDotLane<kT>(w, n, x, w.cols, lane, vec, round_bf16, group_scaled, acc);
 #pragma unroll
   for (int t = 0; t < kT; ++t) {
     float v = acc[t];
@@ -37,8 +28,8 @@ template <int kT>
 void Launch(const DeviceWeight& w, const float* x, bool round_bf16, bool group_scaled, float* y,
             cudaStream_t stream) {
   const int64_t blocks = (w.rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  PackedGemvKernel<kT>
-      <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(w, x, round_bf16, group_scaled, y);
+  PackedGemvKernel<kT><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      w, x, DotVectorizable(w, x, w.cols), round_bf16, group_scaled, y);
 }
 
 }  // namespace

@@ -65,6 +65,13 @@ void LaunchMoeDownCombine(const MoeGemvArgs& a, const float* h, float* out, cuda
     MoeDownCombineKernel<<<WarpBlocks(items), kThreads, 0, stream>>>(a, h, out);
 }
 
+bool MoeVectorizable(const std::vector<DeviceWeight>& views, int which, const float* x,
+                     int64_t x_ld) {
+  for (size_t i = static_cast<size_t>(which); i < views.size(); i += 3)
+    if (!DotVectorizable(views[i], x, x_ld)) return false;
+  return true;
+}
+
 MoeExpertTables::~MoeExpertTables() {
   cudaStreamSynchronize(stream_);
   for (auto& [key, table] : tables_) cudaFree(table.device);

@@ -1,16 +1,16 @@
 // MoeExperts for a few tokens with the routing left on the device: no copy of the expert ids to
 // the host, no synchronisation, a fixed launch sequence for any routing (what a CUDA graph of a
 // decode step needs), each routed expert's packed weights decoded in registers as they are read
-// (cuda_weight_view.cuh's WeightAt, as in cuda_gemv.h).
+// (cuda_packed_dot.cuh, as in cuda_gemv.h).
 //
 // Pair p = t * k + j is token t's j-th routed expert e = idx[p]. The first kernel gives each
 // (pair p, intermediate row n) a warp: h[p, n] = SwiGLU(gate_e[n] . x[t], up_e[n] . x[t]). The
 // second gives each (token t, hidden row r) a warp: out[t, r] += weights[p] * (down_e[r] . h[p])
-// for j = 0 .. k-1 in turn. Lane l of a warp sums the columns l, l + 32, ... with fused
-// multiply-adds; the lanes' sums then add up (a warp shuffle). A pair reads its expert's three
-// matrices whole, so a step reads each expert once per token routed to it: for decode, where few
-// tokens share an expert, about what a grouped GEMM reads; CudaOps takes this path for
-// T <= kGemvMaxTokens and the host-grouped GEMMs above.
+// for j = 0 .. k-1 in turn. The lanes split the columns as PackedDotLane does (16-column vector
+// chunks where every expert's rows allow); their sums then add up (a warp shuffle). A pair reads
+// its expert's three matrices whole, so a step reads each expert once per token routed to it: for
+// decode, where few tokens share an expert, about what a grouped GEMM reads; CudaOps takes this
+// path for T <= kGemvMaxTokens and the host-grouped GEMMs above.
 //
 // Arithmetic: x and h rounded to bf16 as they are read when `round_bf16` (cuda-bf16act);
 // `group_scaled` (NVFP4 under cuda-bf16act) sums e2m1 x group-scale values and multiplies the
@@ -30,7 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/cuda/cuda_weight_view.cuh"
+#include "backends/cuda/cuda_packed_dot.cuh"
 
 namespace lucid::cuda {
 
@@ -44,17 +44,19 @@ struct MoeGemvArgs {
   int64_t tokens = 0, k = 0;
   bool round_bf16 = false;
   bool group_scaled = false;
+  bool vec_gate_up = false;  // DotVectorizable for every gate and up view with x
+  bool vec_down = false;     // DotVectorizable for every down view with h
 };
+
+// DotVectorizable for view `which` (0 gate, 1 up, 2 down) of every expert in `views` (3 per
+// expert) with activation rows `x_ld` floats apart from `x`. Host code.
+bool MoeVectorizable(const std::vector<DeviceWeight>& views, int which, const float* x,
+                     int64_t x_ld);
 
 // The expert of pair p, or -1 when its id is out of range.
 __host__ __device__ inline int64_t MoePairExpert(const MoeGemvArgs& a, int64_t p) {
   const int64_t e = a.idx[p];
   return e >= 0 && e < a.num_experts ? e : -1;
-}
-
-__host__ __device__ inline float MoeWeightValue(const DeviceWeight& w, int64_t r, int64_t c,
-                                                bool group_scaled) {
-  return group_scaled ? Nvfp4GroupScaled(w, w.row_begin + r, c) : WeightAt(w, r, c);
 }
 
 // Lane `lane`'s sums of gate_e[n] . x[t] and up_e[n] . x[t] for pair p over its columns.
@@ -63,14 +65,11 @@ __host__ __device__ inline void MoeGateUpLane(const MoeGemvArgs& a, const float*
   const int64_t e = MoePairExpert(a, p);
   float gs = 0.0f, us = 0.0f;
   if (e >= 0) {
-    const DeviceWeight& gate = a.experts[3 * e];
-    const DeviceWeight& up = a.experts[3 * e + 1];
     const float* xr = x + (p / a.k) * a.hidden;
-    for (int64_t c = lane; c < a.hidden; c += 32) {
-      const float xv = a.round_bf16 ? RoundToBf16(xr[c]) : xr[c];
-      gs = fmaf(xv, MoeWeightValue(gate, n, c, a.group_scaled), gs);
-      us = fmaf(xv, MoeWeightValue(up, n, c, a.group_scaled), us);
-    }
+    PackedDotLane<1>(a.experts[3 * e], n, xr, a.hidden, lane, a.vec_gate_up, a.round_bf16,
+                     a.group_scaled, &gs);
+    PackedDotLane<1>(a.experts[3 * e + 1], n, xr, a.hidden, lane, a.vec_gate_up, a.round_bf16,
+                     a.group_scaled, &us);
   }
   *g = gs;
   *u = us;
@@ -92,13 +91,9 @@ __host__ __device__ inline float MoeDownLane(const MoeGemvArgs& a, const float* 
                                              int64_t r, int lane) {
   const int64_t e = MoePairExpert(a, p);
   if (e < 0) return 0.0f;  // MoeCombine makes the row NaN
-  const DeviceWeight& down = a.experts[3 * e + 2];
-  const float* hr = h + p * a.inter;
   float s = 0.0f;
-  for (int64_t c = lane; c < a.inter; c += 32) {
-    const float hv = a.round_bf16 ? RoundToBf16(hr[c]) : hr[c];
-    s = fmaf(hv, MoeWeightValue(down, r, c, a.group_scaled), s);
-  }
+  PackedDotLane<1>(a.experts[3 * e + 2], r, h + p * a.inter, a.inter, lane, a.vec_down,
+                   a.round_bf16, a.group_scaled, &s);
   return s;
 }
 

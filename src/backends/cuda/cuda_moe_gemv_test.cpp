@@ -1,9 +1,9 @@
 // The device-routed MoE kernels' arithmetic (cuda_moe_gemv.h), run warp by warp on the CPU: each
-// warp's lanes through the same per-lane functions the kernels call, their sums added, on host
-// views of the weights. Through the ops conformance suite's MoeExperts cases (every weight
-// format, NaN and Inf inputs) at each CUDA set's precision, against the suite's reference; and
-// an expert id out of range poisons its token's row only. Runs without a GPU; the kernels
-// themselves are checked on a device by CudaBackendDeviceTest's conformance run.
+// warp's lanes through the same per-lane functions the kernels call (both of PackedDotLane's
+// paths), their sums added, on host views of the weights. Through the ops conformance suite's
+// MoeExperts cases (every weight format, NaN and Inf inputs) at each CUDA set's precision, against
+// the suite's reference; and an expert id out of range poisons its token's row only. Runs without a
+// GPU; the kernels themselves are checked on a device by CudaBackendDeviceTest's conformance run.
 #include "backends/cuda/cuda_moe_gemv.h"
 
 #include <gtest/gtest.h>
@@ -81,14 +81,22 @@ class MoeGemvEmulation final : public ForwardingOps {
     a.group_scaled = bf16 && format == WeightFormat::kNvfp4;
     const Tensor x_in = fp8 ? Fp8ActDequantized(x) : x;
     Tensor h = F32({T * k, I});
+    a.vec_gate_up = MoeVectorizable(views, 0, x_in.data<const float>(), D) &&
+                    MoeVectorizable(views, 1, x_in.data<const float>(), D);
     RunMoeGateUpOnHost(a, x_in.data<const float>(), h.data<float>());
-    const Tensor h_in = fp8 ? Fp8ActDequantized(h) : h;
+    Tensor h_in = fp8 ? Fp8ActDequantized(h) : h;
+    a.vec_down = MoeVectorizable(views, 2, h_in.data<const float>(), I);
+    vec_seen_ |= a.vec_gate_up;
+    scalar_seen_ |= !a.vec_down;
     RunMoeDownOnHost(a, h_in.data<const float>(), out.data<float>());
   }
 
  private:
   const CpuOps ref_;
   ConformancePrecision precision_;
+
+ public:
+  mutable bool vec_seen_ = false, scalar_seen_ = false;  // which PackedDotLane paths ran
 };
 
 TEST(CudaMoeGemvTest, TheKernelsArithmeticPassesTheMoeCasesAtEachSetsPrecision) {
@@ -104,6 +112,10 @@ TEST(CudaMoeGemvTest, TheKernelsArithmeticPassesTheMoeCasesAtEachSetsPrecision) 
                           << c.tolerance << ")";
     }
     EXPECT_EQ(formats.size(), 5u) << "every weight format has MoeExperts cases";
+    // D = 48 gives the gate and up rows whole 16-column chunks; the FP8 down rows of I = 40
+    // bytes are not 16-byte aligned and take the column-at-a-time path.
+    EXPECT_TRUE(ops.vec_seen_);
+    EXPECT_TRUE(ops.scalar_seen_);
   }
 }
 

@@ -714,19 +714,15 @@ class CudaOps final : public Ops {
     Grow(&moe_act_, &moe_act_bytes_,
          static_cast<size_t>(h_floats + (fp8 ? T * D + h_floats : 0)) * sizeof(float));
     float* h = static_cast<float*>(moe_act_);
-    const float* x_in = x.data<const float>();
-    if (fp8) {
-      float* xq = h + h_floats;
-      LaunchQuantizeFp8Act(x_in, T, D, nullptr, nullptr, xq, stream_);
-      x_in = xq;
-    }
+    float* xq = fp8 ? h + h_floats : nullptr;
+    float* hq = fp8 ? h + h_floats + T * D : nullptr;
+    const float* x_in = fp8 ? xq : x.data<const float>();
+    const float* h_in = fp8 ? hq : h;
+    a.vec_gate_up = MoeVectorizable(views, 0, x_in, D) && MoeVectorizable(views, 1, x_in, D);
+    a.vec_down = MoeVectorizable(views, 2, h_in, I);
+    if (fp8) LaunchQuantizeFp8Act(x.data<const float>(), T, D, nullptr, nullptr, xq, stream_);
     LaunchMoeGateUp(a, x_in, h, stream_);
-    const float* h_in = h;
-    if (fp8) {
-      float* hq = h + h_floats + T * D;
-      LaunchQuantizeFp8Act(h, T * k, I, nullptr, nullptr, hq, stream_);
-      h_in = hq;
-    }
+    if (fp8) LaunchQuantizeFp8Act(h, T * k, I, nullptr, nullptr, hq, stream_);
     LaunchMoeDownCombine(a, h_in, out.data<float>(), stream_);
     return true;
   }
