@@ -2,11 +2,10 @@
 
 #include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_kernel_util.cuh"
+#include "backends/cuda/cuda_weight_view.cuh"
 
 namespace lucid::cuda {
 namespace {
-
-__constant__ float kE4m3Attn[256];
 
 // PagedRows as the kernels read it (ops/ops.h).
 struct DeviceRows {
@@ -49,7 +48,7 @@ __device__ float RowValue(const DeviceRows& r, int64_t u, int64_t i) {
   if (r.kind == static_cast<int>(KvRowKind::kBF16)) return Bf16Bits(LoadU16(rb + 2 * i));
   const int64_t ns = (r.fp8_values + r.fp8_block - 1) / r.fp8_block;
   if (i < r.fp8_values)
-    return kE4m3Attn[rb[i]] * LoadF32(rb + r.fp8_values + 4 * (i / r.fp8_block));
+    return MulRn(E4m3Value(rb[i]), LoadF32(rb + r.fp8_values + 4 * (i / r.fp8_block)));
   return Bf16Bits(LoadU16(rb + r.fp8_values + 4 * ns + 2 * (i - r.fp8_values)));
 }
 
@@ -137,10 +136,6 @@ int64_t Chunk(int64_t pairs, int64_t per_row) {
 }
 
 }  // namespace
-
-void InitAttentionTables(const float* e4m3_host) {
-  cudaMemcpyToSymbol(kE4m3Attn, e4m3_host, 256 * sizeof(float));
-}
 
 int64_t AttentionScratchPerRow(const PagedRows& kv, const int32_t* selected,
                                int64_t selected_stride) {

@@ -15,9 +15,6 @@
 
 namespace lucid::cuda {
 
-// The e4m3 decode table (F8E4M3ToF32 of every code), copied once to the kernels' constant memory.
-void InitAttentionTables(const float* e4m3_host);
-
 // Floats of scratch MlaAttention / GqaAttention need per (row, head): the most tokens one row can
 // attend (sparse: selected_stride; dense: every row of the pages).
 int64_t AttentionScratchPerRow(const PagedRows& kv, const int32_t* selected,

@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -160,9 +159,6 @@ class CudaOps final : public Ops {
         bf16_act_(inputs != MatmulInputs::kF32),
         fp8_act_(inputs == MatmulInputs::kFp8),
         fp8_gemm_(stream, CurrentSm()) {
-    std::array<float, 256> e4m3{};
-    for (int i = 0; i < 256; ++i) e4m3[i] = F8E4M3ToF32(static_cast<uint8_t>(i));
-    InitAttentionTables(e4m3.data());
     LUCID_CHECK(cublasCreate(&blas_) == CUBLAS_STATUS_SUCCESS, "cuda: cublasCreate failed");
     cublasSetStream(blas_, stream_);
     // cuda-reference: f32 products, no TF32. cuda-bf16act lets the bf16 GEMMs take the tensor
