@@ -63,26 +63,39 @@ const char* SiteName(Site s) {
   return s == Site::kNone ? "" : s == Site::kQuery ? " in q" : " in kv";
 }
 
+// Sparse (an index list per row), dense over every causal token, or dense over a range per row
+// (dense_begin: a batched step's rows of several sequences in one pool).
+enum class AttnMode { kSparse, kDense, kDenseRanges };
+
 struct AttnCase {
   int64_t T, H, R, P, ctx, max_sel;
-  bool exact;  // every row selects max_sel tokens (else a random count, row 1 none)
+  bool exact;  // every row selects max_sel tokens / all its causal ones (else row 1 none)
+  AttnMode mode = AttnMode::kSparse;
 };
 
 void OneAttention(Suite& s, const AttnCase& c, KvRowKind kind, Planting pl, uint32_t seed) {
-  std::vector<int32_t> sel(c.T * c.max_sel), count(c.T);
+  const bool sparse = c.mode == AttnMode::kSparse;
+  std::vector<int32_t> sel(sparse ? c.T * c.max_sel : 0), count(c.T), begin(c.T, 0);
   std::mt19937 rng(seed);
   for (int64_t t = 0; t < c.T; ++t) {
-    std::vector<int32_t> all(c.ctx);
-    for (int64_t u = 0; u < c.ctx; ++u) all[u] = static_cast<int32_t>(u);
-    std::shuffle(all.begin(), all.end(), rng);
-    count[t] = static_cast<int32_t>(c.exact  ? c.max_sel
-                                    : t == 1 ? 0
-                                             : std::min<int64_t>(c.max_sel, 1 + rng() % c.ctx));
-    std::copy(all.begin(), all.begin() + count[t], sel.begin() + t * c.max_sel);
+    if (sparse) {
+      std::vector<int32_t> all(c.ctx);
+      for (int64_t u = 0; u < c.ctx; ++u) all[u] = static_cast<int32_t>(u);
+      std::shuffle(all.begin(), all.end(), rng);
+      count[t] = static_cast<int32_t>(c.exact  ? c.max_sel
+                                      : t == 1 ? 0
+                                               : std::min<int64_t>(c.max_sel, 1 + rng() % c.ctx));
+      std::copy(all.begin(), all.begin() + count[t], sel.begin() + t * c.max_sel);
+    } else if (c.mode == AttnMode::kDense) {  // row t is token ctx - T + t: its causal prefix
+      count[t] = static_cast<int32_t>(!c.exact && t == 1 ? 0 : c.ctx - (c.T - 1 - t));
+    } else {
+      begin[t] = static_cast<int32_t>((t * 37) % (c.ctx / 2));
+      count[t] = static_cast<int32_t>(!c.exact && t == 1 ? 0 : 1 + rng() % (c.ctx - begin[t]));
+    }
   }
-  // Planted into the first selected token of row 0, in the latent part (a key and a value).
+  // Planted into the first attended token of row 0, in the latent part (a key and a value).
   Paged kv(c.ctx, c.R + c.P, seed, kind, kind == KvRowKind::kFp8 ? c.R : 0, 128, 5,
-           pl.site == Site::kKv ? pl.plant : Plant::kNone, sel[0], c.R / 2);
+           pl.site == Site::kKv ? pl.plant : Plant::kNone, sparse ? sel[0] : begin[0], c.R / 2);
   Tensor ql = RandomTensor({c.T * c.H, c.R}, seed + 1),
          qr = RandomTensor({c.T * c.H, c.P}, seed + 2);
   if (pl.site == Site::kQuery) {
@@ -98,17 +111,21 @@ void OneAttention(Suite& s, const AttnCase& c, KvRowKind kind, Planting pl, uint
   a.rope_dim = c.P;
   a.scale = 0.3f;
   a.kv = kv.rows;
-  a.selected = sel.data();
-  a.selected_stride = c.max_sel;
+  a.selected = sparse ? sel.data() : nullptr;
+  a.selected_stride = sparse ? c.max_sel : 0;
   a.selected_count = count.data();
+  a.dense_begin = c.mode == AttnMode::kDenseRanges ? begin.data() : nullptr;
   a.out_latent = out.data<float>();
   s.cand().MlaAttention(a);
   a.out_latent = ref.data<float>();
   s.ref().MlaAttention(a);
+  const std::string mode = sparse ? " sel=" + std::to_string(c.max_sel)
+                           : c.mode == AttnMode::kDense
+                               ? " dense ctx=" + std::to_string(c.ctx)
+                               : " dense ranges ctx=" + std::to_string(c.ctx);
   s.Add("MlaAttention", KvName(kind),
-        Shape3("T", c.T, "H", c.H, "R", c.R) + " sel=" + std::to_string(c.max_sel) +
-            SiteName(pl.site),
-        pl.plant, out.data<float>(), ref.data<float>(), out.numel(), 1e-5);
+        Shape3("T", c.T, "H", c.H, "R", c.R) + mode + SiteName(pl.site), pl.plant,
+        out.data<float>(), ref.data<float>(), out.numel(), 1e-5);
 }
 
 void IndexerOne(Suite& s, int64_t T, int64_t H, int64_t ctx, int64_t page, KvRowKind kind,
@@ -157,11 +174,15 @@ void IndexerOne(Suite& s, int64_t T, int64_t H, int64_t ctx, int64_t page, KvRow
 void AttentionCases(Suite& s) {
   if (!s.Wants("MlaAttention")) return;
   // Decode rows split into ranges past 288 rows and merged; 16 + 4 heads (row 1 selects nothing);
-  // the real latent and rope sizes; 129 query rows.
+  // the real latent and rope sizes; 129 query rows; dense over the causal prefix (decode, and a
+  // prefill chunk whose row 1 attends nothing) and over per-row ranges.
   const AttnCase cases[] = {{1, 3, 37, 11, 300, 300, true},
                             {5, 20, 37, 11, 90, 64, false},
                             {1, 5, 512, 64, 300, 289, true},
-                            {129, 2, 37, 11, 150, 40, false}};
+                            {129, 2, 37, 11, 150, 40, false},
+                            {1, 3, 37, 11, 300, 0, true, AttnMode::kDense},
+                            {6, 4, 37, 11, 70, 0, false, AttnMode::kDense},
+                            {5, 3, 37, 11, 90, 0, false, AttnMode::kDenseRanges}};
   uint32_t seed = 1;
   for (KvRowKind kind : kKvKinds)
     for (const AttnCase& c : cases)
