@@ -28,6 +28,14 @@ int64_t KvRowBytes(const PagedRows& f) {
   return 0;
 }
 
+// e4m3(v / scale), saturating; a NaN quotient (v NaN, or infinite over an infinite scale) is the
+// NaN code with v's sign bit, whatever sign the hardware gives the quotient's NaN.
+static uint8_t Fp8KvCode(float v, float scale) {
+  const float q = v / scale;
+  if (std::isnan(q)) return std::signbit(v) ? 0xFF : 0x7F;
+  return F32ToF8E4M3Saturate(q);
+}
+
 void EncodeKvRow(const PagedRows& f, const float* in, uint8_t* out) {
   switch (f.kind) {
     case KvRowKind::kF32:
@@ -46,8 +54,7 @@ void EncodeKvRow(const PagedRows& f, const float* in, uint8_t* out) {
         float amax = 0.0f;
         for (int64_t i = b0; i < b1; ++i) amax = std::max(amax, std::abs(in[i]));
         const float scale = amax / 448.0f;
-        for (int64_t i = b0; i < b1; ++i)
-          out[i] = scale > 0.0f ? F32ToF8E4M3Saturate(in[i] / scale) : 0;
+        for (int64_t i = b0; i < b1; ++i) out[i] = scale > 0.0f ? Fp8KvCode(in[i], scale) : 0;
         std::memcpy(scales + 4 * b, &scale, 4);
       }
       uint8_t* tail = scales + 4 * ScaleCount(f);

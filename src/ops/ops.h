@@ -84,7 +84,8 @@ struct PagedRows {
 int64_t KvRowBytes(const PagedRows& fmt);
 // Encodes in[row_floats] into out[KvRowBytes(fmt)] in fmt's kind. kFp8 scale per block:
 // amax / 448 (an all-zero block stores scale 0 and zero codes), codes e4m3(x / scale) with RNE,
-// saturating; the tail is rounded to bf16 (RNE). kBF16 rounds RNE.
+// saturating, a NaN quotient (x NaN, or infinite in a block whose scale is infinite) the NaN code
+// with x's sign bit (0x7F, 0xFF); the tail is rounded to bf16 (RNE). kBF16 rounds RNE.
 void EncodeKvRow(const PagedRows& fmt, const float* in, uint8_t* out);
 
 // Where WriteKvRows stores rows: one layer's pool of `rows` rows in fmt's row format (kind,

@@ -64,6 +64,14 @@ using MatmulDesc = LtHandle<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
 using Layout = LtHandle<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
 using Preference = LtHandle<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
 
+// The largest power of two up to 256 that divides p's address (cuBLASLt's alignment preferences).
+uint32_t AlignmentOf(const void* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  uint32_t al = 256;
+  while (al > 1 && a % al != 0) al /= 2;
+  return al;
+}
+
 std::string LtError(const char* what, cublasStatus_t s) {
   return std::string("cuBLASLt ") + what + ": status " + std::to_string(static_cast<int>(s));
 }
@@ -137,7 +145,13 @@ std::string Fp8LtGemm::Run(const Fp8LtWeight& w, const float* w_scales, const ui
   if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&d.h, CUDA_R_32F, N, T, N);
   if (s != CUBLAS_STATUS_SUCCESS) return LtError("descriptors", s);
 
-  const auto key = std::make_tuple(w.rows, T, w.cols);
+  // FP8 operands must start on 16 bytes; the heuristic is told each pointer's alignment (it
+  // assumes 256 otherwise) and its answer is kept per shape and alignments.
+  const uint32_t al_a = AlignmentOf(w.codes), al_b = AlignmentOf(x_codes), al_d = AlignmentOf(y);
+  if (al_a < 16 || al_b < 16 || al_d < 16 || AlignmentOf(w_scales) < 16 ||
+      AlignmentOf(x_scales) < 16)
+    return "an operand does not start on a 16-byte boundary";
+  const AlgoKey key{w.rows, T, w.cols, al_a, al_b, al_d};
   auto it = algos_.find(key);
   if (it == algos_.end()) {
     Preference pref;
@@ -146,6 +160,14 @@ std::string Fp8LtGemm::Run(const Fp8LtWeight& w, const float* w_scales, const ui
     if (s == CUBLAS_STATUS_SUCCESS)
       s = cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                &ws, sizeof(ws));
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al_a},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, al_b},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, al_d},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, al_d}};
+    for (const auto& [attr, al] : alignments)
+      if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref.h, attr, &al, sizeof(al));
     cublasLtMatmulHeuristicResult_t result{};
     int n = 0;
     if (s == CUBLAS_STATUS_SUCCESS)

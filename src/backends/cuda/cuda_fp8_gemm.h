@@ -8,7 +8,8 @@
 // (CUDA_R_8F_E4M3, scales VEC128_32F, outer-dim-major), D f32, f32 compute: each 128-column block's
 // products summed on the tensor cores, then scaled and accumulated in f32. Where it cannot (another
 // compute capability, an older cuBLASLt, a view that does not start on a 128-row block, K or N not
-// a multiple of 16, no algorithm from the heuristic) it says why and launches nothing; CudaOps then
+// a multiple of 16, an operand not on a 16-byte boundary, no algorithm from the heuristic for the
+// shape and the operands' alignments) it says why and launches nothing; CudaOps then
 // multiplies the same values in f32 (LaunchQuantizeFp8Act's `values` times the dequantized weight,
 // SGEMM): the reference's arithmetic. All pointers are device memory; everything is asynchronous on
 // the stream given. Thread-safety: one thread (the op set's engine thread); the algorithm cache and
@@ -70,8 +71,10 @@ class Fp8LtGemm {
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
-  // The heuristic's first algorithm by (N, T, K); nullopt where it had none (asked once).
-  std::map<std::tuple<int64_t, int64_t, int64_t>, std::optional<cublasLtMatmulAlgo_t>> algos_;
+  // The heuristic's first algorithm by (N, T, K) and the alignments of A, B and D; nullopt
+  // where it had none (asked once).
+  using AlgoKey = std::tuple<int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t>;
+  std::map<AlgoKey, std::optional<cublasLtMatmulAlgo_t>> algos_;
 };
 
 }  // namespace lucid::cuda

@@ -187,8 +187,10 @@ __global__ void WriteKvRowsKernel(KvParts parts, int64_t T, int kind, int64_t ro
           amax = amax < a ? a : amax;  // std::max's rule: a NaN never replaces amax
         }
         const float scale = amax / 448.0f;
-        for (int64_t i = b0; i < b1; ++i)
-          out[i] = scale > 0.0f ? ToE4m3Saturate(PartValue(parts, t, i) / scale) : 0;
+        for (int64_t i = b0; i < b1; ++i) {  // a NaN quotient: the NaN code with v's sign
+          const float v = PartValue(parts, t, i), q = v / scale;
+          out[i] = scale > 0.0f ? (isnan(q) ? (signbit(v) ? 0xFF : 0x7F) : ToE4m3Saturate(q)) : 0;
+        }
         PutBytes(scales + 4 * b, &scale, 4);
       }
       uint8_t* tail = scales + 4 * n_scales;
