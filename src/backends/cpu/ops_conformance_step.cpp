@@ -94,6 +94,28 @@ void TopKRowsCases(Suite& s) {
           }
         }
       }
+  // The DSA indexer's sizes: index_topk 2048 of a longer row, and a k whose sort is longer than
+  // a GPU block's shared memory holds. Row 0 from a few hundred values (ties); row 1 from 5000
+  // neighbouring floats above 1 (they differ in the low bits only; ties too).
+  for (Plant p : kPlants) {
+    const int64_t T = 2, S = 9000;
+    Tensor scores = F32({T, S});
+    for (int64_t i = 0; i < S; ++i) {
+      scores.data<float>()[i] = static_cast<float>(static_cast<int>(rng() % 700) - 350) / 16.0f;
+      const uint32_t bits = 0x3F800000u + static_cast<uint32_t>(rng() % 5000);
+      std::memcpy(scores.data<float>() + S + i, &bits, 4);
+    }
+    PlantAt(scores, p, 0, S / 3);
+    PlantAt(scores, p, 1, S - 1);
+    const std::vector<int64_t> n = {S, S - 1234};
+    for (int64_t k : {int64_t{2048}, int64_t{5000}}) {
+      Tensor a = Tensor::Zeros(DType::kI32, {T, k}), b = Tensor::Zeros(DType::kI32, {T, k});
+      s.cand().TopKRows(scores, n, k, 0, a);
+      s.ref().TopKRows(scores, n, k, 0, b);
+      s.AddExact("TopKRows", "-", Shape3("T", T, "S", S, "k", k), p,
+                 std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0);
+    }
+  }
 }
 
 void NonFiniteRowsCases(Suite& s) {

@@ -22,6 +22,7 @@
 #include "backends/cuda/cuda_sampling.h"
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/cuda_step_kernels.h"
+#include "backends/cuda/cuda_topk.h"
 #include "backends/cuda/cuda_weight_view.cuh"
 #include "core/dtype.h"
 #include "ops/fp8_activations.h"
@@ -169,7 +170,8 @@ class CudaOps final : public Ops {
   ~CudaOps() override {
     cudaStreamSynchronize(stream_);
     cublasDestroy(blas_);
-    for (void* p : {scratch_, ints_, act_, moe_act_, moe_meta_, fp8_scales_}) cudaFree(p);
+    for (void* p : {scratch_, ints_, act_, moe_act_, moe_meta_, fp8_scales_, topk_scratch_})
+      cudaFree(p);
   }
 
   const char* name() const override {
@@ -454,7 +456,7 @@ class CudaOps final : public Ops {
     const int64_t* d_len =
         static_cast<const int64_t*>(Upload(lengths.data(), lengths.size_bytes()));
     LaunchTopKRows(scores.data<const float>(), scores.size(1), d_len, T, k, offset,
-                   out.data<int32_t>(), out.size(1), stream_);
+                   out.data<int32_t>(), out.size(1), TopKScratch(T, k), stream_);
   }
   void SampleRows(const Tensor& logits, std::span<const RowSampling> rows,
                   std::span<const LogitEdit> edits, Tensor& scratch, Tensor& tokens,
@@ -503,10 +505,9 @@ class CudaOps final : public Ops {
     return OkStatus();
   }
 
-  // No CUDA kernel yet (CudaImplements is false): abort naming the op.
   void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const override {
     LUCID_CHECK(k <= n, "TopK k > n");
-    if (k > 0) LaunchTopK(scores, n, k, out, stream_);
+    if (k > 0) LaunchTopK(scores, n, k, out, TopKScratch(1, k), stream_);
   }
   void MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride, int64_t nope_dim,
                       int64_t v_dim, const Weight& kv_b, Tensor& q_latent) const override {
@@ -722,6 +723,13 @@ class CudaOps final : public Ops {
     LaunchMoeDownCombine(a, h_in, out.data<float>(), stream_);
     return true;
   }
+  // The top-k kernels' sort scratch for T rows (null where the sort fits in shared memory).
+  uint64_t* TopKScratch(int64_t T, int64_t k) const {
+    const int64_t words = TopKScratchWords(T, k);
+    if (words == 0) return nullptr;
+    Grow(&topk_scratch_, &topk_scratch_bytes_, static_cast<size_t>(words) * sizeof(uint64_t));
+    return static_cast<uint64_t*>(topk_scratch_);
+  }
   // Bytes of scratch for `pairs` (row, head) pairs of `per_row` floats, in launches of at most
   // 64M floats (cuda_attention.cu launches them that way).
   static size_t AttentionScratchBytes(int64_t pairs, int64_t per_row) {
@@ -764,6 +772,8 @@ class CudaOps final : public Ops {
   mutable size_t act_bytes_ = 0;
   mutable void* moe_act_ = nullptr;  // MoeExperts: every touched expert's activations
   mutable size_t moe_act_bytes_ = 0;
+  mutable void* topk_scratch_ = nullptr;  // TopK and TopKRows: sort words past shared memory
+  mutable size_t topk_scratch_bytes_ = 0;
   mutable MoeExpertTables moe_tables_{stream_};  // MoeExpertsOnDevice's expert views
   mutable void* moe_meta_ = nullptr;             // MoeExperts: the combine's row ids and weights
   mutable size_t moe_meta_bytes_ = 0;

@@ -17,7 +17,8 @@
 //   routed expert's weights decoded as they are read, the set's activation arithmetic; above
 //   that the routing is copied to the host, the rows grouped by expert and each touched expert
 //   run as three Linear calls on its gathered rows.
-// - Rope, TopK, TopKRows, MoeRoute, WriteKvRows and MoeExperts' combine: cuda_step_kernels.h;
+// - TopK and TopKRows: cuda_topk.h (a block per row: radix select, then a sort of the k chosen).
+// - Rope, MoeRoute, WriteKvRows and MoeExperts' combine: cuda_step_kernels.h;
 //   MLA and GQA attention and the indexer scores: cuda_attention.h; MlaAbsorbQuery and
 //   MlaProjectOutput: one strided SGEMM per head on the dequantized kv_b.
 // Set "cuda-bf16act": the same kernels, but Linear (and so LinearMany and MoeExperts' expert

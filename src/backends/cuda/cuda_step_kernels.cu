@@ -50,24 +50,6 @@ __device__ void SelectTopK(const float* s, int64_t n, int64_t k, int32_t* out) {
   }
 }
 
-__global__ void TopKRowsKernel(const float* scores, int64_t S, const int64_t* lengths, int64_t T,
-                               int64_t k, int32_t offset, int32_t* out, int64_t W) {
-  LUCID_GRID_LOOP(t, T) {
-    const int64_t n = lengths[t];
-    int32_t* row = out + t * W;
-    if (n > k) {
-      SelectTopK(scores + t * S, n, k, row);
-      for (int64_t i = 0; i < k; ++i) row[i] += offset;
-    } else {
-      for (int64_t u = 0; u < n; ++u) row[u] = static_cast<int32_t>(u) + offset;
-    }
-  }
-}
-
-__global__ void TopKKernel(const float* scores, int64_t n, int64_t k, int32_t* out) {
-  if (blockIdx.x == 0 && threadIdx.x == 0) SelectTopK(scores, n, k, out);
-}
-
 // "a before b" for the group scores' top two (NaN first, then larger; ties do not matter).
 __device__ bool GroupBefore(float a, float b) { return isnan(a) ? !isnan(b) : a > b; }
 
@@ -216,15 +198,6 @@ void LaunchRope(float* x, int64_t T, int64_t heads, int64_t head_stride, int64_t
                 int64_t half, const float* cs, bool interleaved, cudaStream_t stream) {
   RopeKernel<<<Blocks(T * heads * half), kThreads, 0, stream>>>(x, T, heads, head_stride, offset,
                                                                 half, cs, interleaved);
-}
-
-void LaunchTopKRows(const float* scores, int64_t S, const int64_t* lengths, int64_t T, int64_t k,
-                    int32_t offset, int32_t* out, int64_t W, cudaStream_t stream) {
-  TopKRowsKernel<<<Blocks(T), kThreads, 0, stream>>>(scores, S, lengths, T, k, offset, out, W);
-}
-
-void LaunchTopK(const float* scores, int64_t n, int64_t k, int32_t* out, cudaStream_t stream) {
-  TopKKernel<<<1, 32, 0, stream>>>(scores, n, k, out);
 }
 
 void LaunchMoeRoute(const float* logits, int64_t T, int64_t E, const float* bias, int64_t n_group,

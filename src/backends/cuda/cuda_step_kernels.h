@@ -1,10 +1,11 @@
 // Kernels of the CUDA sets that carry more logic than an elementwise loop: RoPE from a
-// host-computed cos/sin table, row-wise top-k (TopK's order), DeepSeek-V3 routing, the KV row
+// host-computed cos/sin table, DeepSeek-V3 routing (its top-k by SelectTopK), the KV row
 // encoders (EncodeKvRow's bytes), and the MoE combine. Each mirrors the CPU reference's arithmetic
 // (backends/cpu/cpu_ops.cpp, cpu_moe.cpp, cpu_step_ops.cpp, ops/kv_rows.cpp) so the conformance
 // suite can hold it to the reference's tolerances, and equality where the reference is exact.
-// These are reference kernels: one thread per row for the selections and encoders, correct at any
-// size, not fast. Every launcher is asynchronous on `stream`; all pointers are device memory.
+// These are reference kernels: one thread per row for the routing and encoders, correct at any
+// size, not fast (row-wise top-k: cuda_topk.h). Every launcher is asynchronous on `stream`; all
+// pointers are device memory.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -17,13 +18,6 @@ namespace lucid::cuda {
 // cs[t, 0, i] (cos) and cs[t, 1, i] (sin), interleaved pairs (2i, 2i+1) or half-split (i, i+half).
 void LaunchRope(float* x, int64_t T, int64_t heads, int64_t head_stride, int64_t offset,
                 int64_t half, const float* cs, bool interleaved, cudaStream_t stream);
-
-// out[t, 0..k) = offset + TopK(scores[t, 0..n)), n = lengths[t] > k; else offset + 0..n-1.
-void LaunchTopKRows(const float* scores, int64_t S, const int64_t* lengths, int64_t T, int64_t k,
-                    int32_t offset, int32_t* out, int64_t W, cudaStream_t stream);
-
-// TopK: out[0..k) = the k best of scores[0..n) in TopK's order (one thread).
-void LaunchTopK(const float* scores, int64_t n, int64_t k, int32_t* out, cudaStream_t stream);
 
 // MoeRoute for T rows of logits [T, E]; scratch holds T * (2E + n_group) floats.
 void LaunchMoeRoute(const float* logits, int64_t T, int64_t E, const float* bias, int64_t n_group,
