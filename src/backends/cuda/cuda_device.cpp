@@ -22,6 +22,14 @@ StatusOr<std::vector<CudaDeviceInfo>> ProbeCudaDevices() {
     return FailedPrecondition(std::string("no CUDA device: ") + cudaGetErrorString(e));
   }
   if (count == 0) return FailedPrecondition("no CUDA device: the runtime reports 0 devices");
+  // cudaMemGetInfo reads the current device: each is made current in turn, and the caller's is
+  // current again on return (kernels of an op set launched from this thread stay on its device).
+  int caller_device = 0;
+  LUCID_CUDA_RETURN_IF_ERROR(cudaGetDevice(&caller_device));
+  struct Restore {
+    int device;
+    ~Restore() { cudaSetDevice(device); }
+  } restore{caller_device};
   std::vector<CudaDeviceInfo> out;
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp p{};

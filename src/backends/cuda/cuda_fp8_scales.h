@@ -10,8 +10,9 @@
 //   the next power of two s' and the block's e4m3 codes are re-rounded to e4m3(q * s / s'): since
 //   s' >= s, |q * s / s'| <= |q| <= 448, so no dequantized value overflows, but values change
 //   (PackScalesUe8m0 counts the scales and the weights that change). Fp8ScalesForKernel refuses
-//   that lossy case with the counts. No load path calls it yet: the one CUDA op set
-//   (cuda-reference) dequantizes either format as stored, so UploadWeight copies the scales.
+//   that lossy case with the counts. No load path calls it: every CUDA op set reads either format
+//   as stored (cuda-fp8act lays both out as f32 per call, LaunchLayoutBlk128Scales), so
+//   UploadWeight copies the scales.
 // - NaN scales stay NaN (f32 NaN <-> ue8m0 255): the block dequantizes to NaN either way and the
 //   numerics guard names it on first use. A zero scale (an all-zero block) becomes 2^-127 with
 //   the block's codes set to zero (NaN codes kept: NaN * 0 is NaN): every value stays, so it is
@@ -27,7 +28,8 @@
 // - Activation scales, one per (token m, 128-column block k), "outer-dim-major": block k's T token
 //   scales contiguous, the scale of (m, k) at k * T + m.
 // These follow PyTorch's _scaled_mm requirements for its 1x128 / 128x128 recipes, which hand the
-// pointers to cuBLASLt unchanged; no kernel of lucid reads them on a GPU yet.
+// pointers to cuBLASLt unchanged; cuda-fp8act's GEMM (cuda_fp8_gemm.h) reads them, never yet on a
+// GPU.
 // Thread-safety: pure functions.
 #pragma once
 

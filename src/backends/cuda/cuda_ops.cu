@@ -338,6 +338,8 @@ class CudaOps final : public Ops {
     LUCID_CHECK(
         n_group >= 1 && n_group <= 64 && E % n_group == 0 && (n_group == 1 || E / n_group >= 2),
         "MoeRoute on cuda: 1 to 64 groups of at least 2 experts");
+    LUCID_CHECK(k <= E && (n_group == 1 || (topk_group >= 1 && topk_group <= n_group)),
+                "MoeRoute: k > E, or topk_group outside 1..n_group (TopK's k <= n)");
     if (T == 0) return;
     Grow(&scratch_, &scratch_bytes_, static_cast<size_t>(T * (2 * E + n_group)) * sizeof(float));
     LaunchMoeRoute(logits.data<const float>(), T, E,
