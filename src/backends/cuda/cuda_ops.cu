@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -666,6 +667,14 @@ class CudaOps final : public Ops {
                           y.data<float>());
       if (why.empty()) return;
     }
+    if (!fp8_fallback_reported_) {  // a set that does not do what it says is never silent
+      fp8_fallback_reported_ = true;
+      std::fprintf(stderr,
+                   "lucid: cuda-fp8act: %s (N=%lld K=%lld, %lld tokens) is multiplied in f32, not "
+                   "on cuBLASLt's FP8 tensor cores: %s (reported for the first such matmul only)\n",
+                   w.name.c_str(), static_cast<long long>(N), static_cast<long long>(K),
+                   static_cast<long long>(T), why.c_str());
+    }
     Grow(&act_, &act_bytes_, static_cast<size_t>(T * K) * sizeof(float));
     LaunchQuantizeFp8Act(x.data<const float>(), T, K, nullptr, nullptr, static_cast<float*>(act_),
                          stream_);
@@ -763,6 +772,7 @@ class CudaOps final : public Ops {
   bool bf16_act_ = false;  // cuda-bf16act and cuda-fp8act
   bool fp8_act_ = false;   // cuda-fp8act
   mutable Fp8LtGemm fp8_gemm_;
+  mutable bool fp8_fallback_reported_ = false;  // Fp8Linear's one line on stderr
   mutable void* fp8_scales_ = nullptr;  // cuda-fp8act: the weight's scales in cuBLASLt's layout
   mutable size_t fp8_scales_bytes_ = 0;
   cublasHandle_t blas_ = nullptr;

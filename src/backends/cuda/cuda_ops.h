@@ -36,11 +36,11 @@
 // and MoeExperts' expert GEMMs) quantizes the activations per (token, 128 columns) to e4m3
 // (ops/fp8_activations.h) and multiplies them on the FP8 tensor cores with cuBLASLt's
 // block-scaled GEMM, or where cuBLASLt cannot, the same values in f32 (cuda_fp8_gemm.h;
-// ConformancePrecision::kFp8Act). MlaProjectOutput stays bf16 as in cuda-bf16act.
-// CudaImplements(op) names the ops with a kernel (every op of ops/ops.h); the pointers in the
-// op arguments are device memory (ops/ops.h).
-// Every op is asynchronous on the stream; errors surface in Synchronize as a Status.
-// Thread-safety: the engine thread only (scratch buffers are per instance).
+// ConformancePrecision::kFp8Act), saying so on stderr with cuBLASLt's reason the first time.
+// MlaProjectOutput stays bf16 as in cuda-bf16act. CudaImplements(op) names the ops with a kernel
+// (every op of ops/ops.h); the pointers in the op arguments are device memory (ops/ops.h). Every op
+// is asynchronous on the stream; errors surface in Synchronize as a Status. Thread-safety: the
+// engine thread only (scratch buffers are per instance).
 #pragma once
 
 #include <cublas_v2.h>
