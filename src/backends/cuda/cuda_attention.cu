@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 
 #include "backends/cuda/cuda_attention.h"
@@ -129,6 +130,36 @@ __global__ void IndexerKernel(IndexerArgs a, DeviceRows keys) {
   }
 }
 
+// The indexer for up to kIndexerMaxHeads heads of at most kIndexerQFloats query floats per row:
+// a thread per (row t, token u) over every block of the grid (blocks_per_row blocks per row), the
+// row's queries in shared memory, each key value decoded once for all heads; the same sums in
+// the same order as IndexerKernel (d_j over i, then s over j).
+constexpr int kIndexerMaxHeads = 64;
+constexpr int64_t kIndexerQFloats = 8192;
+
+__global__ void IndexerTokensKernel(IndexerArgs a, DeviceRows keys, int64_t blocks_per_row) {
+  __shared__ float qs[kIndexerQFloats];
+  const int64_t t = blockIdx.x / blocks_per_row, D = a.head_dim, H = a.heads;
+  const int64_t u = (blockIdx.x % blocks_per_row) * int64_t{blockDim.x} + threadIdx.x;
+  for (int64_t i = threadIdx.x; i < H * D; i += blockDim.x) qs[i] = a.q[t * H * D + i];
+  __syncthreads();
+  if (u >= a.causal_len[t]) return;
+  float d[kIndexerMaxHeads];
+#pragma unroll
+  for (int j = 0; j < kIndexerMaxHeads; ++j) d[j] = 0.0f;
+  for (int64_t i = 0; i < D; ++i) {
+    const float k = RowValue(keys, u, i);
+#pragma unroll
+    for (int j = 0; j < kIndexerMaxHeads; ++j)
+      if (j < H) d[j] += qs[j * D + i] * k;
+  }
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kIndexerMaxHeads; ++j)
+    if (j < H) s += a.w[t * H + j] * (d[j] < 0.0f ? 0.0f : d[j]);  // std::max(d, 0) as above
+  a.scores[t * a.score_stride + u] = s;
+}
+
 // Rows of (row, head) pairs per launch so the scratch stays under 64M floats.
 int64_t Chunk(int64_t pairs, int64_t per_row) {
   const int64_t c = per_row > 0 ? (int64_t{64} << 20) / per_row : pairs;
@@ -163,7 +194,14 @@ void LaunchGqaAttention(const GqaAttentionArgs& a, float* scratch, int64_t per_r
 }
 
 void LaunchIndexerScores(const IndexerArgs& a, cudaStream_t stream) {
-  if (a.tokens > 0) IndexerKernel<<<a.tokens, kThreads, 0, stream>>>(a, ToDevice(a.keys));
+  if (a.tokens <= 0) return;
+  if (a.heads <= kIndexerMaxHeads && a.heads * a.head_dim <= kIndexerQFloats) {
+    const int64_t per_row = std::max<int64_t>(1, (a.score_stride + kThreads - 1) / kThreads);
+    IndexerTokensKernel<<<static_cast<unsigned>(a.tokens * per_row), kThreads, 0, stream>>>(
+        a, ToDevice(a.keys), per_row);
+    return;
+  }
+  IndexerKernel<<<a.tokens, kThreads, 0, stream>>>(a, ToDevice(a.keys));
 }
 
 }  // namespace lucid::cuda
