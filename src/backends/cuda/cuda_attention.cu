@@ -16,6 +16,7 @@ struct DeviceRows {
   int64_t page_size = 1, page_stride = 0, row_floats = 0;
   const uint8_t* bytes = nullptr;
   int64_t page_bytes = 0, row_bytes = 0, fp8_values = 0, fp8_block = 1;
+  int64_t fp8_tail = 0;  // kFp8: byte offset of the bf16 tail (after the codes and scales)
 };
 
 DeviceRows ToDevice(const PagedRows& r) {
@@ -31,6 +32,7 @@ DeviceRows ToDevice(const PagedRows& r) {
   d.row_bytes = r.row_bytes;
   d.fp8_values = r.fp8_values;
   d.fp8_block = r.fp8_block > 0 ? r.fp8_block : 1;
+  d.fp8_tail = d.fp8_values + 4 * ((d.fp8_values + d.fp8_block - 1) / d.fp8_block);
   return d;
 }
 
@@ -40,18 +42,30 @@ __device__ float LoadF32(const uint8_t* p) {
                          (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24));
 }
 
-// Value i of token u's row, decoded as PagedRows::ReadRow.
-__device__ float RowValue(const DeviceRows& r, int64_t u, int64_t i) {
+// Where token u's row starts (its page looked up once): floats for kF32, bytes otherwise.
+__device__ const uint8_t* RowAt(const DeviceRows& r, int64_t u) {
   const int64_t page = r.page_table[u / r.page_size], slot = u % r.page_size;
   if (r.kind == static_cast<int>(KvRowKind::kF32))
-    return r.base[page * r.page_stride + slot * r.row_floats + i];
-  const uint8_t* rb = r.bytes + page * r.page_bytes + slot * r.row_bytes;
+    return reinterpret_cast<const uint8_t*>(r.base + page * r.page_stride + slot * r.row_floats);
+  return r.bytes + page * r.page_bytes + slot * r.row_bytes;
+}
+
+// Value i of the row at `rb` (RowAt), decoded as PagedRows::ReadRow.
+__device__ float ValueAt(const DeviceRows& r, const uint8_t* rb, int64_t i) {
+  if (r.kind == static_cast<int>(KvRowKind::kF32)) return reinterpret_cast<const float*>(rb)[i];
   if (r.kind == static_cast<int>(KvRowKind::kBF16)) return Bf16Bits(LoadU16(rb + 2 * i));
-  const int64_t ns = (r.fp8_values + r.fp8_block - 1) / r.fp8_block;
   if (i < r.fp8_values)
     return MulRn(E4m3Value(rb[i]), LoadF32(rb + r.fp8_values + 4 * (i / r.fp8_block)));
-  return Bf16Bits(LoadU16(rb + r.fp8_values + 4 * ns + 2 * (i - r.fp8_values)));
+  return Bf16Bits(LoadU16(rb + r.fp8_tail + 2 * (i - r.fp8_values)));
 }
+
+// Value i of token u's row.
+__device__ float RowValue(const DeviceRows& r, int64_t u, int64_t i) {
+  return ValueAt(r, RowAt(r, u), i);
+}
+
+// Latent columns a thread of MlaKernel's output tiles owns (R <= kMlaCols * blockDim).
+constexpr int kMlaCols = 4;
 
 __global__ void MlaKernel(MlaAttentionArgs a, DeviceRows kv, int64_t th0, float* scratch,
                           int64_t per_row) {
@@ -64,10 +78,10 @@ __global__ void MlaKernel(MlaAttentionArgs a, DeviceRows kv, int64_t th0, float*
   float* p = scratch + blockIdx.x * per_row;
   float mx = -INFINITY;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-    const int64_t u = sel ? sel[j] : first + j;
+    const uint8_t* row = RowAt(kv, sel ? sel[j] : first + j);
     float s = 0.0f;
-    for (int64_t i = 0; i < R; ++i) s += ql[i] * RowValue(kv, u, i);
-    for (int64_t i = 0; i < P; ++i) s += qr[i] * RowValue(kv, u, R + i);
+    for (int64_t i = 0; i < R; ++i) s += ql[i] * ValueAt(kv, row, i);
+    for (int64_t i = 0; i < P; ++i) s += qr[i] * ValueAt(kv, row, R + i);
     p[j] = s * a.scale;
     mx = MaxOp{}(mx, p[j]);
   }
@@ -79,10 +93,36 @@ __global__ void MlaKernel(MlaAttentionArgs a, DeviceRows kv, int64_t th0, float*
   }
   const float sum = BlockSum(part);  // its barriers also publish p to the block
   float* out = a.out_latent + th * R;
-  for (int64_t i = threadIdx.x; i < R; i += blockDim.x) {
-    float acc = 0.0f;
-    for (int64_t j = 0; j < n; ++j) acc += (p[j] / sum) * RowValue(kv, sel ? sel[j] : first + j, i);
-    out[i] = acc;
+  if (R > kMlaCols * int64_t{blockDim.x}) {  // wider than the tiles: each value's row looked up
+    for (int64_t i = threadIdx.x; i < R; i += blockDim.x) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < n; ++j)
+        acc += (p[j] / sum) * RowValue(kv, sel ? sel[j] : first + j, i);
+      out[i] = acc;
+    }
+    return;
+  }
+  // Tiles of blockDim tokens: their rows looked up once into shared memory, then every thread
+  // adds them to its columns in token order (the sum above, term for term).
+  __shared__ const uint8_t* tile[kThreads];
+  float acc[kMlaCols] = {};
+  for (int64_t j0 = 0; j0 < n; j0 += blockDim.x) {
+    __syncthreads();  // the previous tile is read
+    if (j0 + threadIdx.x < n)
+      tile[threadIdx.x] = RowAt(kv, sel ? sel[j0 + threadIdx.x] : first + j0 + threadIdx.x);
+    __syncthreads();
+    const int64_t m = n - j0 < blockDim.x ? n - j0 : blockDim.x;
+#pragma unroll
+    for (int c = 0; c < kMlaCols; ++c) {
+      const int64_t i = threadIdx.x + c * int64_t{blockDim.x};
+      if (i >= R) break;
+      for (int64_t jj = 0; jj < m; ++jj) acc[c] += (p[j0 + jj] / sum) * ValueAt(kv, tile[jj], i);
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < kMlaCols; ++c) {
+    const int64_t i = threadIdx.x + c * int64_t{blockDim.x};
+    if (i < R) out[i] = acc[c];
   }
 }
 
