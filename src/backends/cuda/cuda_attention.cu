@@ -3,66 +3,11 @@
 
 #include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_kernel_util.cuh"
-#include "backends/cuda/cuda_weight_view.cuh"
+#include "backends/cuda/cuda_kv_rows.cuh"
+#include "backends/cuda/cuda_mla_split.cuh"
 
 namespace lucid::cuda {
 namespace {
-
-// PagedRows as the kernels read it (ops/ops.h).
-struct DeviceRows {
-  int kind = 0;  // KvRowKind
-  const float* base = nullptr;
-  const int32_t* page_table = nullptr;
-  int64_t page_size = 1, page_stride = 0, row_floats = 0;
-  const uint8_t* bytes = nullptr;
-  int64_t page_bytes = 0, row_bytes = 0, fp8_values = 0, fp8_block = 1;
-  int64_t fp8_tail = 0;  // kFp8: byte offset of the bf16 tail (after the codes and scales)
-};
-
-DeviceRows ToDevice(const PagedRows& r) {
-  DeviceRows d;
-  d.kind = static_cast<int>(r.kind);
-  d.base = r.base;
-  d.page_table = r.page_table.data();
-  d.page_size = r.page_size;
-  d.page_stride = r.page_stride;
-  d.row_floats = r.row_floats;
-  d.bytes = r.bytes;
-  d.page_bytes = r.page_bytes;
-  d.row_bytes = r.row_bytes;
-  d.fp8_values = r.fp8_values;
-  d.fp8_block = r.fp8_block > 0 ? r.fp8_block : 1;
-  d.fp8_tail = d.fp8_values + 4 * ((d.fp8_values + d.fp8_block - 1) / d.fp8_block);
-  return d;
-}
-
-__device__ uint16_t LoadU16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-__device__ float LoadF32(const uint8_t* p) {
-  return __uint_as_float(static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
-                         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24));
-}
-
-// Where token u's row starts (its page looked up once): floats for kF32, bytes otherwise.
-__device__ const uint8_t* RowAt(const DeviceRows& r, int64_t u) {
-  const int64_t page = r.page_table[u / r.page_size], slot = u % r.page_size;
-  if (r.kind == static_cast<int>(KvRowKind::kF32))
-    return reinterpret_cast<const uint8_t*>(r.base + page * r.page_stride + slot * r.row_floats);
-  return r.bytes + page * r.page_bytes + slot * r.row_bytes;
-}
-
-// Value i of the row at `rb` (RowAt), decoded as PagedRows::ReadRow.
-__device__ float ValueAt(const DeviceRows& r, const uint8_t* rb, int64_t i) {
-  if (r.kind == static_cast<int>(KvRowKind::kF32)) return reinterpret_cast<const float*>(rb)[i];
-  if (r.kind == static_cast<int>(KvRowKind::kBF16)) return Bf16Bits(LoadU16(rb + 2 * i));
-  if (i < r.fp8_values)
-    return MulRn(E4m3Value(rb[i]), LoadF32(rb + r.fp8_values + 4 * (i / r.fp8_block)));
-  return Bf16Bits(LoadU16(rb + r.fp8_tail + 2 * (i - r.fp8_values)));
-}
-
-// Value i of token u's row.
-__device__ float RowValue(const DeviceRows& r, int64_t u, int64_t i) {
-  return ValueAt(r, RowAt(r, u), i);
-}
 
 // Latent columns a thread of MlaKernel's output tiles owns (R <= kMlaCols * blockDim).
 constexpr int kMlaCols = 4;
@@ -200,6 +145,38 @@ __global__ void IndexerTokensKernel(IndexerArgs a, DeviceRows keys, int64_t bloc
   a.scores[t * a.score_stride + u] = s;
 }
 
+// Split-K MLA (cuda_mla_split.cuh): block = (pair, split), then a block per pair.
+__global__ void MlaSplitKernel(MlaAttentionArgs a, DeviceRows kv, int64_t splits, float* parts) {
+  __shared__ MlaSplitState st;
+  const int64_t th = blockIdx.x / splits, s = blockIdx.x % splits;
+  MlaSplitPhases(st, a, kv, th, s, kMlaSplitThreads,
+                 parts + (th * splits + s) * MlaPartFloats(a.latent_dim), [&](auto phase) {
+                   phase(static_cast<int>(threadIdx.x));
+                   __syncthreads();
+                 });
+}
+
+__global__ void MlaCombineKernel(MlaAttentionArgs a, int64_t splits, const float* parts) {
+  __shared__ MlaCombineState st;
+  const int64_t th = blockIdx.x;
+  MlaCombinePhases(st, a, th, splits, parts + th * splits * MlaPartFloats(a.latent_dim),
+                   [&](auto phase) {
+                     phase(static_cast<int>(threadIdx.x));
+                     __syncthreads();
+                   });
+}
+
+// Splits per pair for the split-K path, or 0 for MlaKernel: fewer pairs than a GPU's blocks in
+// flight, more than one split, within the merge's and the columns' limits and 64 MB of partials.
+int64_t MlaSplits(const MlaAttentionArgs& a, int64_t per_row) {
+  const int64_t pairs = a.tokens * a.heads;
+  const int64_t splits = (per_row + kMlaSplitThreads - 1) / kMlaSplitThreads;
+  if (pairs <= 0 || pairs >= 256 || splits < 2 || splits > kMlaMaxSplits ||
+      a.latent_dim > int64_t{kMlaSplitCols} * kMlaSplitThreads)
+    return 0;
+  return pairs * splits * MlaPartFloats(a.latent_dim) <= (int64_t{16} << 20) ? splits : 0;
+}
+
 // Rows of (row, head) pairs per launch so the scratch stays under 64M floats.
 int64_t Chunk(int64_t pairs, int64_t per_row) {
   const int64_t c = per_row > 0 ? (int64_t{64} << 20) / per_row : pairs;
@@ -215,8 +192,23 @@ int64_t AttentionScratchPerRow(const PagedRows& kv, const int32_t* selected,
   return n > 0 ? n : 1;
 }
 
+int64_t MlaAttentionScratchFloats(const MlaAttentionArgs& a, int64_t per_row) {
+  const int64_t pairs = a.tokens * a.heads;
+  if (const int64_t splits = MlaSplits(a, per_row); splits > 0)
+    return pairs * splits * MlaPartFloats(a.latent_dim);
+  return std::max<int64_t>(1, std::min(pairs, Chunk(pairs, per_row)) * per_row);
+}
+
 void LaunchMlaAttention(const MlaAttentionArgs& a, float* scratch, int64_t per_row,
                         cudaStream_t stream) {
+  if (const int64_t splits = MlaSplits(a, per_row); splits > 0) {
+    const int64_t pairs = a.tokens * a.heads;
+    MlaSplitKernel<<<static_cast<unsigned>(pairs * splits), kMlaSplitThreads, 0, stream>>>(
+        a, ToDevice(a.kv), splits, scratch);
+    MlaCombineKernel<<<static_cast<unsigned>(pairs), kMlaSplitThreads, 0, stream>>>(a, splits,
+                                                                                    scratch);
+    return;
+  }
   const int64_t pairs = a.tokens * a.heads, chunk = Chunk(pairs, per_row);
   for (int64_t th0 = 0; th0 < pairs; th0 += chunk) {
     const int64_t n = pairs - th0 < chunk ? pairs - th0 : chunk;

@@ -3,7 +3,8 @@
 // of any KvRowKind (f32, bf16, FP8 with block scales and a bf16 tail, decoded as
 // PagedRows::ReadRow does). Each follows its CPU reference's order: scores, the running maximum
 // by std::max's rule, exp, the sum, then the weighted values, all f32 (one block per query row
-// and head; correct at any context, not fast).
+// and head; MLA with few pairs over a long context: split-K, cuda_mla_split.cuh). The KV rows are
+// read through cuda_kv_rows.cuh.
 // On cuda every pointer of MlaAttentionArgs / GqaAttentionArgs / IndexerArgs, the PagedRows'
 // storage and its page table included, is device memory (the HostBridgeOps copies them there).
 // Thread-safety: launches on `stream`; `scratch` belongs to the caller until the stream is idle.
@@ -20,6 +21,10 @@ namespace lucid::cuda {
 int64_t AttentionScratchPerRow(const PagedRows& kv, const int32_t* selected,
                                int64_t selected_stride);
 
+// Floats of scratch LaunchMlaAttention needs for `a` (per_row: AttentionScratchPerRow).
+int64_t MlaAttentionScratchFloats(const MlaAttentionArgs& a, int64_t per_row);
+// Fewer than 256 (row, head) pairs over more than 256 attendable tokens: split-K
+// (cuda_mla_split.cuh); otherwise a block per pair as described above.
 void LaunchMlaAttention(const MlaAttentionArgs& a, float* scratch, int64_t per_row,
                         cudaStream_t stream);
 void LaunchGqaAttention(const GqaAttentionArgs& a, float* scratch, int64_t per_row,

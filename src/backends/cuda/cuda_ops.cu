@@ -293,7 +293,8 @@ class CudaOps final : public Ops {
   void MlaAttention(const MlaAttentionArgs& a) const override {
     if (a.tokens == 0 || a.heads == 0) return;
     const int64_t per_row = AttentionScratchPerRow(a.kv, a.selected, a.selected_stride);
-    Grow(&scratch_, &scratch_bytes_, AttentionScratchBytes(a.tokens * a.heads, per_row));
+    Grow(&scratch_, &scratch_bytes_,
+         static_cast<size_t>(MlaAttentionScratchFloats(a, per_row)) * sizeof(float));
     LaunchMlaAttention(a, static_cast<float*>(scratch_), per_row, stream_);
   }
   void GqaAttention(const GqaAttentionArgs& a) const override {
