@@ -48,6 +48,28 @@ struct MoeGemvArgs {
   bool vec_down = false;     // DotVectorizable for every down view with h
 };
 
+// The arguments for E experts' views (3 per expert), hidden size D and intermediate size I, the
+// routing (idx i32 [T, k], weights f32 [T, k]) and a set's matmul arithmetic on experts of
+// `format`: bf16-rounded activations under `bf16_act` (cuda-bf16act, cuda-fp8act) except FP8
+// block experts under `fp8_act` (whose x and h the caller quantizes); vec flags left false.
+inline MoeGemvArgs MoeArgsFor(const DeviceWeight* experts, int64_t E, int64_t D, int64_t I,
+                              const Tensor& idx, const Tensor& weights, WeightFormat format,
+                              bool bf16_act, bool fp8_act) {
+  const bool fp8 = fp8_act && format == WeightFormat::kFp8Block;
+  MoeGemvArgs a;
+  a.experts = experts;
+  a.num_experts = E;
+  a.hidden = D;
+  a.inter = I;
+  a.idx = idx.data<const int32_t>();
+  a.weights = weights.data<const float>();
+  a.tokens = idx.size(0);
+  a.k = idx.size(1);
+  a.round_bf16 = bf16_act && !fp8;
+  a.group_scaled = bf16_act && format == WeightFormat::kNvfp4;
+  return a;
+}
+
 // DotVectorizable for view `which` (0 gate, 1 up, 2 down) of every expert in `views` (3 per
 // expert) with activation rows `x_ld` floats apart from `x`. Host code.
 bool MoeVectorizable(const std::vector<DeviceWeight>& views, int which, const float* x,

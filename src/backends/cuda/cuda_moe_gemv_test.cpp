@@ -65,20 +65,10 @@ class MoeGemvEmulation final : public ForwardingOps {
     std::vector<DeviceWeight> views;
     for (const ExpertWeights& e : experts)
       for (const Weight* w : {&e.gate, &e.up, &e.down}) views.push_back(DeviceWeightOf(*w));
-    const bool bf16 = precision_ != ConformancePrecision::kF32;
-    const bool fp8 =
-        precision_ == ConformancePrecision::kFp8Act && format == WeightFormat::kFp8Block;
-    MoeGemvArgs a;
-    a.experts = views.data();
-    a.num_experts = static_cast<int64_t>(experts.size());
-    a.hidden = D;
-    a.inter = I;
-    a.idx = idx.data<const int32_t>();
-    a.weights = weights.data<const float>();
-    a.tokens = T;
-    a.k = k;
-    a.round_bf16 = bf16 && !fp8;
-    a.group_scaled = bf16 && format == WeightFormat::kNvfp4;
+    const bool fp8_act = precision_ == ConformancePrecision::kFp8Act;
+    const bool fp8 = fp8_act && format == WeightFormat::kFp8Block;
+    MoeGemvArgs a = MoeArgsFor(views.data(), static_cast<int64_t>(experts.size()), D, I, idx,
+                               weights, format, precision_ != ConformancePrecision::kF32, fp8_act);
     const Tensor x_in = fp8 ? Fp8ActDequantized(x) : x;
     Tensor h = F32({T * k, I});
     a.vec_gate_up = MoeVectorizable(views, 0, x_in.data<const float>(), D) &&

@@ -707,17 +707,8 @@ class CudaOps final : public Ops {
       }
     }
     const bool fp8 = fp8_act_ && format == WeightFormat::kFp8Block;
-    MoeGemvArgs a;
-    a.experts = moe_tables_.Get(views);
-    a.num_experts = static_cast<int64_t>(experts.size());
-    a.hidden = D;
-    a.inter = I;
-    a.idx = idx.data<const int32_t>();
-    a.weights = weights.data<const float>();
-    a.tokens = T;
-    a.k = k;
-    a.round_bf16 = bf16_act_ && !fp8;
-    a.group_scaled = bf16_act_ && format == WeightFormat::kNvfp4;
+    MoeGemvArgs a = MoeArgsFor(moe_tables_.Get(views), static_cast<int64_t>(experts.size()), D, I,
+                               idx, weights, format, bf16_act_, fp8_act_);
     // moe_act_: h [T * k, I], then under cuda-fp8act the quantized x [T, D] and h [T * k, I]
     const int64_t h_floats = T * k * I;
     Grow(&moe_act_, &moe_act_bytes_,
