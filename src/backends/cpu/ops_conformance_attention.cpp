@@ -289,7 +289,7 @@ void MoeExpertsCases(Suite& s) {
       ex.push_back({RandomWeight(kind, I, D, 100 + static_cast<uint32_t>(e)),
                     RandomWeight(kind, I, D, 200 + static_cast<uint32_t>(e)),
                     RandomWeight(kind, D, I, 300 + static_cast<uint32_t>(e))});
-    for (int64_t T : {1, 4, 9, 129})  // 1 and 4: CUDA's device-routed decode path
+    for (int64_t T : {1, 4, 9, 129})  // up to 32: CUDA's device-routed decode path
       for (Plant p : kPlants) {
         // Token t takes experts 3t and 3t + 2 (mod E) with weights 0.7 and 0.4.
         std::vector<int32_t> idx(T * k);

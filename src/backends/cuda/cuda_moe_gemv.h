@@ -9,8 +9,11 @@
 // for j = 0 .. k-1 in turn. The lanes split the columns as PackedDotLane does (16-column vector
 // chunks where every expert's rows allow); their sums then add up (a warp shuffle). A pair reads
 // its expert's three matrices whole, so a step reads each expert once per token routed to it: for
-// decode, where few tokens share an expert, about what a grouped GEMM reads; CudaOps takes this
-// path for T <= kGemvMaxTokens and the host-grouped GEMMs above.
+// decode, where few tokens share an expert, about what a grouped GEMM reads (32 tokens x 8 of
+// 256 experts: 256 reads where a grouped GEMM makes about 160), with no host synchronisation and
+// none of the grouped path's five launches per touched expert. CudaOps takes this path for T <=
+// kMoeDeviceRoutedMaxTokens and the host-grouped GEMMs above; where the two cost the same is a
+// guess until a GPU measures it (`lucid bench --device cuda` at batch 8, 32 and 128).
 //
 // Arithmetic: x and h rounded to bf16 as they are read when `round_bf16` (cuda-bf16act);
 // `group_scaled` (NVFP4 under cuda-bf16act) sums e2m1 x group-scale values and multiplies the
@@ -33,6 +36,8 @@
 #include "backends/cuda/cuda_packed_dot.cuh"
 
 namespace lucid::cuda {
+
+inline constexpr int64_t kMoeDeviceRoutedMaxTokens = 32;
 
 struct MoeGemvArgs {
   const DeviceWeight* experts = nullptr;  // gate, up and down of expert e at 3e, 3e + 1, 3e + 2

@@ -355,7 +355,7 @@ class CudaOps final : public Ops {
     const int64_t T = x.size(0), D = x.size(1), k = idx.size(1);
     CheckRouting("MoeExperts", idx, weights, T, k);
     if (T == 0 || k == 0) return;
-    if (T <= kGemvMaxTokens && MoeExpertsOnDevice(x, experts, idx, weights, out)) return;
+    if (T <= kMoeDeviceRoutedMaxTokens && MoeExpertsOnDevice(x, experts, idx, weights, out)) return;
     // The routing comes to the host (T * k ids and weights) to group rows by expert; each touched
     // expert then runs as three GEMMs on its gathered rows, combined into `out` in expert order.
     std::vector<int32_t> h_idx(static_cast<size_t>(T * k));

@@ -12,11 +12,11 @@
 // - RmsNorm, LayerNorm, SwiGlu, Accumulate, Scale, CopyColumns, GatherRows, Embedding and
 //   NonFiniteRows are one kernel each, f32 accumulation, NaN and Inf propagated as IEEE does.
 // - Host metadata (token ids, rows) is copied to the device on the ops' stream.
-// - MoeExperts for at most kGemvMaxTokens tokens (decode) with experts of one format and shape:
-//   cuda_moe_gemv.h, the routing read on the device (no host copy or synchronisation), each
-//   routed expert's weights decoded as they are read, the set's activation arithmetic; above
-//   that the routing is copied to the host, the rows grouped by expert and each touched expert
-//   run as three Linear calls on its gathered rows.
+// - MoeExperts for at most kMoeDeviceRoutedMaxTokens (32) tokens (decode) with experts of one
+//   format and shape: cuda_moe_gemv.h, the routing read on the device (no host copy or
+//   synchronisation), each routed expert's weights decoded as they are read, the set's activation
+//   arithmetic; above that the routing is copied to the host, the rows grouped by expert and each
+//   touched expert run as three Linear calls on its gathered rows.
 // - TopK and TopKRows: cuda_topk.h (a block per row: radix select, then a sort of the k chosen).
 // - Rope, MoeRoute, WriteKvRows and MoeExperts' combine: cuda_step_kernels.h;
 //   MLA and GQA attention and the indexer scores: cuda_attention.h; MlaAbsorbQuery and
