@@ -125,15 +125,17 @@ constexpr int64_t kIndexerQFloats = 8192;
 __global__ void IndexerTokensKernel(IndexerArgs a, DeviceRows keys, int64_t blocks_per_row) {
   __shared__ float qs[kIndexerQFloats];
   const int64_t t = blockIdx.x / blocks_per_row, D = a.head_dim, H = a.heads;
-  const int64_t u = (blockIdx.x % blocks_per_row) * int64_t{blockDim.x} + threadIdx.x;
+  const int64_t u0 = (blockIdx.x % blocks_per_row) * int64_t{blockDim.x}, u = u0 + threadIdx.x;
+  if (u0 >= a.causal_len[t]) return;  // the whole block is past the row's causal tokens
   for (int64_t i = threadIdx.x; i < H * D; i += blockDim.x) qs[i] = a.q[t * H * D + i];
   __syncthreads();
   if (u >= a.causal_len[t]) return;
+  const uint8_t* row = RowAt(keys, u);
   float d[kIndexerMaxHeads];
 #pragma unroll
   for (int j = 0; j < kIndexerMaxHeads; ++j) d[j] = 0.0f;
   for (int64_t i = 0; i < D; ++i) {
-    const float k = RowValue(keys, u, i);
+    const float k = ValueAt(keys, row, i);
 #pragma unroll
     for (int j = 0; j < kIndexerMaxHeads; ++j)
       if (j < H) d[j] += qs[j * D + i] * k;

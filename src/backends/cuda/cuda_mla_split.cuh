@@ -10,9 +10,10 @@
 //   (zeros for a row that attends nothing, as the reference).
 // The reference divides each p by the sum before weighting; here the division comes last: the
 // same terms, rounded differently (the conformance tolerance 1e-5 holds either). A NaN or +inf
-// score makes the row NaN as in the reference. The phases are host functions too (cuda_topk_block
-// .cuh's pattern: `run` runs a phase on every thread, then a barrier), so cuda_mla_split_test.cpp
-// runs them on the CPU through the conformance suite's MlaAttention cases.
+// score makes the row NaN as in the reference (a split that has one stores m = NaN, so that even a
+// split of NaN scores alone is not taken for an empty one). The phases are host functions too
+// (cuda_topk_block .cuh's pattern: `run` runs a phase on every thread, then a barrier), so
+// cuda_mla_split_test.cpp runs them on the CPU through the conformance suite's MlaAttention cases.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -69,13 +70,17 @@ __host__ __device__ void MlaSplitPhases(MlaSplitState& st, const MlaAttentionArg
   run([&](int tid) {
     if (tid != 0) return;
     float mx = -INFINITY;
-    for (int64_t j = 0; j < count; ++j) mx = mx < st.p[j] ? st.p[j] : mx;
+    bool nan = false;  // std::max's rule never takes a NaN: a split of NaN scores says so in m
+    for (int64_t j = 0; j < count; ++j) {
+      mx = mx < st.p[j] ? st.p[j] : mx;
+      nan |= st.p[j] != st.p[j];
+    }
     float l = 0.0f;
     for (int64_t j = 0; j < count; ++j) {
       st.p[j] = expf(st.p[j] - mx);
       l += st.p[j];
     }
-    st.m = mx;
+    st.m = nan ? NAN : mx;
     st.l = l;
   });
   run([&](int tid) {

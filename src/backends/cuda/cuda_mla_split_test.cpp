@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -60,6 +62,39 @@ TEST(CudaMlaSplitTest, SplitKPassesTheAttentionCases) {
                           << ")";
     }
     EXPECT_GT(cases, 50);
+  }
+}
+
+// A NaN score alone in the last split (257 tokens in splits of 256, the newest key NaN) makes the
+// row NaN as in the reference: its split is not taken for an empty one.
+TEST(CudaMlaSplitTest, ANanScoreAloneInASplitPoisonsTheRow) {
+  const int64_t n = 257, R = 8, P = 2, page = 64, pages = 5;
+  std::vector<float> store(static_cast<size_t>(pages * page * (R + P)));
+  for (size_t i = 0; i < store.size(); ++i) store[i] = 0.01f * static_cast<float>(i % 97);
+  store[(n - 1) * (R + P) + 1] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<int32_t> table = {0, 1, 2, 3, 4}, count = {static_cast<int32_t>(n)};
+  std::vector<float> ql(R, 0.5f), qr(P, 0.25f), got(R), want(R);
+  MlaAttentionArgs a;
+  a.q_latent = ql.data();
+  a.q_rope = qr.data();
+  a.tokens = 1;
+  a.heads = 1;
+  a.latent_dim = R;
+  a.rope_dim = P;
+  a.scale = 0.3f;
+  a.kv.base = store.data();
+  a.kv.page_table = table;
+  a.kv.page_size = page;
+  a.kv.page_stride = page * (R + P);
+  a.kv.row_floats = R + P;
+  a.selected_count = count.data();
+  a.out_latent = got.data();
+  MlaSplitEmulation(kMlaSplitThreads).MlaAttention(a);
+  a.out_latent = want.data();
+  CpuOps().MlaAttention(a);
+  for (int64_t i = 0; i < R; ++i) {
+    EXPECT_TRUE(std::isnan(want[i])) << i;
+    EXPECT_TRUE(std::isnan(got[i])) << i;
   }
 }
 

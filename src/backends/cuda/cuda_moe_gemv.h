@@ -1,6 +1,8 @@
 // MoeExperts for a few tokens with the routing left on the device: no copy of the expert ids to
 // the host, no synchronisation, a fixed launch sequence for any routing (what a CUDA graph of a
-// decode step needs), each routed expert's packed weights decoded in registers as they are read
+// decode step needs; a layer's first call, and one that needs a larger activation buffer,
+// synchronises to upload its expert table or grow the buffer: a capture must come after a
+// warm-up step), each routed expert's packed weights decoded in registers as they are read
 // (cuda_packed_dot.cuh, as in cuda_gemv.h).
 //
 // Pair p = t * k + j is token t's j-th routed expert e = idx[p]. The first kernel gives each
