@@ -118,6 +118,12 @@ std::string Fp8LtGemm::Unsupported(const Fp8LtWeight& w, int64_t T) const {
 std::string Fp8LtGemm::Run(const Fp8LtWeight& w, const float* w_scales, const uint8_t* x_codes,
                            const float* x_scales, int64_t T, float* y) {
   if (std::string why = Unsupported(w, T); !why.empty()) return why;
+  // FP8 operands must start on 16 bytes; the heuristic is told each pointer's alignment (it
+  // assumes 256 otherwise) and its answer is kept per shape and alignments.
+  const uint32_t al_a = AlignmentOf(w.codes), al_b = AlignmentOf(x_codes), al_d = AlignmentOf(y);
+  if (al_a < 16 || al_b < 16 || al_d < 16 || AlignmentOf(w_scales) < 16 ||
+      AlignmentOf(x_scales) < 16)
+    return "an operand does not start on a 16-byte boundary";
   if (lt_ == nullptr) {
     if (cublasStatus_t s = cublasLtCreate(&lt_); s != CUBLAS_STATUS_SUCCESS) {
       lt_ = nullptr;
@@ -145,12 +151,6 @@ std::string Fp8LtGemm::Run(const Fp8LtWeight& w, const float* w_scales, const ui
   if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&d.h, CUDA_R_32F, N, T, N);
   if (s != CUBLAS_STATUS_SUCCESS) return LtError("descriptors", s);
 
-  // FP8 operands must start on 16 bytes; the heuristic is told each pointer's alignment (it
-  // assumes 256 otherwise) and its answer is kept per shape and alignments.
-  const uint32_t al_a = AlignmentOf(w.codes), al_b = AlignmentOf(x_codes), al_d = AlignmentOf(y);
-  if (al_a < 16 || al_b < 16 || al_d < 16 || AlignmentOf(w_scales) < 16 ||
-      AlignmentOf(x_scales) < 16)
-    return "an operand does not start on a 16-byte boundary";
   const AlgoKey key{w.rows, T, w.cols, al_a, al_b, al_d};
   auto it = algos_.find(key);
   if (it == algos_.end()) {

@@ -53,6 +53,18 @@ TEST(Fp8LtGemmTest, AsksCublasLtOnlyForShapesItsBlockScaledModeTakes) {
   Fp8LtWeight blocks = View(256, 512, 0);
   blocks.block_cols = 64;
   EXPECT_THAT(hopper.Unsupported(blocks, 1), HasSubstr("128x128"));
+  // An operand off 16 bytes is refused before any cuBLASLt call (these pointers are never read).
+  alignas(256) static uint8_t bytes[1024];
+  const auto* f = reinterpret_cast<const float*>(bytes);
+  Fp8LtWeight w = View(256, 512, 0);
+  w.codes = bytes + 8;
+  EXPECT_THAT(hopper.Run(w, f, bytes, f, 4, reinterpret_cast<float*>(bytes)),
+              HasSubstr("16-byte boundary"));
+  w.codes = bytes;
+  EXPECT_THAT(hopper.Run(w, f, bytes, f + 1, 4, reinterpret_cast<float*>(bytes)),
+              HasSubstr("16-byte boundary"));
+  EXPECT_THAT(hopper.Run(w, f, bytes, f, 4, reinterpret_cast<float*>(bytes + 4)),
+              HasSubstr("16-byte boundary"));
 }
 
 // Device buffers freed at scope exit.
