@@ -55,6 +55,17 @@ StatusOr<std::vector<CudaDeviceInfo>> ProbeCudaDevices() {
   return out;
 }
 
+int CurrentDeviceSm() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return major * 10 + minor;
+}
+
 std::vector<int> CompiledCudaArchitectures() {
   // LUCID_CUDA_ARCHITECTURES is CMake's list joined by commas: "90a,100a,120a".
   std::vector<int> out;

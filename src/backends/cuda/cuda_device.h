@@ -33,6 +33,10 @@ struct CudaDeviceInfo {
 
 StatusOr<std::vector<CudaDeviceInfo>> ProbeCudaDevices();
 
+// The compute capability (major * 10 + minor) of the calling thread's current device; 0 when the
+// runtime cannot say.
+int CurrentDeviceSm();
+
 // The compute capabilities this build has machine code for, e.g. {90, 100, 120}.
 std::vector<int> CompiledCudaArchitectures();
 // "sm_90a, sm_100a, sm_120a".

@@ -1,6 +1,7 @@
 // Fp8LtGemm and the FP8 activation kernels (cuda_fp8_gemm.h).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "backends/cuda/cuda_fp8_gemm.h"
@@ -189,6 +190,15 @@ std::string Fp8LtGemm::Run(const Fp8LtWeight& w, const float* w_scales, const ui
   s = cublasLtMatmul(lt_, op.h, &one, w.codes, a.h, x_codes, b.h, &zero, y, d.h, y, d.h,
                      &*it->second, workspace_, workspace_bytes_, stream_);
   return s == CUBLAS_STATUS_SUCCESS ? "" : LtError("matmul", s);
+}
+
+void Fp8LtGemm::ReportFallbackOnce(const std::string& name, int64_t T, const std::string& why) {
+  if (fallback_reported_) return;
+  fallback_reported_ = true;
+  std::fprintf(stderr,
+               "lucid: cuda-fp8act: %s (%lld tokens) is multiplied in f32, not on cuBLASLt's FP8 "
+               "tensor cores: %s (reported for the first such matmul only)\n",
+               name.c_str(), static_cast<long long>(T), why.c_str());
 }
 
 }  // namespace lucid::cuda

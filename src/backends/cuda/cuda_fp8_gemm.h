@@ -64,6 +64,9 @@ class Fp8LtGemm {
   // otherwise why not (nothing launched).
   std::string Run(const Fp8LtWeight& w, const float* w_scales, const uint8_t* x_codes,
                   const float* x_scales, int64_t T, float* y);
+  // One line on stderr the first time a matmul (weight `name`, T tokens) is not run here and
+  // multiplied in f32 instead, with why: a set that does not do what it says is never silent.
+  void ReportFallbackOnce(const std::string& name, int64_t T, const std::string& why);
 
  private:
   cudaStream_t stream_;
@@ -71,6 +74,7 @@ class Fp8LtGemm {
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  bool fallback_reported_ = false;
   // The heuristic's first algorithm by (N, T, K) and the alignments of A, B and D; nullopt
   // where it had none (asked once).
   using AlgoKey = std::tuple<int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t>;

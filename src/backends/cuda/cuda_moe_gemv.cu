@@ -65,6 +65,24 @@ void LaunchMoeDownCombine(const MoeGemvArgs& a, const float* h, float* out, cuda
     MoeDownCombineKernel<<<WarpBlocks(items), kThreads, 0, stream>>>(a, h, out);
 }
 
+std::vector<DeviceWeight> MoeExpertViews(std::span<const ExpertWeights> experts, int64_t D) {
+  if (experts.empty()) return {};
+  const WeightFormat format = experts[0].gate.format;
+  const int64_t I = experts[0].gate.rows;
+  if (format == WeightFormat::kGgml) return {};
+  std::vector<DeviceWeight> views;
+  views.reserve(3 * experts.size());
+  for (const ExpertWeights& e : experts) {
+    for (const Weight* w : {&e.gate, &e.up, &e.down})
+      if (w->format != format) return {};
+    if (e.gate.rows != I || e.up.rows != I || e.down.cols != I || e.gate.cols != D ||
+        e.up.cols != D || e.down.rows != D)
+      return {};
+    for (const Weight* w : {&e.gate, &e.up, &e.down}) views.push_back(DeviceWeightOf(*w));
+  }
+  return views;
+}
+
 bool MoeVectorizable(const std::vector<DeviceWeight>& views, int which, const float* x,
                      int64_t x_ld) {
   for (size_t i = static_cast<size_t>(which); i < views.size(); i += 3)

@@ -32,10 +32,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "backends/cuda/cuda_packed_dot.cuh"
+#include "ops/ops.h"
 
 namespace lucid::cuda {
 
@@ -76,6 +78,11 @@ inline MoeGemvArgs MoeArgsFor(const DeviceWeight* experts, int64_t E, int64_t D,
   a.group_scaled = bf16_act && format == WeightFormat::kNvfp4;
   return a;
 }
+
+// The views of `experts` (gate, up, down of each in turn) when every matrix has the first gate's
+// format and the shapes [I, D], [I, D], [D, I] (I the first gate's rows, not a GGUF format);
+// empty otherwise, which the device-routed path does not take.
+std::vector<DeviceWeight> MoeExpertViews(std::span<const ExpertWeights> experts, int64_t D);
 
 // DotVectorizable for view `which` (0 gate, 1 up, 2 down) of every expert in `views` (3 per
 // expert) with activation rows `x_ld` floats apart from `x`. Host code.

@@ -62,9 +62,8 @@ class MoeGemvEmulation final : public ForwardingOps {
                   const Tensor& weights, Tensor& out) const override {
     const int64_t T = x.size(0), D = x.size(1), k = idx.size(1), I = experts[0].gate.rows;
     const WeightFormat format = experts[0].gate.format;
-    std::vector<DeviceWeight> views;
-    for (const ExpertWeights& e : experts)
-      for (const Weight* w : {&e.gate, &e.up, &e.down}) views.push_back(DeviceWeightOf(*w));
+    const std::vector<DeviceWeight> views = MoeExpertViews(experts, D);
+    EXPECT_EQ(views.size(), 3 * experts.size()) << "the suite's experts share format and shape";
     const bool fp8_act = precision_ == ConformancePrecision::kFp8Act;
     const bool fp8 = fp8_act && format == WeightFormat::kFp8Block;
     MoeGemvArgs a = MoeArgsFor(views.data(), static_cast<int64_t>(experts.size()), D, I, idx,

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -14,6 +13,7 @@
 
 #include "backends/cpu/ops_conformance.h"
 #include "backends/cuda/cuda_attention.h"
+#include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cuda_fp8_gemm.h"
 #include "backends/cuda/cuda_fp8_scales.h"
 #include "backends/cuda/cuda_gemv.h"
@@ -146,21 +146,13 @@ __global__ void NonFiniteRowsKernel(const float* x, int64_t row, int32_t* flags)
 // The matmul arithmetic of a set (cuda_ops.h).
 enum class MatmulInputs { kF32, kBf16, kFp8 };
 
-int CurrentSm() {
-  int dev = 0, major = 0, minor = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  return major * 10 + minor;
-}
-
 class CudaOps final : public Ops {
  public:
   CudaOps(cudaStream_t stream, MatmulInputs inputs)
       : stream_(stream),
         bf16_act_(inputs != MatmulInputs::kF32),
         fp8_act_(inputs == MatmulInputs::kFp8),
-        fp8_gemm_(stream, CurrentSm()) {
+        fp8_gemm_(stream, CurrentDeviceSm()) {
     LUCID_CHECK(cublasCreate(&blas_) == CUBLAS_STATUS_SUCCESS, "cuda: cublasCreate failed");
     cublasSetStream(blas_, stream_);
     // cuda-reference: f32 products, no TF32. cuda-bf16act lets the bf16 GEMMs take the tensor
@@ -668,14 +660,7 @@ class CudaOps final : public Ops {
                           y.data<float>());
       if (why.empty()) return;
     }
-    if (!fp8_fallback_reported_) {  // a set that does not do what it says is never silent
-      fp8_fallback_reported_ = true;
-      std::fprintf(stderr,
-                   "lucid: cuda-fp8act: %s (N=%lld K=%lld, %lld tokens) is multiplied in f32, not "
-                   "on cuBLASLt's FP8 tensor cores: %s (reported for the first such matmul only)\n",
-                   w.name.c_str(), static_cast<long long>(N), static_cast<long long>(K),
-                   static_cast<long long>(T), why.c_str());
-    }
+    fp8_gemm_.ReportFallbackOnce(w.name, T, why);
     Grow(&act_, &act_bytes_, static_cast<size_t>(T * K) * sizeof(float));
     LaunchQuantizeFp8Act(x.data<const float>(), T, K, nullptr, nullptr, static_cast<float*>(act_),
                          stream_);
@@ -690,22 +675,12 @@ class CudaOps final : public Ops {
   bool MoeExpertsOnDevice(const Tensor& x, std::span<const ExpertWeights> experts,
                           const Tensor& idx, const Tensor& weights, Tensor& out) const {
     const int64_t T = x.size(0), D = x.size(1), k = idx.size(1);
-    if (experts.empty()) return false;
+    const std::vector<DeviceWeight> views = MoeExpertViews(experts, D);
+    if (views.empty()) return false;
+    for (const ExpertWeights& e : experts)
+      CheckDevices(*this, "MoeExperts", {&e.gate.data, &e.up.data, &e.down.data});
     const WeightFormat format = experts[0].gate.format;
     const int64_t I = experts[0].gate.rows;
-    std::vector<DeviceWeight> views;
-    views.reserve(3 * experts.size());
-    for (const ExpertWeights& e : experts) {
-      for (const Weight* w : {&e.gate, &e.up, &e.down})
-        if (w->format != format) return false;
-      if (e.gate.rows != I || e.up.rows != I || e.down.cols != I || e.gate.cols != D ||
-          e.up.cols != D || e.down.rows != D)
-        return false;
-      for (const Weight* w : {&e.gate, &e.up, &e.down}) {
-        CheckDevices(*this, "MoeExperts", {&w->data, &w->scale, &w->scale2});
-        views.push_back(View(*w));
-      }
-    }
     const bool fp8 = fp8_act_ && format == WeightFormat::kFp8Block;
     MoeGemvArgs a = MoeArgsFor(moe_tables_.Get(views), static_cast<int64_t>(experts.size()), D, I,
                                idx, weights, format, bf16_act_, fp8_act_);
@@ -764,7 +739,6 @@ class CudaOps final : public Ops {
   bool bf16_act_ = false;  // cuda-bf16act and cuda-fp8act
   bool fp8_act_ = false;   // cuda-fp8act
   mutable Fp8LtGemm fp8_gemm_;
-  mutable bool fp8_fallback_reported_ = false;  // Fp8Linear's one line on stderr
   mutable void* fp8_scales_ = nullptr;  // cuda-fp8act: the weight's scales in cuBLASLt's layout
   mutable size_t fp8_scales_bytes_ = 0;
   cublasHandle_t blas_ = nullptr;
