@@ -198,7 +198,11 @@ int64_t MlaAttentionScratchFloats(const MlaAttentionArgs& a, int64_t per_row) {
   const int64_t pairs = a.tokens * a.heads;
   if (const int64_t splits = MlaSplits(a, per_row); splits > 0)
     return pairs * splits * MlaPartFloats(a.latent_dim);
-  return std::max<int64_t>(1, std::min(pairs, Chunk(pairs, per_row)) * per_row);
+  return std::max<int64_t>(1, Chunk(pairs, per_row) * per_row);
+}
+
+int64_t GqaAttentionScratchFloats(const GqaAttentionArgs& a, int64_t per_row) {
+  return std::max<int64_t>(1, Chunk(a.tokens * a.heads, per_row) * per_row);
 }
 
 void LaunchMlaAttention(const MlaAttentionArgs& a, float* scratch, int64_t per_row,

@@ -21,8 +21,10 @@ namespace lucid::cuda {
 int64_t AttentionScratchPerRow(const PagedRows& kv, const int32_t* selected,
                                int64_t selected_stride);
 
-// Floats of scratch LaunchMlaAttention needs for `a` (per_row: AttentionScratchPerRow).
+// Floats of scratch LaunchMlaAttention / LaunchGqaAttention need for `a` (per_row:
+// AttentionScratchPerRow).
 int64_t MlaAttentionScratchFloats(const MlaAttentionArgs& a, int64_t per_row);
+int64_t GqaAttentionScratchFloats(const GqaAttentionArgs& a, int64_t per_row);
 // Fewer than 256 (row, head) pairs over more than 256 attendable tokens: split-K
 // (cuda_mla_split.cuh); otherwise a block per pair as described above.
 void LaunchMlaAttention(const MlaAttentionArgs& a, float* scratch, int64_t per_row,

@@ -164,5 +164,66 @@ TEST(CudaBackendDeviceTest, TheOtherSetsPassTheConformanceSuiteAtTheirPrecision)
   }
 }
 
+// Device memory held until destruction: every cudaMalloc the device grants, in shrinking pieces,
+// so that less than 1 MiB stays free.
+class DeviceMemoryHog {
+ public:
+  DeviceMemoryHog() {
+    for (size_t piece = size_t{256} << 20; piece >= (size_t{1} << 20); piece /= 4) {
+      void* p = nullptr;
+      while (cudaMalloc(&p, piece) == cudaSuccess) held_.push_back(p);
+      (void)cudaGetLastError();  // the failure that ended the loop is not sticky
+    }
+  }
+  ~DeviceMemoryHog() {
+    for (void* p : held_) cudaFree(p);
+  }
+  DeviceMemoryHog(const DeviceMemoryHog&) = delete;
+  DeviceMemoryHog& operator=(const DeviceMemoryHog&) = delete;
+
+ private:
+  std::vector<void*> held_;
+};
+
+// cuda-reference multiplies a bf16 weight's f32 copy, made in scratch (cuda_scratch.h): with the
+// device full, the op launches nothing and Synchronize says ResourceExhausted once; with memory
+// back, the same op on the same CudaOps gives the exact product.
+TEST(CudaBackendDeviceTest, ScratchTheDeviceCannotGiveFailsTheStepNotTheProcess) {
+  LUCID_REQUIRE_CUDA_BACKEND(b);
+  const int64_t N = 4096, K = 4096;  // the f32 copy: 64 MiB
+  Tensor hw = Tensor::Empty(DType::kBF16, {N, K});
+  const uint16_t bits[3] = {0xBF80, 0x0000, 0x3F80};  // -1, 0, 1 in bf16
+  for (int64_t i = 0; i < N * K; ++i) hw.data<uint16_t>()[i] = bits[(i / K + i % K) % 3];
+  Tensor hx = Tensor::Empty(DType::kF32, {1, K}), hy = Tensor::Empty(DType::kF32, {1, N});
+  for (int64_t k = 0; k < K; ++k) hx.data<float>()[k] = static_cast<float>(k % 5 - 2);
+  std::memset(hy.raw(), 0, hy.nbytes());
+  StatusOr<Tensor> dw = b.UploadWeight(hw), dx = b.UploadWeight(hx), dy = b.UploadWeight(hy);
+  ASSERT_TRUE(dw.ok() && dx.ok() && dy.ok());
+  Weight w;
+  w.format = WeightFormat::kBF16;
+  w.name = "test.hog";
+  w.rows = N;
+  w.cols = K;
+  w.data = *dw;
+  {
+    DeviceMemoryHog hog;
+    b.ops().Linear(*dx, w, *dy);
+    const Status s = b.Synchronize();
+    EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.message();
+    EXPECT_THAT(s.message(), HasSubstr("a dequantized weight"));
+    EXPECT_TRUE(b.Synchronize().ok());  // reported once
+  }
+  b.ops().Linear(*dx, w, *dy);
+  ASSERT_TRUE(b.Synchronize().ok());
+  StatusOr<Tensor> y = CopyToHost(*dy, b.stream());
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  for (int64_t n = 0; n < N; n += 97) {
+    float want = 0.0f;  // small integers: exact in f32 in any order
+    for (int64_t k = 0; k < K; ++k)
+      want += static_cast<float>((n + k) % 3 - 1) * static_cast<float>(k % 5 - 2);
+    EXPECT_EQ(y->data<float>()[n], want) << "row " << n;
+  }
+}
+
 }  // namespace
 }  // namespace lucid::cuda

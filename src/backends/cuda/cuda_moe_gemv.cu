@@ -3,6 +3,7 @@
 
 #include "backends/cuda/cuda_kernel_util.cuh"
 #include "backends/cuda/cuda_moe_gemv.h"
+#include "backends/cuda/cuda_status.h"
 #include "core/status.h"
 
 namespace lucid::cuda {
@@ -42,10 +43,6 @@ __global__ void MoeDownCombineKernel(MoeGemvArgs a, const float* h, float* out) 
     o = MoeCombine(a, p, o, WarpSum(MoeDownLane(a, h, p, r, static_cast<int>(threadIdx.x % 32))));
   }
   if (threadIdx.x % 32 == 0) out[t * a.hidden + r] = o;
-}
-
-void Check(cudaError_t e, const char* what) {
-  LUCID_CHECK(e == cudaSuccess, std::string("cuda: ") + what + ": " + cudaGetErrorString(e));
 }
 
 unsigned WarpBlocks(int64_t items) {
@@ -95,25 +92,32 @@ MoeExpertTables::~MoeExpertTables() {
   for (auto& [key, table] : tables_) cudaFree(table.device);
 }
 
-const DeviceWeight* MoeExpertTables::Get(const std::vector<DeviceWeight>& views) {
+StatusOr<const DeviceWeight*> MoeExpertTables::Get(const std::vector<DeviceWeight>& views) {
   Table& t = tables_[views.empty() ? nullptr : views[0].data];
   if (t.device != nullptr && t.host == views) return t.device;
   // New or changed: wait for any upload still reading the old host copy, then replace it.
-  Check(cudaStreamSynchronize(stream_), "MoeExperts expert table");
-  if (views.size() > t.capacity) {
+  LUCID_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  if (views.size() > t.capacity || t.device == nullptr) {
     cudaFree(t.device);
     t.device = nullptr;
-    Check(cudaMalloc(reinterpret_cast<void**>(&t.device),
-                     std::max<size_t>(views.size(), 1) * sizeof(DeviceWeight)),
-          "MoeExperts expert table");
+    t.capacity = 0;
+    t.host.clear();
+    const size_t bytes = std::max<size_t>(views.size(), 1) * sizeof(DeviceWeight);
+    if (const cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&t.device), bytes);
+        e != cudaSuccess) {
+      (void)cudaGetLastError();  // not sticky: later calls may succeed
+      t.device = nullptr;
+      return ResourceExhausted("cuda: no device memory for a MoE layer's expert table (" +
+                               std::to_string(bytes) + " bytes): " + cudaGetErrorString(e));
+    }
     t.capacity = views.size();
   }
   t.host = views;
   if (!views.empty())
-    Check(cudaMemcpyAsync(t.device, t.host.data(), views.size() * sizeof(DeviceWeight),
-                          cudaMemcpyHostToDevice, stream_),
-          "MoeExperts expert table");
-  return t.device;
+    LUCID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(t.device, t.host.data(),
+                                               views.size() * sizeof(DeviceWeight),
+                                               cudaMemcpyHostToDevice, stream_));
+  return static_cast<const DeviceWeight*>(t.device);
 }
 
 }  // namespace lucid::cuda

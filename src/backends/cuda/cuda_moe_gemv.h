@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_packed_dot.cuh"
+#include "core/status.h"
 #include "ops/ops.h"
 
 namespace lucid::cuda {
@@ -157,8 +158,10 @@ class MoeExpertTables {
   MoeExpertTables(const MoeExpertTables&) = delete;
   MoeExpertTables& operator=(const MoeExpertTables&) = delete;
 
-  // The device copy of `views` (keyed by the list's first view's data pointer; compared in full).
-  const DeviceWeight* Get(const std::vector<DeviceWeight>& views);
+  // The device copy of `views` (keyed by the list's first view's data pointer; compared in full);
+  // ResourceExhausted when its buffer cannot be allocated (the table is then left empty, and a
+  // later Get tries again), the CUDA error of a failed wait or upload.
+  StatusOr<const DeviceWeight*> Get(const std::vector<DeviceWeight>& views);
 
  private:
   struct Table {

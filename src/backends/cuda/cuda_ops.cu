@@ -1,6 +1,5 @@
 // CudaOps, sets "cuda-reference", "cuda-bf16act" and "cuda-fp8act" (see cuda_ops.h): the
 // kernels and the op methods.
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,55 +12,21 @@
 
 #include "backends/cpu/ops_conformance.h"
 #include "backends/cuda/cuda_attention.h"
-#include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cuda_fp8_gemm.h"
-#include "backends/cuda/cuda_fp8_scales.h"
-#include "backends/cuda/cuda_gemv.h"
 #include "backends/cuda/cuda_kernel_util.cuh"
+#include "backends/cuda/cuda_matmul.h"
 #include "backends/cuda/cuda_moe_gemv.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cuda_sampling.h"
+#include "backends/cuda/cuda_scratch.h"
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/cuda_step_kernels.h"
 #include "backends/cuda/cuda_topk.h"
 #include "backends/cuda/cuda_weight_view.cuh"
 #include "core/dtype.h"
-#include "ops/fp8_activations.h"
 
 namespace lucid::cuda {
 namespace {
-
-__global__ void DequantKernel(DeviceWeight w, float* out) {
-  const int64_t n = w.rows * w.cols;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x)
-    out[i] = WeightAt(w, i / w.cols, i % w.cols);
-}
-
-// The view as bf16 bits, for formats whose values are exact in bf16 (Bf16Exact); NVFP4 without
-// its global scale, which the caller applies to the product.
-__global__ void DequantBf16Kernel(DeviceWeight w, uint16_t* out) {
-  const bool nvfp4 = w.format == static_cast<int>(WeightFormat::kNvfp4);
-  LUCID_GRID_LOOP(i, w.rows * w.cols) {
-    const int64_t r = i / w.cols, c = i % w.cols;
-    out[i] = F32ToBf16Bits(nvfp4 ? Nvfp4GroupScaled(w, w.row_begin + r, c) : WeightAt(w, r, c));
-  }
-}
-
-// x rounded to bf16, as bf16 bits (`bits`, a tensor-core operand) or as the f32 of those bits.
-__global__ void RoundToBf16Kernel(const float* x, int64_t n, uint16_t* bits, float* values) {
-  LUCID_GRID_LOOP(i, n) {
-    const uint16_t b = F32ToBf16Bits(x[i]);
-    if (bits != nullptr)
-      bits[i] = b;
-    else
-      values[i] = Bf16Bits(b);
-  }
-}
-
-__global__ void ScaleByDeviceScalarKernel(float* x, const float* s, int64_t n) {
-  LUCID_GRID_LOOP(i, n) x[i] *= *s;
-}
 
 __global__ void EmbeddingKernel(DeviceWeight w, const int32_t* ids, int64_t n_ids, float* out) {
   const int64_t n = n_ids * w.cols;
@@ -143,32 +108,16 @@ __global__ void NonFiniteRowsKernel(const float* x, int64_t row, int32_t* flags)
   if (threadIdx.x == 0) flags[blockIdx.x] = bad > 0.0f ? 1 : 0;
 }
 
-// The matmul arithmetic of a set (cuda_ops.h).
-enum class MatmulInputs { kF32, kBf16, kFp8 };
-
 class CudaOps final : public Ops {
  public:
   CudaOps(cudaStream_t stream, MatmulInputs inputs)
-      : stream_(stream),
-        bf16_act_(inputs != MatmulInputs::kF32),
-        fp8_act_(inputs == MatmulInputs::kFp8),
-        fp8_gemm_(stream, CurrentDeviceSm()) {
-    LUCID_CHECK(cublasCreate(&blas_) == CUBLAS_STATUS_SUCCESS, "cuda: cublasCreate failed");
-    cublasSetStream(blas_, stream_);
-    // cuda-reference: f32 products, no TF32. cuda-bf16act lets the bf16 GEMMs take the tensor
-    // cores; its f32 GEMMs stay f32 (no TF32 without CUBLAS_TF32_TENSOR_OP_MATH; the rounded
-    // ones ask for CUBLAS_COMPUTE_32F_PEDANTIC).
-    cublasSetMathMode(blas_, bf16_act_ ? CUBLAS_DEFAULT_MATH : CUBLAS_PEDANTIC_MATH);
-  }
-  ~CudaOps() override {
-    cudaStreamSynchronize(stream_);
-    cublasDestroy(blas_);
-    for (void* p : {scratch_, ints_, act_, moe_act_, moe_meta_, fp8_scales_, topk_scratch_})
-      cudaFree(p);
-  }
+      : stream_(stream), matmul_(stream, inputs, scratch_) {}
+  ~CudaOps() override { cudaStreamSynchronize(stream_); }
 
   const char* name() const override {
-    return fp8_act_ ? "cuda-fp8act" : bf16_act_ ? "cuda-bf16act" : "cuda-reference";
+    return matmul_.fp8_act()    ? "cuda-fp8act"
+           : matmul_.bf16_act() ? "cuda-bf16act"
+                                : "cuda-reference";
   }
   Device device() const override { return Device::kCuda; }
 
@@ -176,39 +125,14 @@ class CudaOps final : public Ops {
     CheckDevices(*this, "Linear", {&x, &w.data, &w.scale, &w.scale2, &y});
     const int64_t K = w.cols, N = w.rows, T = x.numel() / K;
     LUCID_CHECK(x.numel() == T * K && y.numel() == T * N, "Linear shape mismatch for " + w.name);
-    if (fp8_act_ && w.format == WeightFormat::kFp8Block) {
-      if (T > 0) Fp8Linear(x, w, T, y);
-      return;
-    }
-    if (T == 0) return;
-    if ((w.format == WeightFormat::kFp8Block || w.format == WeightFormat::kNvfp4) &&
-        T <= kGemvMaxTokens) {  // decode: the packed weight read once, decoded in registers
-      LaunchPackedGemv(View(w), x.data<const float>(), T, bf16_act_,
-                       bf16_act_ && w.format == WeightFormat::kNvfp4, y.data<float>(), stream_);
-      return;
-    }
-    if (bf16_act_) {
-      const RoundedOperands o = Rounded(w, x);
-      RoundedGemm(o, CUBLAS_OP_T, N, T, K, 0, K, 0, K, y.data<float>(), N, "Linear");
-      PostScale(o, y.data<float>(), T * N);
-      return;
-    }
-    const float* W = Dequantized(w);
-    const float one = 1.0f, zero = 0.0f;
-    Blas(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &one, W, K, x.data<const float>(), K,
-                     &zero, y.data<float>(), N),
-         "Linear");
+    if (T > 0) matmul_.Linear(x, w, T, y);
   }
   void LinearTransposed(const Tensor& x, const Weight& w, Tensor& y) const override {
     CheckDevices(*this, "LinearTransposed", {&x, &w.data, &w.scale, &w.scale2, &y});
     const int64_t R = w.rows, C = w.cols, T = x.numel() / R;
     LUCID_CHECK(x.numel() == T * R && y.numel() == T * C,
                 "LinearTransposed shape mismatch for " + w.name);
-    const float* W = Dequantized(w);
-    const float one = 1.0f, zero = 0.0f;
-    Blas(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_N, C, T, R, &one, W, C, x.data<const float>(), R,
-                     &zero, y.data<float>(), C),
-         "LinearTransposed");
+    if (T > 0) matmul_.LinearTransposed(x, w, T, y);
   }
   void Embedding(const Weight& table, std::span<const int32_t> ids, Tensor& out) const override {
     CheckDevices(*this, "Embedding", {&table.data, &table.scale, &table.scale2, &out});
@@ -216,8 +140,9 @@ class CudaOps final : public Ops {
                 "Embedding shape mismatch");
     for (int32_t id : ids) LUCID_CHECK(id >= 0 && id < table.rows, "Embedding id out of range");
     const int32_t* d_ids = static_cast<const int32_t*>(Upload(ids.data(), ids.size_bytes()));
+    if (d_ids == nullptr) return;
     const int64_t n = static_cast<int64_t>(ids.size()) * table.cols;
-    EmbeddingKernel<<<Blocks(n), kThreads, 0, stream_>>>(View(table), d_ids, ids.size(),
+    EmbeddingKernel<<<Blocks(n), kThreads, 0, stream_>>>(KernelView(table), d_ids, ids.size(),
                                                          out.data<float>());
   }
   void RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) const override {
@@ -269,6 +194,7 @@ class CudaOps final : public Ops {
     const int64_t D = x.size(-1);
     for (int64_t r : rows) LUCID_CHECK(r >= 0 && r < x.size(0), "GatherRows: row out of range");
     const int64_t* d_rows = static_cast<const int64_t*>(Upload(rows.data(), rows.size_bytes()));
+    if (d_rows == nullptr) return;
     const int64_t n = static_cast<int64_t>(rows.size()) * D;
     GatherRowsKernel<<<Blocks(n), kThreads, 0, stream_>>>(x.data<const float>(), d_rows,
                                                           rows.size(), D, out.data<float>());
@@ -283,23 +209,26 @@ class CudaOps final : public Ops {
                                                        flags.data<int32_t>());
   }
   void MlaAttention(const MlaAttentionArgs& a) const override {
-    if (a.tokens == 0 || a.heads == 0) return;
+    if (a.tokens == 0 || a.heads == 0 || Failed()) return;
     const int64_t per_row = AttentionScratchPerRow(a.kv, a.selected, a.selected_stride);
-    Grow(&scratch_, &scratch_bytes_,
-         static_cast<size_t>(MlaAttentionScratchFloats(a, per_row)) * sizeof(float));
-    LaunchMlaAttention(a, static_cast<float*>(scratch_), per_row, stream_);
+    float* scratch = Scratch<float>(ScratchPool::Buffer::kAttention,
+                                    MlaAttentionScratchFloats(a, per_row) * sizeof(float));
+    if (scratch != nullptr) LaunchMlaAttention(a, scratch, per_row, stream_);
   }
   void GqaAttention(const GqaAttentionArgs& a) const override {
     LUCID_CHECK(a.heads > 0 && a.kv_heads > 0 && a.heads % a.kv_heads == 0 && a.head_dim > 0,
                 "GqaAttention: heads must be a multiple of kv_heads");
     LUCID_CHECK(a.kv.row_floats == 2 * a.kv_heads * a.head_dim,
                 "GqaAttention: KV rows must hold k and v");
-    if (a.tokens == 0) return;
+    if (a.tokens == 0 || Failed()) return;
     const int64_t per_row = AttentionScratchPerRow(a.kv, nullptr, 0);
-    Grow(&scratch_, &scratch_bytes_, AttentionScratchBytes(a.tokens * a.heads, per_row));
-    LaunchGqaAttention(a, static_cast<float*>(scratch_), per_row, stream_);
+    float* scratch = Scratch<float>(ScratchPool::Buffer::kAttention,
+                                    GqaAttentionScratchFloats(a, per_row) * sizeof(float));
+    if (scratch != nullptr) LaunchGqaAttention(a, scratch, per_row, stream_);
   }
-  void IndexerScores(const IndexerArgs& a) const override { LaunchIndexerScores(a, stream_); }
+  void IndexerScores(const IndexerArgs& a) const override {
+    if (!Failed()) LaunchIndexerScores(a, stream_);
+  }
   void Rope(Tensor& x, int64_t heads, int64_t head_stride, int64_t offset, const RopeTable& table,
             std::span<const int64_t> positions, RopeStyle style) const override {
     CheckDevices(*this, "Rope", {&x});
@@ -318,6 +247,7 @@ class CudaOps final : public Ops {
       }
     }
     const float* d_cs = static_cast<const float*>(Upload(cs.data(), cs.size() * sizeof(float)));
+    if (d_cs == nullptr) return;
     LaunchRope(x.data<float>(), T, heads, head_stride, offset, half, d_cs,
                style == RopeStyle::kInterleaved, stream_);
   }
@@ -335,37 +265,44 @@ class CudaOps final : public Ops {
     LUCID_CHECK(k <= E && (n_group == 1 || (topk_group >= 1 && topk_group <= n_group)),
                 "MoeRoute: k > E, or topk_group outside 1..n_group (TopK's k <= n)");
     if (T == 0) return;
-    Grow(&scratch_, &scratch_bytes_, static_cast<size_t>(T * (2 * E + n_group)) * sizeof(float));
+    float* scores =
+        Scratch<float>(ScratchPool::Buffer::kRouting, T * (2 * E + n_group) * sizeof(float));
+    if (scores == nullptr) return;
     LaunchMoeRoute(logits.data<const float>(), T, E,
                    bias.raw() ? bias.data<const float>() : nullptr, n_group, topk_group, k,
-                   norm_topk_prob, scaling, static_cast<float*>(scratch_), idx.data<int32_t>(),
-                   weights.data<float>(), stream_);
+                   norm_topk_prob, scaling, scores, idx.data<int32_t>(), weights.data<float>(),
+                   stream_);
   }
   void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts, const Tensor& idx,
                   const Tensor& weights, Tensor& out) const override {
     CheckDevices(*this, "MoeExperts", {&x, &idx, &weights, &out});
     const int64_t T = x.size(0), D = x.size(1), k = idx.size(1);
     CheckRouting("MoeExperts", idx, weights, T, k);
-    if (T == 0 || k == 0) return;
+    if (T == 0 || k == 0 || Failed()) return;
     if (T <= kMoeDeviceRoutedMaxTokens && MoeExpertsOnDevice(x, experts, idx, weights, out)) return;
     // The routing comes to the host (T * k ids and weights) to group rows by expert; each touched
     // expert then runs as three GEMMs on its gathered rows, combined into `out` in expert order.
     std::vector<int32_t> h_idx(static_cast<size_t>(T * k));
     std::vector<float> h_w(static_cast<size_t>(T * k));
-    Check(
-        cudaMemcpyAsync(h_idx.data(), idx.raw(), h_idx.size() * 4, cudaMemcpyDeviceToHost, stream_),
-        "MoeExperts routing");
-    Check(
-        cudaMemcpyAsync(h_w.data(), weights.raw(), h_w.size() * 4, cudaMemcpyDeviceToHost, stream_),
-        "MoeExperts routing");
-    Check(cudaStreamSynchronize(stream_), "MoeExperts routing");
+    if (!Check(cudaMemcpyAsync(h_idx.data(), idx.raw(), h_idx.size() * 4, cudaMemcpyDeviceToHost,
+                               stream_),
+               "MoeExperts routing") ||
+        !Check(cudaMemcpyAsync(h_w.data(), weights.raw(), h_w.size() * 4, cudaMemcpyDeviceToHost,
+                               stream_),
+               "MoeExperts routing") ||
+        !Check(cudaStreamSynchronize(stream_), "MoeExperts routing"))
+      return;
     const int64_t E = static_cast<int64_t>(experts.size());
     std::vector<std::vector<int64_t>> rows(E);
     std::vector<std::vector<float>> wts(E);
     for (int64_t t = 0; t < T; ++t)
       for (int64_t i = 0; i < k; ++i) {
         const int32_t e = h_idx[t * k + i];
-        LUCID_CHECK(e >= 0 && e < E, "MoeExperts: expert id out of range");
+        if (e < 0 || e >= E) {
+          error_ = Internal("MoeExperts: expert id " + std::to_string(e) + " of token " +
+                            std::to_string(t) + " outside [0, " + std::to_string(E) + ")");
+          return;
+        }
         rows[e].push_back(t);
         wts[e].push_back(h_w[t * k + i]);
       }
@@ -386,19 +323,20 @@ class CudaOps final : public Ops {
       std::memcpy(meta.data() + first_row[e] * 8, rows[e].data(), rows[e].size() * 8);
       std::memcpy(meta.data() + n_all * 8 + first_row[e] * 4, wts[e].data(), wts[e].size() * 4);
     }
-    Grow(&moe_meta_, &moe_meta_bytes_, std::max<size_t>(meta.size(), 4));
-    if (!meta.empty())
-      Check(cudaMemcpyAsync(moe_meta_, meta.data(), meta.size(), cudaMemcpyHostToDevice, stream_),
-            "MoeExperts routing upload");
-    Grow(&moe_act_, &moe_act_bytes_, std::max<size_t>(first_float[E] * sizeof(float), 4));
-    const int64_t* d_rows = static_cast<const int64_t*>(moe_meta_);
-    const float* d_wts =
-        reinterpret_cast<const float*>(static_cast<uint8_t*>(moe_meta_) + n_all * 8);
+    uint8_t* d_meta = Scratch<uint8_t>(ScratchPool::Buffer::kMoeMetadata, meta.size());
+    float* act =
+        Scratch<float>(ScratchPool::Buffer::kMoeActivations, first_float[E] * sizeof(float));
+    if (d_meta == nullptr || act == nullptr ||
+        !Check(cudaMemcpyAsync(d_meta, meta.data(), meta.size(), cudaMemcpyHostToDevice, stream_),
+               "MoeExperts routing upload"))
+      return;
+    const int64_t* d_rows = reinterpret_cast<const int64_t*>(d_meta);
+    const float* d_wts = reinterpret_cast<const float*>(d_meta + n_all * 8);
     for (int64_t e = 0; e < E; ++e) {
       const int64_t n = static_cast<int64_t>(rows[e].size());
       if (n == 0) continue;
       const ExpertWeights& w = experts[e];
-      float* base = static_cast<float*>(moe_act_) + first_float[e];
+      float* base = act + first_float[e];
       Tensor xe = ActTensor(base, {n, D}), g = ActTensor(base + n * D, {n, w.gate.rows}),
              u = ActTensor(base + n * (D + w.gate.rows), {n, w.up.rows}),
              d = ActTensor(base + n * (D + w.gate.rows + w.up.rows), {n, D});
@@ -433,6 +371,7 @@ class CudaOps final : public Ops {
     if (T == 0) return;
     const int64_t* d_rows =
         static_cast<const int64_t*>(Upload(pool_rows.data(), pool_rows.size_bytes()));
+    if (d_rows == nullptr) return;
     LaunchWriteKvRows(kp, T, static_cast<int>(out.fmt.kind), out.fmt.row_floats, out.fmt.fp8_values,
                       out.fmt.fp8_block > 0 ? out.fmt.fp8_block : 1, out.fmt.row_bytes, d_rows,
                       out.bytes, stream_);
@@ -448,11 +387,13 @@ class CudaOps final : public Ops {
                 "TopKRows: out must be i32 [T, >= k]");
     for (int64_t n : lengths)
       LUCID_CHECK(n >= 0 && n <= scores.size(1), "TopKRows: a length past the scores");
-    if (T == 0) return;
+    if (T == 0 || Failed()) return;
     const int64_t* d_len =
         static_cast<const int64_t*>(Upload(lengths.data(), lengths.size_bytes()));
+    uint64_t* sort = nullptr;
+    if (d_len == nullptr || !TopKScratch(T, k, &sort)) return;
     LaunchTopKRows(scores.data<const float>(), scores.size(1), d_len, T, k, offset,
-                   out.data<int32_t>(), out.size(1), TopKScratch(T, k), stream_);
+                   out.data<int32_t>(), out.size(1), sort, stream_);
   }
   void SampleRows(const Tensor& logits, std::span<const RowSampling> rows,
                   std::span<const LogitEdit> edits, Tensor& scratch, Tensor& tokens,
@@ -467,6 +408,7 @@ class CudaOps final : public Ops {
     std::memcpy(meta.data(), rows.data(), rb);
     if (eb > 0) std::memcpy(meta.data() + rb, edits.data(), eb);
     const uint8_t* d = static_cast<const uint8_t*>(Upload(meta.data(), meta.size()));
+    if (d == nullptr) return;
     LaunchSampleRows(
         logits.data<const float>(), R, logits.size(1), reinterpret_cast<const RowSampling*>(d),
         reinterpret_cast<const LogitEdit*>(d + rb), scratch.data<float>(), tokens.data<int32_t>(),
@@ -490,20 +432,24 @@ class CudaOps final : public Ops {
     return Synchronize();
   }
 
+  // The first failure since the last call: a CUDA error, else scratch the device could not give
+  // (ResourceExhausted; the op that asked launched nothing), else a cuBLAS or CUDA call's error.
   Status Synchronize() const override {
-    LUCID_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    LUCID_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-    if (!blas_error_.empty()) {
-      std::string e;
-      e.swap(blas_error_);
-      return Internal(e);
-    }
-    return OkStatus();
+    Status cuda = CudaStatus(cudaGetLastError(), "a kernel launch");
+    if (cuda.ok()) cuda = CudaStatus(cudaStreamSynchronize(stream_), "the ops' stream");
+    Status scratch = scratch_.TakeError(), matmul = matmul_.TakeError();
+    Status call = std::move(error_);
+    error_ = OkStatus();
+    if (!cuda.ok()) return cuda;
+    if (!scratch.ok()) return scratch;
+    return matmul.ok() ? call : matmul;
   }
 
   void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const override {
     LUCID_CHECK(k <= n, "TopK k > n");
-    if (k > 0) LaunchTopK(scores, n, k, out, TopKScratch(1, k), stream_);
+    uint64_t* sort = nullptr;
+    if (k > 0 && !Failed() && TopKScratch(1, k, &sort))
+      LaunchTopK(scores, n, k, out, sort, stream_);
   }
   void MlaAbsorbQuery(const Tensor& q, int64_t heads, int64_t q_stride, int64_t nope_dim,
                       int64_t v_dim, const Weight& kv_b, Tensor& q_latent) const override {
@@ -512,15 +458,7 @@ class CudaOps final : public Ops {
     LUCID_CHECK(kv_b.rows == heads * (nope_dim + v_dim) && q.numel() == T * heads * q_stride &&
                     q_latent.numel() == T * heads * R,
                 "MlaAbsorbQuery shape mismatch for " + kv_b.name);
-    if (T == 0) return;
-    // Per head: q_latent[:, h, :] = q[:, h, 0:nope] . W_uk_h, strided in and out (no copies).
-    const float* W = Dequantized(kv_b);
-    const float one = 1.0f, zero = 0.0f;
-    for (int64_t h = 0; h < heads; ++h)
-      Blas(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_N, R, T, nope_dim, &one,
-                       W + h * (nope_dim + v_dim) * R, R, q.data<const float>() + h * q_stride,
-                       heads * q_stride, &zero, q_latent.data<float>() + h * R, heads * R),
-           "MlaAbsorbQuery");
+    if (T > 0) matmul_.MlaAbsorbQuery(q, heads, q_stride, nope_dim, v_dim, kv_b, T, q_latent);
   }
   void MlaProjectOutput(const Tensor& latent, int64_t heads, int64_t nope_dim, int64_t v_dim,
                         const Weight& kv_b, Tensor& out) const override {
@@ -529,146 +467,23 @@ class CudaOps final : public Ops {
     LUCID_CHECK(kv_b.rows == heads * (nope_dim + v_dim) && latent.numel() == T * heads * R &&
                     out.numel() == T * heads * v_dim,
                 "MlaProjectOutput shape mismatch for " + kv_b.name);
-    if (T == 0) return;
-    // Per head: out[:, h * v + j] = latent[:, h, :] . W_uv_h[j, :].
-    if (bf16_act_) {
-      const RoundedOperands o = Rounded(kv_b, latent);
-      for (int64_t h = 0; h < heads; ++h)
-        RoundedGemm(o, CUBLAS_OP_T, v_dim, T, R, (h * (nope_dim + v_dim) + nope_dim) * R, R, h * R,
-                    heads * R, out.data<float>() + h * v_dim, heads * v_dim, "MlaProjectOutput");
-      PostScale(o, out.data<float>(), T * heads * v_dim);
-      return;
-    }
-    const float* W = Dequantized(kv_b);
-    const float one = 1.0f, zero = 0.0f;
-    for (int64_t h = 0; h < heads; ++h)
-      Blas(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, v_dim, T, R, &one,
-                       W + (h * (nope_dim + v_dim) + nope_dim) * R, R,
-                       latent.data<const float>() + h * R, heads * R, &zero,
-                       out.data<float>() + h * v_dim, heads * v_dim),
-           "MlaProjectOutput");
+    if (T > 0) matmul_.MlaProjectOutput(latent, heads, nope_dim, v_dim, kv_b, T, out);
   }
 
  private:
-  static void Check(cudaError_t e, const char* what) {
-    LUCID_CHECK(e == cudaSuccess, std::string("cuda: ") + what + ": " + cudaGetErrorString(e));
+  // Whether a failure waits for Synchronize. The ops whose inputs may hold device indices made by
+  // an earlier op of the step (attention, the indexer, top-k, MoE) then launch nothing: a skipped
+  // op leaves its output unset, and unset indices must not be dereferenced.
+  bool Failed() const { return !error_.ok() || scratch_.failed() || matmul_.failed(); }
+  // Keeps the first failed call for Synchronize; false if `e` is an error.
+  bool Check(cudaError_t e, const char* what) const {
+    if (e == cudaSuccess) return true;
+    if (error_.ok()) error_ = CudaStatus(e, std::string("cuda: ") + what);
+    return false;
   }
-  void Blas(cublasStatus_t s, const char* op) const {
-    if (s != CUBLAS_STATUS_SUCCESS && blas_error_.empty())
-      blas_error_ = std::string(op) + ": cuBLAS status " + std::to_string(static_cast<int>(s));
-  }
-  static DeviceWeight View(const Weight& w) {
-    LUCID_CHECK(w.format != WeightFormat::kGgml,
-                "cuda: GGUF block weights (" + w.name + ") have no CUDA kernel yet");
-    return DeviceWeightOf(w);
-  }
-  // w as f32 [rows, cols]: an f32 weight's own rows, else the scratch buffer (valid until the next
-  // op that uses it).
-  const float* Dequantized(const Weight& w) const {
-    if (w.format == WeightFormat::kF32)
-      return static_cast<const float*>(w.data.raw()) + w.row_begin * w.cols;
-    const size_t bytes = static_cast<size_t>(w.rows * w.cols) * sizeof(float);
-    Grow(&scratch_, &scratch_bytes_, bytes);
-    float* out = static_cast<float*>(scratch_);
-    DequantKernel<<<Blocks(w.rows * w.cols), kThreads, 0, stream_>>>(View(w), out);
-    return out;
-  }
-  // The operands of a matmul with activations rounded to bf16 (cuda-bf16act): the weight
-  // dequantized and x rounded, both as bf16 (tensor cores) where the weight's values are exact in
-  // bf16, else both as f32 holding the same values. Valid until the next op. bf16 and f32 weights
-  // are read in place.
-  struct RoundedOperands {
-    const void* w = nullptr;
-    const void* x = nullptr;
-    bool bf16 = false;
-    const float* post_scale = nullptr;  // NVFP4's global scale: the product's factor
-  };
-  static bool Bf16Exact(const Weight& w) {
-    return w.format == WeightFormat::kBF16 || w.format == WeightFormat::kNvfp4 ||
-           (w.format == WeightFormat::kFp8Block && w.scale.dtype() == DType::kUE8M0);
-  }
-  RoundedOperands Rounded(const Weight& w, const Tensor& x) const {
-    RoundedOperands o;
-    o.bf16 = Bf16Exact(w);
-    if (w.format == WeightFormat::kBF16) {  // the weight's own rows: no copy
-      o.w = static_cast<const uint16_t*>(w.data.raw()) + w.row_begin * w.cols;
-    } else if (o.bf16) {
-      Grow(&scratch_, &scratch_bytes_, static_cast<size_t>(w.rows * w.cols) * sizeof(uint16_t));
-      DequantBf16Kernel<<<Blocks(w.rows * w.cols), kThreads, 0, stream_>>>(
-          View(w), static_cast<uint16_t*>(scratch_));
-      o.w = scratch_;
-      if (w.format == WeightFormat::kNvfp4)
-        o.post_scale = static_cast<const float*>(w.scale2.raw());
-    } else {
-      o.w = Dequantized(w);
-    }
-    const int64_t n = x.numel();
-    Grow(&act_, &act_bytes_, static_cast<size_t>(n) * (o.bf16 ? 2 : 4));
-    RoundToBf16Kernel<<<Blocks(n), kThreads, 0, stream_>>>(
-        x.data<const float>(), n, o.bf16 ? static_cast<uint16_t*>(act_) : nullptr,
-        o.bf16 ? nullptr : static_cast<float*>(act_));
-    o.x = act_;
-    return o;
-  }
-  // y (column-major m x n, ldy) = op_w(W) . X, W and X the operands at element offsets w_off and
-  // x_off: f32 accumulation, on the tensor cores for bf16 operands.
-  void RoundedGemm(const RoundedOperands& o, cublasOperation_t op_w, int64_t m, int64_t n,
-                   int64_t k, int64_t w_off, int64_t ldw, int64_t x_off, int64_t ldx, float* y,
-                   int64_t ldy, const char* op) const {
-    const size_t e = o.bf16 ? 2 : 4;
-    const cudaDataType t = o.bf16 ? CUDA_R_16BF : CUDA_R_32F;
-    const float one = 1.0f, zero = 0.0f;
-    Blas(cublasGemmEx(blas_, op_w, CUBLAS_OP_N, static_cast<int>(m), static_cast<int>(n),
-                      static_cast<int>(k), &one, static_cast<const char*>(o.w) + w_off * e, t,
-                      static_cast<int>(ldw), static_cast<const char*>(o.x) + x_off * e, t,
-                      static_cast<int>(ldx), &zero, y, CUDA_R_32F, static_cast<int>(ldy),
-                      o.bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC,
-                      CUBLAS_GEMM_DEFAULT),
-         op);
-  }
-  void PostScale(const RoundedOperands& o, float* y, int64_t n) const {
-    if (o.post_scale != nullptr && n > 0)
-      ScaleByDeviceScalarKernel<<<Blocks(n), kThreads, 0, stream_>>>(y, o.post_scale, n);
-  }
-  // cuda-fp8act's Linear with an FP8 block weight (cuda_fp8_gemm.h): the activations quantized
-  // per (token, 128 columns), then cuBLASLt's block-scaled FP8 GEMM, or where it cannot run the
-  // same values multiplied in f32.
-  void Fp8Linear(const Tensor& x, const Weight& w, int64_t T, Tensor& y) const {
-    const int64_t K = w.cols, N = w.rows, groups = (K + kFp8ActGroup - 1) / kFp8ActGroup;
-    Fp8LtWeight lw;
-    lw.codes = static_cast<const uint8_t*>(w.data.raw()) + w.row_begin * K;
-    lw.rows = N;
-    lw.cols = K;
-    lw.row_begin = w.row_begin;
-    lw.block_rows = w.block_rows;
-    lw.block_cols = w.block_cols;
-    lw.data_ld = w.data.rank() == 2 ? w.data.size(1) : K;
-    std::string why = fp8_gemm_.Unsupported(lw, T);
-    if (why.empty()) {
-      // codes [T, K] then the scales, 16-byte aligned
-      const size_t codes_bytes = (static_cast<size_t>(T * K) + 15) / 16 * 16;
-      Grow(&act_, &act_bytes_, codes_bytes + static_cast<size_t>(T * groups) * sizeof(float));
-      uint8_t* codes = static_cast<uint8_t*>(act_);
-      float* scales = reinterpret_cast<float*>(codes + codes_bytes);
-      LaunchQuantizeFp8Act(x.data<const float>(), T, K, codes, scales, nullptr, stream_);
-      const size_t ws = static_cast<size_t>((N + 127) / 128 * Blk128x128ScaleLd(K));
-      Grow(&fp8_scales_, &fp8_scales_bytes_, ws * sizeof(float));
-      LaunchLayoutBlk128Scales(w.scale.raw(), w.scale.dtype() == DType::kUE8M0,
-                               w.scale.rank() == 2 ? w.scale.size(1) : 0, w.row_begin, N, K,
-                               static_cast<float*>(fp8_scales_), stream_);
-      why = fp8_gemm_.Run(lw, static_cast<const float*>(fp8_scales_), codes, scales, T,
-                          y.data<float>());
-      if (why.empty()) return;
-    }
-    fp8_gemm_.ReportFallbackOnce(w.name, T, why);
-    Grow(&act_, &act_bytes_, static_cast<size_t>(T * K) * sizeof(float));
-    LaunchQuantizeFp8Act(x.data<const float>(), T, K, nullptr, nullptr, static_cast<float*>(act_),
-                         stream_);
-    const float* W = Dequantized(w);
-    const float one = 1.0f, zero = 0.0f;
-    Blas(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &one, W, K,
-                     static_cast<const float*>(act_), K, &zero, y.data<float>(), N),
-         "Linear");
+  template <typename T>
+  T* Scratch(ScratchPool::Buffer b, int64_t bytes) const {
+    return static_cast<T*>(scratch_.Get(b, static_cast<size_t>(std::max<int64_t>(bytes, 0))));
   }
   // MoeExperts with the routing read on the device (cuda_moe_gemv.h), for experts of one format
   // and shape; false (nothing launched) otherwise.
@@ -681,14 +496,19 @@ class CudaOps final : public Ops {
       CheckDevices(*this, "MoeExperts", {&e.gate.data, &e.up.data, &e.down.data});
     const WeightFormat format = experts[0].gate.format;
     const int64_t I = experts[0].gate.rows;
-    const bool fp8 = fp8_act_ && format == WeightFormat::kFp8Block;
-    MoeGemvArgs a = MoeArgsFor(moe_tables_.Get(views), static_cast<int64_t>(experts.size()), D, I,
-                               idx, weights, format, bf16_act_, fp8_act_);
-    // moe_act_: h [T * k, I], then under cuda-fp8act the quantized x [T, D] and h [T * k, I]
+    const bool fp8 = matmul_.fp8_act() && format == WeightFormat::kFp8Block;
+    StatusOr<const DeviceWeight*> table = moe_tables_.Get(views);
+    if (!table.ok()) {
+      if (error_.ok()) error_ = table.status().WithContext("MoeExperts");
+      return true;  // failed: nothing launched
+    }
+    MoeGemvArgs a = MoeArgsFor(*table, static_cast<int64_t>(experts.size()), D, I, idx, weights,
+                               format, matmul_.bf16_act(), matmul_.fp8_act());
+    // h [T * k, I], then under cuda-fp8act the quantized x [T, D] and h [T * k, I]
     const int64_t h_floats = T * k * I;
-    Grow(&moe_act_, &moe_act_bytes_,
-         static_cast<size_t>(h_floats + (fp8 ? T * D + h_floats : 0)) * sizeof(float));
-    float* h = static_cast<float*>(moe_act_);
+    float* h = Scratch<float>(ScratchPool::Buffer::kMoeActivations,
+                              (h_floats + (fp8 ? T * D + h_floats : 0)) * sizeof(float));
+    if (h == nullptr) return true;
     float* xq = fp8 ? h + h_floats : nullptr;
     float* hq = fp8 ? h + h_floats + T * D : nullptr;
     const float* x_in = fp8 ? xq : x.data<const float>();
@@ -701,61 +521,31 @@ class CudaOps final : public Ops {
     LaunchMoeDownCombine(a, h_in, out.data<float>(), stream_);
     return true;
   }
-  // The top-k kernels' sort scratch for T rows (null where the sort fits in shared memory).
-  uint64_t* TopKScratch(int64_t T, int64_t k) const {
-    const int64_t words = TopKScratchWords(T, k);
-    if (words == 0) return nullptr;
-    Grow(&topk_scratch_, &topk_scratch_bytes_, static_cast<size_t>(words) * sizeof(uint64_t));
-    return static_cast<uint64_t*>(topk_scratch_);
-  }
-  // Bytes of scratch for `pairs` (row, head) pairs of `per_row` floats, in launches of at most
-  // 64M floats (cuda_attention.cu launches them that way).
-  static size_t AttentionScratchBytes(int64_t pairs, int64_t per_row) {
-    const int64_t chunk =
-        std::max<int64_t>(1, std::min<int64_t>(pairs, (int64_t{64} << 20) / per_row));
-    return static_cast<size_t>(chunk * per_row) * sizeof(float);
+  // The top-k kernels' sort scratch for T rows in *words (null where the sort fits in shared
+  // memory); false when it cannot be had.
+  bool TopKScratch(int64_t T, int64_t k, uint64_t** words) const {
+    const int64_t n = TopKScratchWords(T, k);
+    *words = n == 0 ? nullptr : Scratch<uint64_t>(ScratchPool::Buffer::kTopK, n * 8);
+    return n == 0 || *words != nullptr;
   }
   // An f32 device tensor over `p` (MoeExperts' buffer of per-expert activations).
   static Tensor ActTensor(float* p, Shape shape) {
     return Tensor::Borrow(DType::kF32, std::move(shape), p, nullptr, Device::kCuda);
   }
-  // A device copy of host metadata, in a buffer reused by the next op.
+  // A device copy of host metadata, in a buffer reused by the next op; nullptr on failure.
   void* Upload(const void* host, size_t bytes) const {
-    Grow(&ints_, &ints_bytes_, bytes);
-    if (bytes > 0)
-      Check(cudaMemcpyAsync(ints_, host, bytes, cudaMemcpyHostToDevice, stream_), "upload");
-    return ints_;
-  }
-  void Grow(void** p, size_t* have, size_t want) const {
-    if (want <= *have) return;
-    Check(cudaStreamSynchronize(stream_), "grow scratch");
-    cudaFree(*p);
-    *p = nullptr;
-    Check(cudaMalloc(p, want), "scratch");
-    *have = want;
+    void* d = scratch_.Get(ScratchPool::Buffer::kMetadata, bytes);
+    if (d == nullptr || bytes == 0) return d;
+    return Check(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, stream_), "upload")
+               ? d
+               : nullptr;
   }
 
   cudaStream_t stream_;
-  bool bf16_act_ = false;  // cuda-bf16act and cuda-fp8act
-  bool fp8_act_ = false;   // cuda-fp8act
-  mutable Fp8LtGemm fp8_gemm_;
-  mutable void* fp8_scales_ = nullptr;  // cuda-fp8act: the weight's scales in cuBLASLt's layout
-  mutable size_t fp8_scales_bytes_ = 0;
-  cublasHandle_t blas_ = nullptr;
-  mutable void* scratch_ = nullptr;
-  mutable size_t scratch_bytes_ = 0;
-  mutable void* ints_ = nullptr;
-  mutable size_t ints_bytes_ = 0;
-  mutable void* act_ = nullptr;  // cuda-bf16act: the rounded activations
-  mutable size_t act_bytes_ = 0;
-  mutable void* moe_act_ = nullptr;  // MoeExperts: every touched expert's activations
-  mutable size_t moe_act_bytes_ = 0;
-  mutable void* topk_scratch_ = nullptr;  // TopK and TopKRows: sort words past shared memory
-  mutable size_t topk_scratch_bytes_ = 0;
+  mutable ScratchPool scratch_{CudaScratchMemory(stream_)};
+  CudaMatmul matmul_;                            // after scratch_, which it uses
   mutable MoeExpertTables moe_tables_{stream_};  // MoeExpertsOnDevice's expert views
-  mutable void* moe_meta_ = nullptr;             // MoeExperts: the combine's row ids and weights
-  mutable size_t moe_meta_bytes_ = 0;
-  mutable std::string blas_error_;
+  mutable Status error_;                         // the first failed call since Synchronize
 };
 
 }  // namespace

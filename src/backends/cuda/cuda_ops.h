@@ -2,10 +2,11 @@
 //
 // Set "cuda-reference": exact f32 arithmetic, the CPU reference's formulas, so that the ops
 // conformance suite (backends/cpu/ops_conformance.h) holds it to the reference's tolerances.
-// - Matmuls (Linear, LinearTransposed) dequantize the weight view to f32 in a scratch buffer with
-//   the formats' single definition (ops/weight.h: bf16, FP8 block with f32 or UE8M0 scales,
-//   NVFP4; decoded as the host does, cuda_weight_view.cuh; f32 weights are read in place) and
-//   multiply with cuBLAS SGEMM (f32 in, f32 accumulate; CUBLAS_PEDANTIC_MATH so no TF32), except
+// - Matmuls (Linear, LinearTransposed; cuda_matmul.h) dequantize the weight view to f32 in a
+//   scratch buffer, in row chunks of at most 64 MiB, with the formats' single definition
+//   (ops/weight.h: bf16, FP8 block with f32 or UE8M0 scales, NVFP4; decoded as the host does,
+//   cuda_weight_view.cuh; f32 weights are read in place) and multiply with cuBLAS SGEMM (f32 in,
+//   f32 accumulate; CUBLAS_PEDANTIC_MATH so no TF32), except
 //   Linear on an FP8 block or NVFP4 weight for at most kGemvMaxTokens tokens (decode), which
 //   decodes the packed weight in registers as it reads it (cuda_gemv.h, f32 sums). GGUF block
 //   weights are not implemented on cuda.
@@ -39,8 +40,11 @@
 // ConformancePrecision::kFp8Act), saying so on stderr with cuBLASLt's reason the first time.
 // MlaProjectOutput stays bf16 as in cuda-bf16act. CudaImplements(op) names the ops with a kernel
 // (every op of ops/ops.h); the pointers in the op arguments are device memory (ops/ops.h). Every op
-// is asynchronous on the stream; errors surface in Synchronize as a Status. Thread-safety: the
-// engine thread only (scratch buffers are per instance).
+// is asynchronous on the stream; errors surface in Synchronize as a Status, scratch memory the
+// device cannot give included (cuda_scratch.h: ResourceExhausted; the op launched nothing, and
+// until Synchronize the ops that may read an earlier op's device indices launch nothing either:
+// the step fails, the process lives). Thread-safety: the engine thread only (scratch buffers are
+// per instance).
 #pragma once
 
 #include <cublas_v2.h>
