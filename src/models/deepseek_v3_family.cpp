@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "models/deepseek_v3_model.h"
 #include "models/deepseek_v3_shard.h"
@@ -65,11 +66,11 @@ void DeepseekV3Model::Check(const Tensor& t, int64_t layer, const char* op, cons
                             std::span<const int64_t> rows) {
   if (!check_) return;
   // The op scans the rows; the host reads one flag per row, copied back. A failed copy leaves
-  // the flags clear: its error is the step's, from Forward's Synchronize.
+  // the flags clear: its error is the step's, which Forward returns.
   Tensor flags = Tensor::Empty(DType::kI32, {t.size(0)}, ws_);
   ops_.NonFiniteRows(t, flags);
   std::vector<int32_t> bad(t.size(0), 0);
-  (void)ops_.CopyToHost(flags.raw(), bad.data(), bad.size() * sizeof(int32_t));
+  Keep(ops_.CopyToHost(flags.raw(), bad.data(), bad.size() * sizeof(int32_t)));
   size_t next = 0;  // first entry of `rows` not yet below the span
   for (size_t i = 0; i < s.spans.size(); ++i) {
     const auto& sp = s.spans[i];
@@ -133,6 +134,7 @@ StatusOr<StepLayout> DeepseekV3Model::Layout(const StepInput& in, const KvStorag
 
 Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* out) {
   sites_.clear();
+  step_error_ = OkStatus();
   LUCID_ASSIGN_OR_RETURN(StepLayout s, Layout(in, kv));
   ws_.Reset();     // the last step's activations are dead: their memory is this step's
   OwnedRows mine;  // data-parallel attention: this rank's sequences
@@ -197,8 +199,10 @@ Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* 
     out->hidden = Output(static_cast<int64_t>(in.hidden_rows.size()), D);
     ops_.GatherRows(h, in.hidden_rows, out->hidden);
   }
-  // An asynchronous backend's errors surface here, as this step's Status; then a collective's.
+  // An asynchronous backend's errors surface here, as this step's Status (or kept from a
+  // mid-step wait); then a collective's.
   LUCID_RETURN_IF_ERROR(ops_.Synchronize());
+  LUCID_RETURN_IF_ERROR(std::exchange(step_error_, OkStatus()));
   LUCID_RETURN_IF_ERROR(tp_.status());
   // The engine reads the outputs on the host (a device backend copies them back), the logits
   // unless it samples them where they are.
@@ -223,7 +227,7 @@ void DeepseekV3Model::Embed(std::span<const int32_t> ids, Tensor& x) {
   for (size_t i = 0; i < ids.size(); ++i)
     local[i] = ids[i] >= v0 && ids[i] < v0 + rows ? static_cast<int32_t>(ids[i] - v0) : 0;
   ops_.Embedding(w_.embed, local, x);
-  (void)ops_.Synchronize();  // host writes follow (the CPU backend's tensors are host memory)
+  Keep(ops_.Synchronize());  // host writes follow (the CPU backend's tensors are host memory)
   for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] < v0 || ids[i] >= v0 + rows) std::fill_n(x.data<float>() + i * D, D, 0.0f);
   tp_.AllReduceSum(x);
@@ -270,7 +274,7 @@ Tensor DeepseekV3Model::OwnedAttention(int64_t l, const Tensor& h, const OwnedRo
     ops_.GatherRows(h, mine.rows, hm);
     part = Attention(l, hm, mine.s, pool, sel);
   }
-  (void)ops_.Synchronize();  // host writes follow (the CPU backend's tensors are host memory)
+  Keep(ops_.Synchronize());  // host writes follow (the CPU backend's tensors are host memory)
   float* out = attn.data<float>();
   std::fill_n(out, N * D, 0.0f);
   for (int64_t i = 0; i < n; ++i)
@@ -441,7 +445,7 @@ void DeepseekV3Model::SelectTokens(int64_t l, int64_t N, IndexerProjections* ip,
   if (check_replicated_ &&
       !dp_attention_) {  // the selected entries only: a row's columns past its count are unset
     Tensor used = Tensor::Empty(DType::kI32, {N, K}, ws_);
-    (void)ops_.Synchronize();
+    Keep(ops_.Synchronize());
     for (int64_t r = 0; r < N; ++r)
       for (int64_t j = 0; j < K; ++j)
         used.data<int32_t>()[r * K + j] =

@@ -58,7 +58,7 @@ Tensor DeepseekV3Model::Moe(const MoeWeights& m, const Tensor& x) {
 
 void DeepseekV3Model::LocalExperts(const MoeWeights& m, const Tensor& x, const Tensor& idx,
                                    const Tensor& wts, Tensor& out) {
-  (void)ops_.Synchronize();  // the host reads the routing (a device backend copies it back)
+  Keep(ops_.Synchronize());  // the host reads the routing (a device backend copies it back)
   const int64_t N = x.size(0), K = idx.size(1), D = x.size(1);
   std::vector<int64_t> rows;  // one pair per (token, selection) of a local expert
   std::vector<int32_t> local;
@@ -80,7 +80,7 @@ void DeepseekV3Model::LocalExperts(const MoeWeights& m, const Tensor& x, const T
   Tensor op = Tensor::Zeros(DType::kF32, {P, D}, ws_);
   ops_.MoeExperts(xp, std::span<const ExpertWeights>(m.experts).subspan(expert_begin_, experts_),
                   ip, wp, op);
-  (void)ops_.Synchronize();
+  Keep(ops_.Synchronize());
   // Each pair's output back onto its token's row, in (token, selection) order.
   for (int64_t p = 0; p < P; ++p) {
     float* dst = out.data<float>() + rows[p] * D;

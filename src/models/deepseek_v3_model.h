@@ -152,6 +152,11 @@ class DeepseekV3Model final : public Model {
   // given, names the step row of each row of t (t holds only those rows, ascending).
   void Check(const Tensor& t, int64_t layer, const char* op, const StepLayout& s,
              std::span<const int64_t> rows = {});
+  // Keeps the first failure of a mid-step Synchronize or CopyToHost (whose errors are taken, not
+  // repeated, by the next call): Forward returns it.
+  void Keep(Status st) {
+    if (step_error_.ok() && !st.ok()) step_error_ = std::move(st);
+  }
 
   ModelConfig c_;
   DeepseekV3Weights w_;
@@ -173,6 +178,7 @@ class DeepseekV3Model final : public Model {
   float scale_;
   bool check_ = false;
   std::vector<std::optional<NonFiniteSite>> sites_;  // per span of the last Forward
+  Status step_error_;                                // Keep's, for this Forward
 };
 
 }  // namespace lucid::deepseek_v3

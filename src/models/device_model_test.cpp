@@ -15,6 +15,7 @@
 #include "backends/cpu/guarded_device.h"
 #include "models/device_compare_test_util.h"
 #include "models/registry.h"
+#include "ops/forwarding_ops.h"
 
 namespace lucid {
 namespace {
@@ -102,6 +103,45 @@ INSTANTIATE_TEST_SUITE_P(Families, DeviceModel,
                                            Case{"tiny_glm_moe_dsa", KvDtype::kFp8E4M3},
                                            Case{"tiny_deepseek_v32", KvDtype::kFp8E4M3}),
                          testing_util::ModelCaseName);
+
+// An asynchronous backend reports a failed op once, to whichever wait comes first (ops.h's
+// Synchronize; CudaOps does so for scratch the device cannot give): this one fails the first wait
+// after it is armed, which under the numerics check is a layer's mid-step copy of its flags.
+class FailsTheNextWait final : public ForwardingOps {
+ public:
+  using ForwardingOps::ForwardingOps;
+  Status Synchronize() const override {
+    if (!armed) return ForwardingOps::Synchronize();
+    armed = false;
+    return ResourceExhausted("injected: no device memory for attention partials");
+  }
+  mutable bool armed = false;
+};
+
+TEST(DeviceModel, AFailureTheNumericsChecksWaitSawIsTheStepsStatus) {
+  const CpuOps ops;
+  FailsTheNextWait failing(ops);
+  GuardedDeviceBackend dev(failing);
+  auto m = LoadModel(Fixture("tiny_deepseek_v3"), dev);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_TRUE((*m)->SetNumericsCheck(true));
+  KvStorage kv((*m)->kv_spec(), 8, 16, KvDtype::kF32, (*m)->kv_allocator());
+  TestPages pages(16);
+  SequenceKv a = pages.New(40);
+  StepInput in;
+  const std::vector<int32_t> prompt = Tokens(9, 3);
+  AddSequence(in, a.page_table, 0, prompt, ChunkRows::kLast);
+  StepOutput out;
+  failing.armed = true;
+  const Status s = (*m)->Forward(in, kv, &out);
+  EXPECT_FALSE(failing.armed);  // a wait came
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  // The failure was the step's only: the same step again succeeds.
+  StepOutput again;
+  const Status ok = (*m)->Forward(in, kv, &again);
+  EXPECT_TRUE(ok.ok()) << ok.ToString();
+  for (const std::string& v : dev.violations()) ADD_FAILURE() << v;
+}
 
 // `ref_ops` on the CPU against `dev_ops` behind the guard (GuardedDeviceBackend), as the CUDA
 // backend's device test compares (backends/cuda/cuda_model_test.cpp): every row compared, most
