@@ -8,6 +8,7 @@
 #include "backends/cuda/cuda_kernel_util.cuh"
 #include "backends/cuda/cuda_matmul.h"
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/cuda_weight_mma.h"
 #include "core/dtype.h"
 #include "ops/fp8_activations.h"
 
@@ -120,6 +121,10 @@ void CudaMatmul::Linear(const Tensor& x, const Weight& w, int64_t T, Tensor& y) 
     return;
   }
   if (bf16_act_) {
+    if (const DeviceWeight d = KernelView(w); WeightMmaTakes(d, T)) {
+      LaunchWeightMma(d, x.data<const float>(), T, y.data<float>(), stream_);
+      return;
+    }
     RoundedLinear(x, w, T, y);
     return;
   }

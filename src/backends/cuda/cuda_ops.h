@@ -25,14 +25,14 @@
 // Set "cuda-bf16act": the same kernels, but Linear (and so LinearMany and MoeExperts' expert
 // GEMMs) and MlaProjectOutput multiply activations rounded to bf16, the CPU's fast-bf16act
 // arithmetic (ConformancePrecision::kBf16Act; what transformers and the GPU engines do for a
-// bfloat16 checkpoint). Where the weight's values are exact in bf16 the matmul runs on the tensor
-// cores (cublasGemmEx bf16 x bf16, f32 accumulate): bf16 weights (read in place), FP8 block
-// weights with UE8M0 scales (e4m3 times a power of two) and NVFP4 (e2m1 times its e4m3 group
-// scale, the f32 global scale applied to the product), both dequantized to bf16 per call; for
-// at most kGemvMaxTokens tokens packed weights take cuda_gemv.h with the rounded activations. FP8
-// block weights with f32 scales and f32 weights keep the f32
-// SGEMM on their dequantized values with the rounded activations. Everything else is
-// cuda-reference's.
+// bfloat16 checkpoint). The matmuls run on the tensor cores with f32 sums: bf16 weights read in
+// place by cublasGemmEx; packed weights (FP8 block with f32 or UE8M0 scales, NVFP4) for at most
+// kGemvMaxTokens tokens in cuda_gemv.h with the rounded activations, above that in the
+// weight-only kernel (cuda_weight_mma.cuh: decoded into shared memory as bf16, f32-scale FP8 as
+// its codes with each 128-column block's sum scaled) for f32-scale FP8 at any token count and the
+// others up to kWeightMmaMaxTokens, and past that dequantized to bf16 (their values are exact in
+// bf16; NVFP4's global scale applied to the product) for cublasGemmEx; f32 weights keep the f32
+// SGEMM on the rounded activations. Everything else is cuda-reference's.
 // Set "cuda-fp8act": cuda-bf16act, except that Linear with an FP8 block weight (and so LinearMany
 // and MoeExperts' expert GEMMs) quantizes the activations per (token, 128 columns) to e4m3
 // (ops/fp8_activations.h) and multiplies them on the FP8 tensor cores with cuBLASLt's

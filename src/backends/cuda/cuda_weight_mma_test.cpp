@@ -1,0 +1,176 @@
+// The weight-only tensor-core GEMM's block algorithm (cuda_weight_mma.cuh), run on the CPU thread
+// by thread and warp by warp as the kernel's barriers order it, with the warps' 16 x 16 matrix
+// products summed on 16 x 16 arrays where the kernel uses WMMA fragments: through the ops
+// conformance suite's Linear and LinearMany cases at kBf16Act (the rounded-activation reference)
+// for every weight the kernel takes (f32-scale FP8 over several 128-column scale blocks, UE8M0
+// FP8, NVFP4 with its global scale; T, N and K off the tile sizes; NaN and Inf planted). Also
+// which weights and token counts CudaMatmul sends to it. Runs without a GPU.
+#include "backends/cuda/cuda_weight_mma.cuh"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/ops_conformance.h"
+#include "backends/cpu/ops_conformance_internal.h"
+#include "backends/cuda/cuda_gemv.h"
+#include "backends/cuda/cuda_weight_mma.h"
+#include "ops/forwarding_ops.h"
+
+namespace lucid::cuda {
+namespace {
+
+using conformance::RandomWeight;
+
+float Bf16(uint16_t b) { return FloatFromBits(static_cast<uint32_t>(b) << 16); }
+
+// The four warps' fragments as 16 x 16 row-major arrays (row: token, column: weight row).
+struct HostFragments {
+  static constexpr int kWarps = kWmmaThreads / 32;
+  float acc[kWarps][2][2][256], part[kWarps][2][2][256];
+
+  void Zero(int wp) {
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j)
+        for (int e = 0; e < 256; ++e) acc[wp][i][j][e] = part[wp][i][j][e] = 0.0f;
+  }
+  void Step(int wp, const WeightMmaSmem& s, bool into_part) {
+    const int wm = (wp / 2) * 32, wn = (wp % 2) * 32;
+    for (int kk = 0; kk < kWmmaBK; kk += 16)  // one mma_sync per 16 columns
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j) {
+          float* d = into_part ? part[wp][i][j] : acc[wp][i][j];
+          for (int m = 0; m < 16; ++m)
+            for (int n = 0; n < 16; ++n) {
+              float sum = 0.0f;
+              for (int k = 0; k < 16; ++k)
+                sum += Bf16(s.x[(wm + i * 16 + m) * kWmmaLdAB + kk + k]) *
+                       Bf16(s.w[(wn + j * 16 + n) * kWmmaLdAB + kk + k]);
+              d[m * 16 + n] += sum;
+            }
+        }
+  }
+  void Flush(int wp, float s0, float s1) {
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j)
+        for (int e = 0; e < 256; ++e) {
+          acc[wp][i][j][e] = std::fma(j == 0 ? s0 : s1, part[wp][i][j][e], acc[wp][i][j][e]);
+          part[wp][i][j][e] = 0.0f;
+        }
+  }
+  void Store(int wp, WeightMmaSmem& s) {
+    const int wm = (wp / 2) * 32, wn = (wp % 2) * 32;
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j)
+        for (int m = 0; m < 16; ++m)
+          for (int n = 0; n < 16; ++n)
+            s.c[(wm + i * 16 + m) * kWmmaLdC + wn + j * 16 + n] = acc[wp][i][j][m * 16 + n];
+  }
+};
+
+// What LaunchWeightMma computes, every block of the grid in turn.
+void WeightMmaOnHost(const DeviceWeight& w, const float* x, int64_t T, float* y) {
+  WeightMmaArgs a;
+  a.w = w;
+  a.x = x;
+  a.y = y;
+  a.T = T;
+  a.block_scaled = w.format == static_cast<int>(WeightFormat::kFp8Block) && !w.scale_ue8m0;
+  auto s = std::make_unique<WeightMmaSmem>();
+  auto mma = std::make_unique<HostFragments>();
+  for (int64_t m0 = 0; m0 < T; m0 += kWmmaBM)
+    for (int64_t n0 = 0; n0 < w.rows; n0 += kWmmaBN)
+      WeightMmaBlockPhases(
+          a, m0, n0, *s, *mma,
+          [](auto phase) {
+            for (int tid = 0; tid < kWmmaThreads; ++tid) phase(tid);
+          },
+          [](auto phase) {
+            for (int wp = 0; wp < HostFragments::kWarps; ++wp) phase(wp);
+          });
+}
+
+// cuda-bf16act's Linear where the weight-only kernel takes the weight (any token count above the
+// decode GEMV's, so that the suite's shapes all reach it), the rounded reference elsewhere.
+class WeightMmaEmulation final : public ForwardingOps {
+ public:
+  WeightMmaEmulation() : ForwardingOps(ref_) {}
+  void Linear(const Tensor& x, const Weight& w, Tensor& y) const override {
+    const DeviceWeight d = DeviceWeightOf(w);
+    const int64_t T = x.numel() / w.cols;
+    if (T <= kGemvMaxTokens || !WeightMmaEligible(d)) {
+      ref_.Linear(conformance::RoundedToBf16(x), w, y);
+      return;
+    }
+    seen_[d.format == static_cast<int>(WeightFormat::kNvfp4) ? 2 : d.scale_ue8m0 ? 1 : 0] = true;
+    WeightMmaOnHost(d, x.data<const float>(), T, y.data<float>());
+  }
+  void LinearMany(const Tensor& x, std::span<const Weight* const> ws,
+                  std::span<Tensor* const> ys) const override {
+    for (size_t i = 0; i < ws.size(); ++i) Linear(x, *ws[i], *ys[i]);
+  }
+  mutable bool seen_[3] = {false, false, false};  // f32-scale FP8, UE8M0 FP8, NVFP4
+
+ private:
+  const CpuOps ref_;
+};
+
+TEST(CudaWeightMmaTest, TheBlockAlgorithmPassesTheLinearCasesAtBf16Act) {
+  const WeightMmaEmulation ops;
+  int cases = 0;
+  for (const ConformanceCase& c :
+       RunOpsConformance(ops, ConformancePrecision::kBf16Act, {"Linear", "LinearMany"})) {
+    ++cases;
+    EXPECT_TRUE(c.pass) << c.op << " " << c.format << " " << c.shape << " " << c.input << ": error "
+                        << c.error << " (tolerance " << c.tolerance << ")";
+  }
+  EXPECT_GT(cases, 0);
+  EXPECT_TRUE(ops.seen_[0]);  // T 129 at K 300, 384, 512; T 9 in LinearMany
+  EXPECT_TRUE(ops.seen_[1]);
+  EXPECT_TRUE(ops.seen_[2]);
+}
+
+// The values staged for the tensor cores are the weight's, exactly: the UE8M0 and NVFP4 values
+// (group-scaled) and the e4m3 codes of f32-scale FP8 (whose block scales come after the sums).
+TEST(CudaWeightMmaTest, StagedWeightValuesAreExactInBf16) {
+  for (int kind : {2, 3, 4}) {
+    const Weight w = RandomWeight(kind, 40, 300, 11 + kind);
+    WeightMmaArgs a;
+    a.w = DeviceWeightOf(w);
+    a.block_scaled = kind == 2;
+    for (int64_t n = 0; n < 40; ++n)
+      for (int64_t k = 0; k < 300; ++k) {
+        const float staged = Bf16(WeightMmaValueBits(a, n, k));
+        const float want = kind == 4 ? Nvfp4GroupScaled(a.w, n, k)
+                           : kind == 2
+                               ? E4m3Value(static_cast<const uint8_t*>(a.w.data)[n * 300 + k])
+                               : WeightAt(a.w, n, k);
+        if (std::isnan(want))
+          EXPECT_TRUE(std::isnan(staged));
+        else
+          ASSERT_EQ(staged, want) << "kind " << kind << " row " << n << " col " << k;
+      }
+  }
+}
+
+TEST(CudaWeightMmaTest, CudaMatmulSendsItThePackedWeightsItTakes) {
+  const DeviceWeight f32_scales = DeviceWeightOf(RandomWeight(2, 256, 256, 1));
+  const DeviceWeight ue8m0 = DeviceWeightOf(RandomWeight(3, 256, 256, 1));
+  const DeviceWeight nvfp4 = DeviceWeightOf(RandomWeight(4, 256, 256, 1));
+  const DeviceWeight bf16 = DeviceWeightOf(RandomWeight(1, 256, 256, 1));
+  EXPECT_TRUE(WeightMmaTakes(f32_scales, 4096));  // any count: the alternative is an SGEMM
+  for (const DeviceWeight& d : {ue8m0, nvfp4}) {
+    EXPECT_TRUE(WeightMmaTakes(d, kWeightMmaMaxTokens));
+    EXPECT_FALSE(WeightMmaTakes(d, kWeightMmaMaxTokens + 1));
+  }
+  EXPECT_FALSE(WeightMmaTakes(bf16, 16));  // cuBLAS reads bf16 in place
+  // An f32-scale view whose 16-row fragments would straddle a scale block.
+  const DeviceWeight shifted = DeviceWeightOf(RandomWeight(2, 256, 256, 1).RowRange(8, 200));
+  EXPECT_FALSE(WeightMmaTakes(shifted, 100));
+  EXPECT_TRUE(WeightMmaTakes(DeviceWeightOf(RandomWeight(2, 256, 256, 1).RowRange(128, 100)), 9));
+}
+
+}  // namespace
+}  // namespace lucid::cuda
