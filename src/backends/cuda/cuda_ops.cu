@@ -236,18 +236,28 @@ class CudaOps final : public Ops {
     LUCID_CHECK(x.numel() == T * heads * head_stride && offset + table.dim() <= head_stride,
                 "Rope shape mismatch");
     if (T == 0 || half == 0) return;
-    // cos and sin exactly as the reference computes them, on the host; the device rotates.
-    std::vector<float> cs(static_cast<size_t>(T * 2 * half));
-    for (int64_t t = 0; t < T; ++t) {
-      const float pos = static_cast<float>(positions[t]);
-      for (int64_t i = 0; i < half; ++i) {
-        const float f = pos * table.inv_freq[i];
-        cs[(t * 2) * half + i] = std::cos(f) * table.attention_factor;
-        cs[(t * 2 + 1) * half + i] = std::sin(f) * table.attention_factor;
+    // cos and sin exactly as the reference computes them, on the host, once for the layers of a
+    // step (keyed by the positions and the table's values); the device rotates.
+    std::vector<uint8_t> key(positions.size_bytes() + (half + 1) * sizeof(float));
+    std::memcpy(key.data(), positions.data(), positions.size_bytes());
+    std::memcpy(key.data() + positions.size_bytes(), table.inv_freq.data(), half * sizeof(float));
+    std::memcpy(key.data() + key.size() - sizeof(float), &table.attention_factor, sizeof(float));
+    const float* d_cs =
+        static_cast<const float*>(scratch_.Holding(ScratchPool::Buffer::kRope, key));
+    if (d_cs == nullptr) {
+      std::vector<float> cs(static_cast<size_t>(T * 2 * half));
+      for (int64_t t = 0; t < T; ++t) {
+        const float pos = static_cast<float>(positions[t]);
+        for (int64_t i = 0; i < half; ++i) {
+          const float f = pos * table.inv_freq[i];
+          cs[(t * 2) * half + i] = std::cos(f) * table.attention_factor;
+          cs[(t * 2 + 1) * half + i] = std::sin(f) * table.attention_factor;
+        }
       }
+      d_cs = static_cast<const float*>(
+          scratch_.Upload(ScratchPool::Buffer::kRope, cs.data(), cs.size() * sizeof(float), key));
+      if (d_cs == nullptr) return;
     }
-    const float* d_cs = static_cast<const float*>(Upload(cs.data(), cs.size() * sizeof(float)));
-    if (d_cs == nullptr) return;
     LaunchRope(x.data<float>(), T, heads, head_stride, offset, half, d_cs,
                style == RopeStyle::kInterleaved, stream_);
   }
@@ -369,8 +379,8 @@ class CudaOps final : public Ops {
     for (int64_t r : pool_rows)
       LUCID_CHECK(r >= 0 && r < out.rows, "WriteKvRows: pool row out of range");
     if (T == 0) return;
-    const int64_t* d_rows =
-        static_cast<const int64_t*>(Upload(pool_rows.data(), pool_rows.size_bytes()));
+    const int64_t* d_rows = static_cast<const int64_t*>(
+        scratch_.Upload(ScratchPool::Buffer::kKvRows, pool_rows.data(), pool_rows.size_bytes()));
     if (d_rows == nullptr) return;
     LaunchWriteKvRows(kp, T, static_cast<int>(out.fmt.kind), out.fmt.row_floats, out.fmt.fp8_values,
                       out.fmt.fp8_block > 0 ? out.fmt.fp8_block : 1, out.fmt.row_bytes, d_rows,
@@ -388,8 +398,8 @@ class CudaOps final : public Ops {
     for (int64_t n : lengths)
       LUCID_CHECK(n >= 0 && n <= scores.size(1), "TopKRows: a length past the scores");
     if (T == 0 || Failed()) return;
-    const int64_t* d_len =
-        static_cast<const int64_t*>(Upload(lengths.data(), lengths.size_bytes()));
+    const int64_t* d_len = static_cast<const int64_t*>(
+        scratch_.Upload(ScratchPool::Buffer::kLengths, lengths.data(), lengths.size_bytes()));
     uint64_t* sort = nullptr;
     if (d_len == nullptr || !TopKScratch(T, k, &sort)) return;
     LaunchTopKRows(scores.data<const float>(), scores.size(1), d_len, T, k, offset,
@@ -533,12 +543,8 @@ class CudaOps final : public Ops {
     return Tensor::Borrow(DType::kF32, std::move(shape), p, nullptr, Device::kCuda);
   }
   // A device copy of host metadata, in a buffer reused by the next op; nullptr on failure.
-  void* Upload(const void* host, size_t bytes) const {
-    void* d = scratch_.Get(ScratchPool::Buffer::kMetadata, bytes);
-    if (d == nullptr || bytes == 0) return d;
-    return Check(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, stream_), "upload")
-               ? d
-               : nullptr;
+  const void* Upload(const void* host, size_t bytes) const {
+    return scratch_.Upload(ScratchPool::Buffer::kMetadata, host, bytes);
   }
 
   cudaStream_t stream_;

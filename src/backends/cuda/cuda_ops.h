@@ -12,7 +12,9 @@
 //   weights are not implemented on cuda.
 // - RmsNorm, LayerNorm, SwiGlu, Accumulate, Scale, CopyColumns, GatherRows, Embedding and
 //   NonFiniteRows are one kernel each, f32 accumulation, NaN and Inf propagated as IEEE does.
-// - Host metadata (token ids, rows) is copied to the device on the ops' stream.
+// - Host metadata (token ids, rows) is copied to the device on the ops' stream, and not again
+//   while the same bytes come (cuda_scratch.h's Upload): a step's layers repeat their positions
+//   (Rope's cos and sin, computed on the host once per step), KV pool rows and top-k lengths.
 // - MoeExperts for at most kMoeDeviceRoutedMaxTokens (32) tokens (decode) with experts of one
 //   format and shape: cuda_moe_gemv.h, the routing read on the device (no host copy or
 //   synchronisation), each routed expert's weights decoded as they are read, the set's activation

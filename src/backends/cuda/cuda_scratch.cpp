@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace lucid::cuda {
 
@@ -19,6 +20,12 @@ ScratchMemory CudaScratchMemory(void* stream) {
   };
   m.free = [](void* p) { (void)cudaFree(p); };
   m.wait = [s] { (void)cudaStreamSynchronize(s); };
+  m.copy = [s](void* dst, const void* host, size_t bytes, std::string* why) {
+    const cudaError_t e = cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess) return true;
+    *why = cudaGetErrorString(e);
+    return false;
+  };
   return m;
 }
 
@@ -34,6 +41,7 @@ ScratchPool::~ScratchPool() {
 
 void* ScratchPool::Get(Buffer buffer, size_t bytes) {
   Slot& s = slots_[static_cast<size_t>(buffer)];
+  s.keyed = false;
   bytes = std::max<size_t>(bytes, 1);
   if (s.p != nullptr && bytes <= s.bytes) return s.p;
   if (s.p != nullptr) {
@@ -52,6 +60,32 @@ void* ScratchPool::Get(Buffer buffer, size_t bytes) {
     error_ = ResourceExhausted(std::string("cuda: no device memory for ") + Name(buffer) + " (" +
                                std::to_string(bytes) + " bytes): " + why);
   return nullptr;
+}
+
+void* ScratchPool::Holding(Buffer buffer, std::span<const uint8_t> key) const {
+  const Slot& s = slots_[static_cast<size_t>(buffer)];
+  const bool same = s.keyed && s.key.size() == key.size() &&
+                    (key.empty() || std::memcmp(s.key.data(), key.data(), key.size()) == 0);
+  return same ? s.p : nullptr;
+}
+
+void* ScratchPool::Upload(Buffer buffer, const void* host, size_t bytes,
+                          std::span<const uint8_t> key) {
+  if (key.empty()) key = {static_cast<const uint8_t*>(host), bytes};
+  if (void* held = Holding(buffer, key)) return held;
+  void* d = Get(buffer, bytes);  // forgets the old content
+  if (d == nullptr) return nullptr;
+  std::string why;
+  if (bytes > 0 && !memory_.copy(d, host, bytes, &why)) {
+    if (error_.ok())
+      error_ = Internal(std::string("cuda: copying ") + Name(buffer) + " to the device (" +
+                        std::to_string(bytes) + " bytes): " + why);
+    return nullptr;
+  }
+  Slot& s = slots_[static_cast<size_t>(buffer)];
+  s.key.assign(key.begin(), key.end());
+  s.keyed = true;
+  return d;
 }
 
 Status ScratchPool::TakeError() {
@@ -86,6 +120,12 @@ const char* ScratchPool::Name(Buffer buffer) {
       return "FP8 weight scales";
     case Buffer::kTopK:
       return "top-k sort words";
+    case Buffer::kRope:
+      return "RoPE cos and sin";
+    case Buffer::kKvRows:
+      return "KV pool rows";
+    case Buffer::kLengths:
+      return "top-k row lengths";
     case Buffer::kCount:
       break;
   }

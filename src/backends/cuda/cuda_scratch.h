@@ -11,8 +11,13 @@
 //   CudaOps::Synchronize reports the failure as ResourceExhausted naming the buffer and the
 //   bytes, so the step fails, its requests get that error, and the server keeps serving (a later
 //   step asks again and may fit).
+// - Upload(buffer, host, bytes) puts a copy of host bytes (an op's metadata) in a buffer, and
+//   issues nothing when the buffer already holds those bytes: a step's layers repeat their KV
+//   pool rows, top-k lengths and positions, which are then copied once per step. Content derived
+//   from host data (Rope's cos and sin of the positions) is keyed by that data instead: Holding
+//   says whether the buffer holds what a key made. Any failure forgets what the buffer held.
 // - held_bytes is what the pool holds now (the buffers' sizes), for the start-up log.
-// The device calls are a ScratchMemory so the growth and failure rules run in host tests.
+// The device calls are a ScratchMemory so the growth, upload and failure rules run in host tests.
 // Thread-safety: none (one per CudaOps, the engine thread).
 #pragma once
 
@@ -20,7 +25,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -31,6 +38,9 @@ struct ScratchMemory {
   std::function<void*(size_t bytes, std::string* why)> alloc;
   std::function<void(void* p)> free;
   std::function<void()> wait;  // until every op issued so far has finished
+  // Host to device, ordered after the ops issued so far; `host` may be reused once it returns.
+  // False with a reason in *why on failure.
+  std::function<bool(void* dst, const void* host, size_t bytes, std::string* why)> copy;
 };
 
 // cudaMalloc, cudaFree and a wait on `stream` (a cudaStream_t; void* keeps this header free of
@@ -49,6 +59,9 @@ class ScratchPool {
     kMoeMetadata,     // MoeExperts' combine rows and weights
     kFp8Scales,       // cuda-fp8act: a weight's scales in cuBLASLt's layout
     kTopK,            // top-k sort words past shared memory
+    kRope,            // Rope's cos and sin of a step's positions
+    kKvRows,          // WriteKvRows' pool rows
+    kLengths,         // TopKRows' row lengths
     kCount,
   };
 
@@ -58,8 +71,14 @@ class ScratchPool {
   ScratchPool& operator=(const ScratchPool&) = delete;
 
   // At least `bytes` bytes (at least one, so a zero-byte request is a valid pointer), or nullptr
-  // after a failed growth (kept for TakeError).
+  // after a failed growth (kept for TakeError). What the buffer held is forgotten.
   void* Get(Buffer buffer, size_t bytes);
+  // The buffer holding a copy of `bytes` bytes at `host`, remembered under `key` (the bytes
+  // themselves when empty); nothing is copied when the buffer holds what that key made. nullptr
+  // on failure (kept for TakeError).
+  void* Upload(Buffer buffer, const void* host, size_t bytes, std::span<const uint8_t> key = {});
+  // The buffer when it holds what `key` made (Upload's), else nullptr.
+  void* Holding(Buffer buffer, std::span<const uint8_t> key) const;
   // The first failure since the last call (OK if none), cleared.
   Status TakeError();
   // Whether a failure waits for TakeError.
@@ -72,6 +91,8 @@ class ScratchPool {
   struct Slot {
     void* p = nullptr;
     size_t bytes = 0;
+    bool keyed = false;  // key is what the memory holds
+    std::vector<uint8_t> key;
   };
   ScratchMemory memory_;
   std::array<Slot, static_cast<size_t>(Buffer::kCount)> slots_{};

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@ struct FakeDevice {
   explicit FakeDevice(size_t b) : budget(b) {}
   size_t budget;
   size_t held = 0;
+  bool fail_copies = false;
   std::vector<std::string> log;
   std::vector<std::pair<void*, size_t>> live;
 
@@ -45,6 +48,15 @@ struct FakeDevice {
       ADD_FAILURE() << "freed a pointer the fake device never gave";
     };
     m.wait = [this] { log.push_back("wait"); };
+    m.copy = [this](void* dst, const void* host, size_t bytes, std::string* why) {
+      if (fail_copies) {
+        *why = "copy refused";
+        return false;
+      }
+      std::memcpy(dst, host, bytes);
+      log.push_back("copy " + std::to_string(bytes));
+      return true;
+    };
     return m;
   }
 };
@@ -104,6 +116,63 @@ TEST(ScratchPoolTest, BuffersAreIndependent) {
   EXPECT_NE(w, a);  // a matmul holds both at once
   EXPECT_EQ(pool.Get(B::kWeight, 64), w);
   EXPECT_EQ(pool.Get(B::kActivations, 32), a);
+}
+
+TEST(ScratchPoolTest, AnUploadOfTheBytesTheBufferHoldsCopiesNothing) {
+  FakeDevice dev(1 << 20);
+  ScratchPool pool(dev.Memory());
+  const std::vector<int64_t> rows = {7, 3, 9}, other = {7, 3, 8}, longer = {1, 2, 3, 4, 5};
+  void* a = pool.Upload(B::kKvRows, rows.data(), 24);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(pool.Upload(B::kKvRows, rows.data(), 24), a);  // a step's next layer: no copy
+  EXPECT_EQ(std::count(dev.log.begin(), dev.log.end(), "copy 24"), 1);
+  ASSERT_EQ(pool.Upload(B::kKvRows, other.data(), 24), a);  // new bytes: copied in place
+  EXPECT_EQ(std::count(dev.log.begin(), dev.log.end(), "copy 24"), 2);
+  EXPECT_EQ(std::memcmp(a, other.data(), 24), 0);
+  void* b = pool.Upload(B::kKvRows, longer.data(), 40);  // grown: copied into the new memory
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(std::memcmp(b, longer.data(), 40), 0);
+  EXPECT_EQ(dev.log.back(), "copy 40");
+  // Another use of the buffer forgets what it held.
+  ASSERT_NE(pool.Get(B::kKvRows, 8), nullptr);
+  pool.Upload(B::kKvRows, longer.data(), 40);
+  EXPECT_EQ(dev.log.back(), "copy 40");
+  EXPECT_EQ(std::count(dev.log.begin(), dev.log.end(), "copy 40"), 2);
+  // Buffers hold their own bytes: the same bytes elsewhere are copied there.
+  pool.Upload(B::kLengths, longer.data(), 40);
+  EXPECT_EQ(std::count(dev.log.begin(), dev.log.end(), "copy 40"), 3);
+}
+
+TEST(ScratchPoolTest, ContentMadeFromAKeyIsFoundByThatKeyOnly) {
+  FakeDevice dev(1 << 20);
+  ScratchPool pool(dev.Memory());
+  const std::vector<uint8_t> key = {1, 2, 3}, other = {1, 2, 4};
+  const std::vector<float> cs = {0.5f, -0.25f};
+  EXPECT_EQ(pool.Holding(B::kRope, key), nullptr);
+  void* d = pool.Upload(B::kRope, cs.data(), 8, key);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(pool.Holding(B::kRope, key), d);
+  EXPECT_EQ(pool.Holding(B::kRope, other), nullptr);
+  EXPECT_EQ(pool.Holding(B::kRope, {}), nullptr);
+  EXPECT_EQ(pool.Holding(B::kKvRows, key), nullptr);
+}
+
+TEST(ScratchPoolTest, AFailedCopyIsReportedAndForgetsTheBuffersContent) {
+  FakeDevice dev(1 << 20);
+  ScratchPool pool(dev.Memory());
+  const std::vector<int32_t> ids = {5, 6};
+  ASSERT_NE(pool.Upload(B::kMetadata, ids.data(), 8), nullptr);
+  dev.fail_copies = true;
+  const std::vector<int32_t> next = {8, 9};
+  EXPECT_EQ(pool.Upload(B::kMetadata, next.data(), 8), nullptr);
+  const Status e = pool.TakeError();
+  EXPECT_EQ(e.code(), StatusCode::kInternal);
+  EXPECT_NE(e.message().find("copy refused"), std::string::npos) << e.message();
+  dev.fail_copies = false;
+  // The first bytes again: the buffer's memory may hold anything now, so they are copied.
+  const size_t copies = static_cast<size_t>(std::count(dev.log.begin(), dev.log.end(), "copy 8"));
+  ASSERT_NE(pool.Upload(B::kMetadata, ids.data(), 8), nullptr);
+  EXPECT_EQ(static_cast<size_t>(std::count(dev.log.begin(), dev.log.end(), "copy 8")), copies + 1);
 }
 
 TEST(DequantChunkRowsTest, ChunksStayUnderTheCapOn128RowBoundaries) {
