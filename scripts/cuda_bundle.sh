@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What a GPU machine needs to run scripts/cuda_check.sh on a build made here, in .device/ (ignored):
-#   .device/lucid-cuda.tar.xz  the CUDA build's lucid, lucid_backends_cuda_tests and
-#                              lucid_dist_nccl_tests, and the shared libraries they load except
+#   .device/lucid-cuda.tar.xz  the CUDA build's lucid, lucid_backends_cuda_tests,
+#                              lucid_dist_nccl_tests and (when built) lucid_cuda_matmul_bench, and
+#                              the shared libraries they load except
 #                              glibc, the CUDA driver, cuBLAS/cuBLASLt and NCCL (the GPU machine's
 #                              CUDA 13 has those; the Debian libraries here it may not have);
 #   .device/whl/               wheels for the GPU machine's Python 3.12 of the openai client and
@@ -15,9 +16,12 @@ bins=(lucid lucid_backends_cuda_tests lucid_dist_nccl_tests)
 for b in "${bins[@]}"; do
   [ -x "$build/$b" ] || { echo "cuda_bundle: $build/$b missing (a CUDA build: scripts/build.sh)"; exit 2; }
 done
+# The matmul micro-benchmark is built only where Google Benchmark is found.
+[ -x "$build/benchmarks/lucid_cuda_matmul_bench" ] && bins+=(benchmarks/lucid_cuda_matmul_bench)
 rm -rf .device/bundle .device/whl && mkdir -p .device/bundle/bin/real .device/bundle/lib .device/whl
-for b in "${bins[@]}"; do
-  cp "$build/$b" .device/bundle/bin/real/
+for path in "${bins[@]}"; do
+  b=$(basename "$path")
+  cp "$build/$path" .device/bundle/bin/real/
   # A wrapper that finds the bundled libraries first, then the machine's CUDA ones.
   cat >".device/bundle/bin/$b" <<WRAP
 #!/usr/bin/env bash

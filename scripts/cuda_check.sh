@@ -4,8 +4,8 @@
 # CPU: cuda-reference against the reference, cuda-bf16act against fast-bf16act; cuda-fp8act's
 # conformance and cuBLASLt FP8 GEMM), the NCCL communicator's, `lucid generate` and `lucid serve`
 # (openai client) on
-# the GPU after `lucid backends --self-test` (whose record they are gated on), and the GPU
-# benchmark on the 16 GB synth preset, and writes what they printed,
+# the GPU after `lucid backends --self-test` (whose record they are gated on), the matmul paths'
+# micro-benchmark and the GPU benchmark on the 16 GB synth preset, and writes what they printed,
 # with the device line and the times, into the folder it is given. Bounded: each step has a
 # timeout (the whole run is meant to take under 8 minutes with a build brought from elsewhere, and
 # the benchmark, the longest step, comes last: what ran before is kept if the limit cuts it).
@@ -105,6 +105,16 @@ log "serve on the GPU: tests/e2e/test_serve_cuda.py"
 LUCID_BINARY="$build/lucid" timeout 200 "$python" -B tests/e2e/test_serve_cuda.py \
   >"$out/serve_cuda.txt" 2>&1 || rc=1
 grep -E "^\[ cuda \]|^(OK|FAILED)|^Ran |skipped" "$out/serve_cuda.txt" | tee -a "$out/summary.txt" >/dev/null
+# The matmul paths against each other (the weight-only kernel, dequantize + cuBLAS, f32 SGEMM)
+# at 16 to 1024 tokens: the figures that place cuda_weight_mma.h's kWeightMmaMaxTokens.
+mm=$build/lucid_cuda_matmul_bench
+[ -x "$mm" ] || mm=$(find "$build" -name lucid_cuda_matmul_bench -type f -perm -u+x | head -1)
+if [ -n "$mm" ]; then
+  log "matmul paths: $mm"
+  timeout 120 "$mm" --benchmark_min_time=0.1 >"$out/matmul_bench.txt" 2>&1 || rc=1
+  grep -E "^(Policy|Wmma|F32)/" "$out/matmul_bench.txt" | awk '{print $1, $2, $3, $NF}' \
+    | tee -a "$out/summary.txt" >/dev/null
+fi
 # The GPU benchmark (lucid bench --device cuda) on the 16 GB synth preset, written here (weights
 # far beyond L2), last: what ran before is kept when the time runs out.
 ck=/tmp/lucid-synth-16g
