@@ -316,16 +316,18 @@ class CudaOps final : public Ops {
         rows[e].push_back(t);
         wts[e].push_back(h_w[t * k + i]);
       }
-    // The touched experts' activations share one buffer (xe, g, u, d of each expert in turn) and
-    // their combine metadata one upload (every row id, then every weight, expert after expert):
-    // the experts run back to back on the stream with no synchronisation or allocation between
-    // them, combined into `out` in expert order (one scatter-add per expert).
-    std::vector<int64_t> first_row(E + 1, 0), first_float(E + 1, 0);
+    // Each touched expert's activations (xe, g, u, d) in turn at the start of one buffer, as
+    // large as the largest expert's: the stream runs one expert's kernels after the previous
+    // one's, so the next overwrites nothing still to be read (a buffer for all of them at once
+    // was T x k x (2 D + 2 I) floats: 4.3 GB for a 8192-token GLM-5 prefill chunk). Their
+    // combine metadata is one upload (every row id, then every weight, expert after expert); no
+    // synchronisation between experts; combined into `out` in expert order.
+    std::vector<int64_t> first_row(E + 1, 0);
+    int64_t act_floats = 0;
     for (int64_t e = 0; e < E; ++e) {
       const int64_t n = static_cast<int64_t>(rows[e].size());
       first_row[e + 1] = first_row[e] + n;
-      first_float[e + 1] =
-          first_float[e] + (n == 0 ? 0 : n * (2 * D + experts[e].gate.rows + experts[e].up.rows));
+      act_floats = std::max(act_floats, n * (2 * D + experts[e].gate.rows + experts[e].up.rows));
     }
     const int64_t n_all = first_row[E];
     std::vector<uint8_t> meta(static_cast<size_t>(n_all) * 12);
@@ -334,8 +336,7 @@ class CudaOps final : public Ops {
       std::memcpy(meta.data() + n_all * 8 + first_row[e] * 4, wts[e].data(), wts[e].size() * 4);
     }
     uint8_t* d_meta = Scratch<uint8_t>(ScratchPool::Buffer::kMoeMetadata, meta.size());
-    float* act =
-        Scratch<float>(ScratchPool::Buffer::kMoeActivations, first_float[E] * sizeof(float));
+    float* act = Scratch<float>(ScratchPool::Buffer::kMoeActivations, act_floats * sizeof(float));
     if (d_meta == nullptr || act == nullptr ||
         !Check(cudaMemcpyAsync(d_meta, meta.data(), meta.size(), cudaMemcpyHostToDevice, stream_),
                "MoeExperts routing upload"))
@@ -346,7 +347,7 @@ class CudaOps final : public Ops {
       const int64_t n = static_cast<int64_t>(rows[e].size());
       if (n == 0) continue;
       const ExpertWeights& w = experts[e];
-      float* base = act + first_float[e];
+      float* base = act;
       Tensor xe = ActTensor(base, {n, D}), g = ActTensor(base + n * D, {n, w.gate.rows}),
              u = ActTensor(base + n * (D + w.gate.rows), {n, w.up.rows}),
              d = ActTensor(base + n * (D + w.gate.rows + w.up.rows), {n, D});
