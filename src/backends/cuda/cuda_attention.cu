@@ -23,11 +23,12 @@ __global__ void MlaKernel(MlaAttentionArgs a, DeviceRows kv, int64_t th0, float*
   float* p = scratch + blockIdx.x * per_row;
   float mx = -INFINITY;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-    const uint8_t* row = RowAt(kv, sel ? sel[j] : first + j);
+    const int64_t u = sel ? sel[j] : first + j;
+    const uint8_t* row = RowAt(kv, u);
     float s = 0.0f;
     for (int64_t i = 0; i < R; ++i) s += ql[i] * ValueAt(kv, row, i);
     for (int64_t i = 0; i < P; ++i) s += qr[i] * ValueAt(kv, row, R + i);
-    p[j] = s * a.scale;
+    p[j] = TokenInRange(kv, u) ? s * a.scale : NAN;
     mx = MaxOp{}(mx, p[j]);
   }
   mx = BlockMax(mx);

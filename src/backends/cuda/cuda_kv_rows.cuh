@@ -23,6 +23,7 @@ struct DeviceRows {
   const uint8_t* bytes = nullptr;
   int64_t page_bytes = 0, row_bytes = 0, fp8_values = 0, fp8_block = 1;
   int64_t fp8_tail = 0;  // kFp8: byte offset of the bf16 tail (after the codes and scales)
+  int64_t tokens = 0;    // token slots the page table addresses
 };
 
 inline DeviceRows ToDevice(const PagedRows& r) {
@@ -39,6 +40,7 @@ inline DeviceRows ToDevice(const PagedRows& r) {
   d.fp8_values = r.fp8_values;
   d.fp8_block = r.fp8_block > 0 ? r.fp8_block : 1;
   d.fp8_tail = d.fp8_values + 4 * ((d.fp8_values + d.fp8_block - 1) / d.fp8_block);
+  d.tokens = static_cast<int64_t>(r.page_table.size()) * r.page_size;
   return d;
 }
 
@@ -50,8 +52,17 @@ __host__ __device__ inline float LoadF32(const uint8_t* p) {
                        (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24));
 }
 
-// Where token u's row starts (its page looked up once): floats for kF32, bytes otherwise.
+// Whether token u has a slot in the page table. A selected index outside it (device memory an
+// op left unset after a failure the step reports) reads token 0 and scores NaN: never an address
+// outside the pool.
+__host__ __device__ inline bool TokenInRange(const DeviceRows& r, int64_t u) {
+  return u >= 0 && u < r.tokens;
+}
+
+// Where token u's row starts (its page looked up once): floats for kF32, bytes otherwise; token
+// 0's for u outside the page table.
 __host__ __device__ inline const uint8_t* RowAt(const DeviceRows& r, int64_t u) {
+  if (!TokenInRange(r, u)) u = 0;
   const int64_t page = r.page_table[u / r.page_size], slot = u % r.page_size;
   if (r.kind == static_cast<int>(KvRowKind::kF32))
     return reinterpret_cast<const uint8_t*>(r.base + page * r.page_stride + slot * r.row_floats);

@@ -60,12 +60,13 @@ __host__ __device__ void MlaSplitPhases(MlaSplitState& st, const MlaAttentionArg
   run([&](int tid) {
     if (tid >= count) return;
     const int64_t j = j0 + tid;
-    const uint8_t* row = RowAt(kv, sel ? sel[j] : first + j);
+    const int64_t u = sel ? sel[j] : first + j;
+    const uint8_t* row = RowAt(kv, u);
     st.row[tid] = row;
     float sc = 0.0f;
     for (int64_t i = 0; i < R; ++i) sc += ql[i] * ValueAt(kv, row, i);
     for (int64_t i = 0; i < P; ++i) sc += qr[i] * ValueAt(kv, row, R + i);
-    st.p[tid] = sc * a.scale;
+    st.p[tid] = TokenInRange(kv, u) ? sc * a.scale : FloatFromBits(0x7fc00000u);
   });
   run([&](int tid) {
     if (tid != 0) return;

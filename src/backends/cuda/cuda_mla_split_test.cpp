@@ -98,6 +98,44 @@ TEST(CudaMlaSplitTest, ANanScoreAloneInASplitPoisonsTheRow) {
   }
 }
 
+// A selected index outside the page table (a top-k result an op left unset after a failure the
+// step reports) scores NaN, so its row comes out NaN, and reads token 0's row rather than memory
+// past the pool; the other rows are untouched.
+TEST(CudaMlaSplitTest, ASelectedIndexOutsideThePageTablePoisonsItsRowOnly) {
+  const int64_t R = 8, P = 2, page = 4, pages = 2, k = 3;
+  std::vector<float> store(static_cast<size_t>(pages * page * (R + P)));
+  for (size_t i = 0; i < store.size(); ++i) store[i] = 0.01f * static_cast<float>(i % 31);
+  std::vector<int32_t> table = {1, 0}, count = {k, k};
+  std::vector<int32_t> selected = {0, 5, 7, 2, 1 << 30, -7};  // row 1: out of range both ways
+  std::vector<float> ql(2 * R, 0.5f), qr(2 * P, 0.25f), got(2 * R), want(2 * R);
+  MlaAttentionArgs a;
+  a.q_latent = ql.data();
+  a.q_rope = qr.data();
+  a.tokens = 2;
+  a.heads = 1;
+  a.latent_dim = R;
+  a.rope_dim = P;
+  a.scale = 0.3f;
+  a.kv.base = store.data();
+  a.kv.page_table = table;
+  a.kv.page_size = page;
+  a.kv.page_stride = page * (R + P);
+  a.kv.row_floats = R + P;
+  a.selected = selected.data();
+  a.selected_stride = k;
+  a.selected_count = count.data();
+  a.out_latent = got.data();
+  MlaSplitEmulation(kMlaSplitThreads).MlaAttention(a);
+  // The reference on row 0 alone (its indices are valid).
+  a.tokens = 1;
+  a.out_latent = want.data();
+  CpuOps().MlaAttention(a);
+  for (int64_t i = 0; i < R; ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-6f * std::fabs(want[i]) + 1e-7f) << i;
+    EXPECT_TRUE(std::isnan(got[R + i])) << i;
+  }
+}
+
 TEST(CudaMlaSplitTest, RowsDecodeAsReadRowDoes) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-3.0f, 3.0f);

@@ -112,11 +112,15 @@ StatusOr<const DeviceWeight*> MoeExpertTables::Get(const std::vector<DeviceWeigh
     }
     t.capacity = views.size();
   }
-  t.host = views;
+  // The copy's source must outlive the asynchronous copy; what the table holds is recorded only
+  // once the copy is issued (a failed one leaves it to be made again).
+  t.host.clear();
+  std::vector<DeviceWeight> source = views;
   if (!views.empty())
-    LUCID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(t.device, t.host.data(),
+    LUCID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(t.device, source.data(),
                                                views.size() * sizeof(DeviceWeight),
                                                cudaMemcpyHostToDevice, stream_));
+  t.host = std::move(source);  // a vector's move keeps its buffer: the copy's source stays put
   return static_cast<const DeviceWeight*>(t.device);
 }
 

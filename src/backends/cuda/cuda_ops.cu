@@ -484,7 +484,10 @@ class CudaOps final : public Ops {
  private:
   // Whether a failure waits for Synchronize. The ops whose inputs may hold device indices made by
   // an earlier op of the step (attention, the indexer, top-k, MoE) then launch nothing: a skipped
-  // op leaves its output unset, and unset indices must not be dereferenced.
+  // op leaves its output unset. A mid-step wait (the numerics check's copy) takes the failure and
+  // lifts this; the kernels' own range checks cover the rest of the step (an attention index
+  // outside the page table scores NaN, cuda_kv_rows.cuh; an expert id outside the experts makes
+  // its row NaN, cuda_moe_gemv.h), whose Forward returns the failure.
   bool Failed() const { return !error_.ok() || scratch_.failed() || matmul_.failed(); }
   // Keeps the first failed call for Synchronize; false if `e` is an error.
   bool Check(cudaError_t e, const char* what) const {

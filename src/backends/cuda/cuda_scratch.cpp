@@ -11,11 +11,14 @@ ScratchMemory CudaScratchMemory(void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   ScratchMemory m;
   m.alloc = [](size_t bytes, std::string* why) -> void* {
+    const cudaError_t pending = cudaPeekAtLastError();  // an earlier launch's error, if any
     void* p = nullptr;
     const cudaError_t e = cudaMalloc(&p, bytes);
     if (e == cudaSuccess) return p;
     (void)cudaGetLastError();  // an allocation failure is not sticky: clear it for later calls
     *why = cudaGetErrorString(e);
+    if (pending != cudaSuccess)
+      *why += std::string(" (after an earlier error: ") + cudaGetErrorString(pending) + ")";
     return nullptr;
   };
   m.free = [](void* p) { (void)cudaFree(p); };

@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kWmmaThreads) WeightMmaKernel(WeightMmaArgs a)
   __shared__ WeightMmaSmem s;
   WarpFragments mma;
   const int tid = static_cast<int>(threadIdx.x);
-  const int64_t m0 = int64_t{blockIdx.y} * kWmmaBM, n0 = int64_t{blockIdx.x} * kWmmaBN;
+  const int64_t m0 = int64_t{blockIdx.x} * kWmmaBM, n0 = int64_t{blockIdx.y} * kWmmaBN;
   WeightMmaBlockPhases(
       a, m0, n0, s, mma,
       [&](auto phase) {
@@ -113,8 +113,10 @@ void LaunchWeightMma(const DeviceWeight& w, const float* x, int64_t T, float* y,
   a.y = y;
   a.T = T;
   a.block_scaled = w.format == static_cast<int>(WeightFormat::kFp8Block) && !w.scale_ue8m0;
-  const dim3 grid(static_cast<unsigned>((w.rows + kWmmaBN - 1) / kWmmaBN),
-                  static_cast<unsigned>((T + kWmmaBM - 1) / kWmmaBM));
+  // Token tiles on x (up to 2^31 - 1 blocks), weight tiles on y (65535 x 64 rows); neighbouring
+  // blocks read the same weight tile.
+  const dim3 grid(static_cast<unsigned>((T + kWmmaBM - 1) / kWmmaBM),
+                  static_cast<unsigned>((w.rows + kWmmaBN - 1) / kWmmaBN));
   WeightMmaKernel<<<grid, kWmmaThreads, 0, stream>>>(a);
 }
 
