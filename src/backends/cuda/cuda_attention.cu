@@ -4,6 +4,7 @@
 #include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_kernel_util.cuh"
 #include "backends/cuda/cuda_kv_rows.cuh"
+#include "backends/cuda/cuda_mla_heads.cuh"
 #include "backends/cuda/cuda_mla_split.cuh"
 
 namespace lucid::cuda {
@@ -180,6 +181,34 @@ int64_t MlaSplits(const MlaAttentionArgs& a, int64_t per_row) {
   return pairs * splits * MlaPartFloats(a.latent_dim) <= (int64_t{16} << 20) ? splits : 0;
 }
 
+// The grouped-heads kernel (cuda_mla_heads.cuh): block b0 + blockIdx.x is row b / groups, group
+// b % groups; its scores at scratch + blockIdx.x * kMlaHeadGroup * per_row.
+__global__ void __launch_bounds__(kMlaHeadThreads)
+    MlaHeadsKernel(MlaAttentionArgs a, DeviceRows kv, int64_t b0, float* scratch, int64_t per_row) {
+  __shared__ MlaHeadsState st;
+  MlaHeadsLocals locals;
+  const int64_t b = b0 + blockIdx.x, groups = MlaHeadGroups(a.heads);
+  MlaHeadsPhases(st, a, kv, b / groups, b % groups,
+                 scratch + int64_t{blockIdx.x} * kMlaHeadGroup * per_row, per_row, [&](auto phase) {
+                   phase(static_cast<int>(threadIdx.x), locals);
+                   __syncthreads();
+                 });
+}
+
+// Blocks of the grouped kernel below which MlaKernel's block per (row, head) runs instead: fewer
+// would leave an H100's 132 SMs idle for the traffic they save (a guess until a GPU measures it).
+constexpr int64_t kMlaHeadsMinBlocks = 256;
+
+bool MlaHeadsTakes(const MlaAttentionArgs& a) {
+  return MlaHeadsFits(a) && a.tokens * MlaHeadGroups(a.heads) >= kMlaHeadsMinBlocks;
+}
+
+// Blocks of the grouped kernel per launch so the scratch stays under 64M floats.
+int64_t MlaHeadsChunk(int64_t blocks, int64_t per_row) {
+  const int64_t c = (int64_t{64} << 20) / (kMlaHeadGroup * per_row);
+  return c < 1 ? 1 : (c < blocks ? c : blocks);
+}
+
 // Rows of (row, head) pairs per launch so the scratch stays under 64M floats.
 int64_t Chunk(int64_t pairs, int64_t per_row) {
   const int64_t c = per_row > 0 ? (int64_t{64} << 20) / per_row : pairs;
@@ -199,6 +228,10 @@ int64_t MlaAttentionScratchFloats(const MlaAttentionArgs& a, int64_t per_row) {
   const int64_t pairs = a.tokens * a.heads;
   if (const int64_t splits = MlaSplits(a, per_row); splits > 0)
     return pairs * splits * MlaPartFloats(a.latent_dim);
+  if (MlaHeadsTakes(a)) {
+    const int64_t blocks = a.tokens * MlaHeadGroups(a.heads);
+    return std::max<int64_t>(1, MlaHeadsChunk(blocks, per_row) * kMlaHeadGroup * per_row);
+  }
   return std::max<int64_t>(1, Chunk(pairs, per_row) * per_row);
 }
 
@@ -214,6 +247,16 @@ void LaunchMlaAttention(const MlaAttentionArgs& a, float* scratch, int64_t per_r
         a, ToDevice(a.kv), splits, scratch);
     MlaCombineKernel<<<static_cast<unsigned>(pairs), kMlaSplitThreads, 0, stream>>>(a, splits,
                                                                                     scratch);
+    return;
+  }
+  if (MlaHeadsTakes(a)) {
+    const int64_t blocks = a.tokens * MlaHeadGroups(a.heads),
+                  chunk = MlaHeadsChunk(blocks, per_row);
+    for (int64_t b0 = 0; b0 < blocks; b0 += chunk) {
+      const int64_t n = blocks - b0 < chunk ? blocks - b0 : chunk;
+      MlaHeadsKernel<<<static_cast<unsigned>(n), kMlaHeadThreads, 0, stream>>>(
+          a, ToDevice(a.kv), b0, scratch, per_row);
+    }
     return;
   }
   const int64_t pairs = a.tokens * a.heads, chunk = Chunk(pairs, per_row);

@@ -3,8 +3,9 @@
 // of any KvRowKind (f32, bf16, FP8 with block scales and a bf16 tail, decoded as
 // PagedRows::ReadRow does). Each follows its CPU reference's order: scores, the running maximum
 // by std::max's rule, exp, the sum, then the weighted values, all f32 (one block per query row
-// and head; MLA with few pairs over a long context: split-K, cuda_mla_split.cuh). The KV rows are
-// read through cuda_kv_rows.cuh.
+// and head; MLA with few pairs over a long context: split-K, cuda_mla_split.cuh; MLA with enough
+// rows to fill the GPU in blocks of 8 heads: a block per (row, head group) reading each attended
+// row once for the group, cuda_mla_heads.cuh). The KV rows are read through cuda_kv_rows.cuh.
 // On cuda every pointer of MlaAttentionArgs / GqaAttentionArgs / IndexerArgs, the PagedRows'
 // storage and its page table included, is device memory (the HostBridgeOps copies them there).
 // Thread-safety: launches on `stream`; `scratch` belongs to the caller until the stream is idle.

@@ -22,13 +22,6 @@
 
 #include "backends/cuda/cuda_weight_view.cuh"
 
-// `#pragma unroll` for nvcc; nothing for the host compiler, which does not know it.
-#ifdef __CUDACC__
-#define LUCID_UNROLL _Pragma("unroll")
-#else
-#define LUCID_UNROLL
-#endif
-
 namespace lucid::cuda {
 
 inline constexpr int64_t kDotChunk = 16;  // columns a lane reads at once on the vector path

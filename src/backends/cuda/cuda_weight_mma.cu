@@ -1,7 +1,6 @@
 // The weight-only tensor-core GEMM's kernel: cuda_weight_mma.cuh's phases over WMMA fragments.
 #include <mma.h>
 
-#include "backends/cuda/cuda_packed_dot.cuh"
 #include "backends/cuda/cuda_weight_mma.cuh"
 #include "backends/cuda/cuda_weight_mma.h"
 

@@ -16,6 +16,13 @@
 
 #include "ops/weight.h"
 
+// `#pragma unroll` for nvcc; nothing for the host compiler, which does not know it.
+#ifdef __CUDACC__
+#define LUCID_UNROLL _Pragma("unroll")
+#else
+#define LUCID_UNROLL
+#endif
+
 namespace lucid::cuda {
 
 struct DeviceWeight {

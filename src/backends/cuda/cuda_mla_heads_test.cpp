@@ -1,0 +1,103 @@
+// MLA attention with a row's heads in groups (cuda_mla_heads.cuh) run on the CPU phase by phase
+// as the kernel's barriers order them, each thread with its own locals: through the ops
+// conformance suite's MlaAttention cases (sparse and dense, every KV kind, head counts that are
+// not multiples of the group, NaN and infinities in q and in the cache, a row attending nothing)
+// against the CPU reference; and a selected index outside the page table. Runs without a GPU.
+#include "backends/cuda/cuda_mla_heads.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/ops_conformance.h"
+#include "ops/forwarding_ops.h"
+
+namespace lucid::cuda {
+namespace {
+
+// What MlaHeadsKernel computes, every (row, head group) block in turn.
+void MlaHeadsOnHost(const MlaAttentionArgs& a) {
+  const DeviceRows kv = ToDevice(a.kv);
+  const int64_t per_row = std::max<int64_t>(
+      1, a.selected ? a.selected_stride
+                    : static_cast<int64_t>(a.kv.page_table.size()) * a.kv.page_size);
+  std::vector<float> p(static_cast<size_t>(kMlaHeadGroup * per_row));
+  auto st = std::make_unique<MlaHeadsState>();
+  std::vector<MlaHeadsLocals> locals(kMlaHeadThreads);
+  for (int64_t t = 0; t < a.tokens; ++t)
+    for (int64_t g = 0; g < MlaHeadGroups(a.heads); ++g)
+      MlaHeadsPhases(*st, a, kv, t, g, p.data(), per_row, [&](auto phase) {
+        for (int tid = 0; tid < kMlaHeadThreads; ++tid) phase(tid, locals[tid]);
+      });
+}
+
+class MlaHeadsEmulation final : public ForwardingOps {
+ public:
+  MlaHeadsEmulation() : ForwardingOps(ref_) {}
+  void MlaAttention(const MlaAttentionArgs& a) const override {
+    ASSERT_TRUE(MlaHeadsFits(a));
+    heads_seen_ = std::max(heads_seen_, a.heads);
+    MlaHeadsOnHost(a);
+  }
+  mutable int64_t heads_seen_ = 0;
+
+ private:
+  const CpuOps ref_;
+};
+
+TEST(CudaMlaHeadsTest, GroupedHeadsPassTheAttentionCases) {
+  const MlaHeadsEmulation ops;
+  int cases = 0;
+  for (const ConformanceCase& c :
+       RunOpsConformance(ops, ConformancePrecision::kF32, {"MlaAttention"})) {
+    ++cases;
+    EXPECT_TRUE(c.pass) << c.format << " " << c.shape << " " << c.input << ": error " << c.error
+                        << " (tolerance " << c.tolerance << ")";
+  }
+  EXPECT_GT(cases, 50);
+  EXPECT_GT(ops.heads_seen_, 1);  // a group of several heads, not one head per block
+}
+
+// Two rows of three heads; row 1 selects indices outside the page table both ways: its heads
+// come out NaN, row 0's equal the reference's.
+TEST(CudaMlaHeadsTest, ASelectedIndexOutsideThePageTablePoisonsItsRowOnly) {
+  const int64_t R = 8, P = 2, H = 3, page = 4, pages = 2, k = 3;
+  std::vector<float> store(static_cast<size_t>(pages * page * (R + P)));
+  for (size_t i = 0; i < store.size(); ++i) store[i] = 0.01f * static_cast<float>(i % 31);
+  std::vector<int32_t> table = {1, 0}, count = {k, k};
+  std::vector<int32_t> selected = {0, 5, 7, 2, 1 << 30, -7};
+  std::vector<float> ql(2 * H * R), qr(2 * H * P), got(2 * H * R), want(2 * H * R);
+  for (size_t i = 0; i < ql.size(); ++i) ql[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
+  for (size_t i = 0; i < qr.size(); ++i) qr[i] = 0.05f * static_cast<float>(i % 5);
+  MlaAttentionArgs a;
+  a.q_latent = ql.data();
+  a.q_rope = qr.data();
+  a.tokens = 2;
+  a.heads = H;
+  a.latent_dim = R;
+  a.rope_dim = P;
+  a.scale = 0.3f;
+  a.kv.base = store.data();
+  a.kv.page_table = table;
+  a.kv.page_size = page;
+  a.kv.page_stride = page * (R + P);
+  a.kv.row_floats = R + P;
+  a.selected = selected.data();
+  a.selected_stride = k;
+  a.selected_count = count.data();
+  a.out_latent = got.data();
+  MlaHeadsOnHost(a);
+  a.tokens = 1;
+  a.out_latent = want.data();
+  CpuOps().MlaAttention(a);
+  for (int64_t i = 0; i < H * R; ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-6f * std::fabs(want[i]) + 1e-7f) << i;
+    EXPECT_TRUE(std::isnan(got[H * R + i])) << i;
+  }
+}
+
+}  // namespace
+}  // namespace lucid::cuda
