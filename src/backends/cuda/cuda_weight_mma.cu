@@ -80,11 +80,12 @@ struct WarpFragments {
 
 __global__ void __launch_bounds__(kWmmaThreads) WeightMmaKernel(WeightMmaArgs a) {
   __shared__ WeightMmaSmem s;
+  const WeightMmaTile b = WeightMmaTileOf(a, blockIdx.x);
+  if (b.rows <= 0) return;  // the whole block: no barrier reached
   WarpFragments mma;
   const int tid = static_cast<int>(threadIdx.x);
-  const int64_t m0 = int64_t{blockIdx.x} * kWmmaBM, n0 = int64_t{blockIdx.y} * kWmmaBN;
   WeightMmaBlockPhases(
-      a, m0, n0, s, mma,
+      a, b, int64_t{blockIdx.y} * kWmmaBN, s, mma,
       [&](auto phase) {
         phase(tid);
         __syncthreads();

@@ -80,10 +80,10 @@ void WeightMmaOnHost(const DeviceWeight& w, const float* x, int64_t T, float* y)
   a.block_scaled = w.format == static_cast<int>(WeightFormat::kFp8Block) && !w.scale_ue8m0;
   auto s = std::make_unique<WeightMmaSmem>();
   auto mma = std::make_unique<HostFragments>();
-  for (int64_t m0 = 0; m0 < T; m0 += kWmmaBM)
+  for (int64_t bx = 0; bx * kWmmaBM < T; ++bx)
     for (int64_t n0 = 0; n0 < w.rows; n0 += kWmmaBN)
       WeightMmaBlockPhases(
-          a, m0, n0, *s, *mma,
+          a, WeightMmaTileOf(a, bx), n0, *s, *mma,
           [](auto phase) {
             for (int tid = 0; tid < kWmmaThreads; ++tid) phase(tid);
           },
@@ -142,7 +142,7 @@ TEST(CudaWeightMmaTest, StagedWeightValuesAreExactInBf16) {
     a.block_scaled = kind == 2;
     for (int64_t n = 0; n < 40; ++n)
       for (int64_t k = 0; k < 300; ++k) {
-        const float staged = Bf16(WeightMmaValueBits(a, n, k));
+        const float staged = Bf16(WeightMmaValueBits(a, a.w, n, k));
         const float want = kind == 4 ? Nvfp4GroupScaled(a.w, n, k)
                            : kind == 2
                                ? E4m3Value(static_cast<const uint8_t*>(a.w.data)[n * 300 + k])
