@@ -16,6 +16,7 @@
 #include "backends/cuda/cuda_kernel_util.cuh"
 #include "backends/cuda/cuda_matmul.h"
 #include "backends/cuda/cuda_moe_gemv.h"
+#include "backends/cuda/cuda_moe_grouped.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cuda_sampling.h"
 #include "backends/cuda/cuda_scratch.h"
@@ -290,6 +291,7 @@ class CudaOps final : public Ops {
     CheckRouting("MoeExperts", idx, weights, T, k);
     if (T == 0 || k == 0 || Failed()) return;
     if (T <= kMoeDeviceRoutedMaxTokens && MoeExpertsOnDevice(x, experts, idx, weights, out)) return;
+    if (T <= kMoeGroupedMaxTokens && MoeExpertsGrouped(x, experts, idx, weights, out)) return;
     // The routing comes to the host (T * k ids and weights) to group rows by expert; each touched
     // expert then runs as three GEMMs on its gathered rows, combined into `out` in expert order.
     std::vector<int32_t> h_idx(static_cast<size_t>(T * k));
@@ -501,22 +503,60 @@ class CudaOps final : public Ops {
   }
   // MoeExperts with the routing read on the device (cuda_moe_gemv.h), for experts of one format
   // and shape; false (nothing launched) otherwise.
+  // The experts' views in a device table (MoeExpertTables); nullptr when they are not of one
+  // format and shape (nothing launched), or when the table could not be made (the failure kept).
+  const DeviceWeight* ExpertTable(std::span<const ExpertWeights> experts,
+                                  const std::vector<DeviceWeight>& views) const {
+    if (views.empty()) return nullptr;
+    for (const ExpertWeights& e : experts)
+      CheckDevices(*this, "MoeExperts", {&e.gate.data, &e.up.data, &e.down.data});
+    StatusOr<const DeviceWeight*> table = moe_tables_.Get(views);
+    if (table.ok()) return *table;
+    if (error_.ok()) error_ = table.status().WithContext("MoeExperts");
+    return nullptr;
+  }
+  // MoeExperts grouped by expert on the device (cuda_moe_grouped.h) under cuda-bf16act for
+  // packed experts the weight-only GEMM takes (not cuda-fp8act's FP8 experts, whose activations
+  // are quantized); false (nothing launched) otherwise.
+  bool MoeExpertsGrouped(const Tensor& x, std::span<const ExpertWeights> experts, const Tensor& idx,
+                         const Tensor& weights, Tensor& out) const {
+    const int64_t T = x.size(0), D = x.size(1), k = idx.size(1);
+    if (!matmul_.bf16_act() ||
+        (matmul_.fp8_act() && experts[0].gate.format == WeightFormat::kFp8Block))
+      return false;
+    const std::vector<DeviceWeight> views = MoeExpertViews(experts, D);
+    if (!MoeGroupedFits(views)) return false;
+    const DeviceWeight* table = ExpertTable(experts, views);
+    if (table == nullptr) return true;  // failed: nothing launched
+    const int64_t E = static_cast<int64_t>(experts.size()), I = experts[0].gate.rows;
+    void* scratch = Scratch<void>(ScratchPool::Buffer::kMoeActivations,
+                                  static_cast<int64_t>(MoeGroupedScratchBytes(T, k, E, D, I)));
+    if (scratch == nullptr) return true;
+    MoeGroupedArgs a;
+    a.experts = table;
+    a.gate = views[0];
+    a.down = views[2];
+    a.E = E;
+    a.T = T;
+    a.k = k;
+    a.idx = idx.data<const int32_t>();
+    a.weights = weights.data<const float>();
+    a.x = x.data<const float>();
+    a.out = out.data<float>();
+    LaunchMoeGrouped(a, scratch, stream_);
+    return true;
+  }
   bool MoeExpertsOnDevice(const Tensor& x, std::span<const ExpertWeights> experts,
                           const Tensor& idx, const Tensor& weights, Tensor& out) const {
     const int64_t T = x.size(0), D = x.size(1), k = idx.size(1);
     const std::vector<DeviceWeight> views = MoeExpertViews(experts, D);
     if (views.empty()) return false;
-    for (const ExpertWeights& e : experts)
-      CheckDevices(*this, "MoeExperts", {&e.gate.data, &e.up.data, &e.down.data});
+    const DeviceWeight* table = ExpertTable(experts, views);
+    if (table == nullptr) return true;  // failed: nothing launched
     const WeightFormat format = experts[0].gate.format;
     const int64_t I = experts[0].gate.rows;
     const bool fp8 = matmul_.fp8_act() && format == WeightFormat::kFp8Block;
-    StatusOr<const DeviceWeight*> table = moe_tables_.Get(views);
-    if (!table.ok()) {
-      if (error_.ok()) error_ = table.status().WithContext("MoeExperts");
-      return true;  // failed: nothing launched
-    }
-    MoeGemvArgs a = MoeArgsFor(*table, static_cast<int64_t>(experts.size()), D, I, idx, weights,
+    MoeGemvArgs a = MoeArgsFor(table, static_cast<int64_t>(experts.size()), D, I, idx, weights,
                                format, matmul_.bf16_act(), matmul_.fp8_act());
     // h [T * k, I], then under cuda-fp8act the quantized x [T, D] and h [T * k, I]
     const int64_t h_floats = T * k * I;

@@ -18,8 +18,11 @@
 // - MoeExperts for at most kMoeDeviceRoutedMaxTokens (32) tokens (decode) with experts of one
 //   format and shape: cuda_moe_gemv.h, the routing read on the device (no host copy or
 //   synchronisation), each routed expert's weights decoded as they are read, the set's activation
-//   arithmetic; above that the routing is copied to the host, the rows grouped by expert and each
-//   touched expert run as three Linear calls on its gathered rows.
+//   arithmetic; under cuda-bf16act, packed experts (not cuda-fp8act's FP8 ones) for up to
+//   kMoeGroupedMaxTokens (256) tokens are grouped by expert on the device and multiplied by the
+//   weight-only GEMM per 64 rows of an expert (cuda_moe_grouped.h: no host copy either); otherwise
+//   the routing is copied to the host, the rows grouped by expert and each touched expert run as
+//   three Linear calls on its gathered rows, one expert at a time.
 // - TopK and TopKRows: cuda_topk.h (a block per row: radix select, then a sort of the k chosen).
 // - Rope, MoeRoute, WriteKvRows and MoeExperts' combine: cuda_step_kernels.h;
 //   MLA and GQA attention and the indexer scores: cuda_attention.h; MlaAbsorbQuery and

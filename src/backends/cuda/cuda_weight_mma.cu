@@ -120,4 +120,11 @@ void LaunchWeightMma(const DeviceWeight& w, const float* x, int64_t T, float* y,
   WeightMmaKernel<<<grid, kWmmaThreads, 0, stream>>>(a);
 }
 
+void LaunchWeightMmaTiles(const WeightMmaArgs& a, int64_t tiles, cudaStream_t stream) {
+  if (tiles <= 0 || a.w.rows <= 0) return;
+  const dim3 grid(static_cast<unsigned>(tiles),
+                  static_cast<unsigned>((a.w.rows + kWmmaBN - 1) / kWmmaBN));
+  WeightMmaKernel<<<grid, kWmmaThreads, 0, stream>>>(a);
+}
+
 }  // namespace lucid::cuda

@@ -26,4 +26,9 @@ bool WeightMmaTakes(const DeviceWeight& w, int64_t T);
 void LaunchWeightMma(const DeviceWeight& w, const float* x, int64_t T, float* y,
                      cudaStream_t stream);
 
+struct WeightMmaArgs;
+// The MoE form (cuda_weight_mma.cuh's WeightMmaArgs with tiles): `tiles` row tiles by a.w.rows
+// output columns; asynchronous on `stream`.
+void LaunchWeightMmaTiles(const WeightMmaArgs& a, int64_t tiles, cudaStream_t stream);
+
 }  // namespace lucid::cuda
