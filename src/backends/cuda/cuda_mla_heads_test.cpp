@@ -13,6 +13,7 @@
 
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/ops_conformance.h"
+#include "backends/cuda/cuda_mla_test_util.h"
 #include "ops/forwarding_ops.h"
 
 namespace lucid::cuda {
@@ -64,38 +65,22 @@ TEST(CudaMlaHeadsTest, GroupedHeadsPassTheAttentionCases) {
 // Two rows of three heads; row 1 selects indices outside the page table both ways: its heads
 // come out NaN, row 0's equal the reference's.
 TEST(CudaMlaHeadsTest, ASelectedIndexOutsideThePageTablePoisonsItsRowOnly) {
-  const int64_t R = 8, P = 2, H = 3, page = 4, pages = 2, k = 3;
-  std::vector<float> store(static_cast<size_t>(pages * page * (R + P)));
-  for (size_t i = 0; i < store.size(); ++i) store[i] = 0.01f * static_cast<float>(i % 31);
-  std::vector<int32_t> table = {1, 0}, count = {k, k};
-  std::vector<int32_t> selected = {0, 5, 7, 2, 1 << 30, -7};
-  std::vector<float> ql(2 * H * R), qr(2 * H * P), got(2 * H * R), want(2 * H * R);
-  for (size_t i = 0; i < ql.size(); ++i) ql[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
-  for (size_t i = 0; i < qr.size(); ++i) qr[i] = 0.05f * static_cast<float>(i % 5);
-  MlaAttentionArgs a;
-  a.q_latent = ql.data();
-  a.q_rope = qr.data();
-  a.tokens = 2;
-  a.heads = H;
-  a.latent_dim = R;
-  a.rope_dim = P;
-  a.scale = 0.3f;
-  a.kv.base = store.data();
-  a.kv.page_table = table;
-  a.kv.page_size = page;
-  a.kv.page_stride = page * (R + P);
-  a.kv.row_floats = R + P;
-  a.selected = selected.data();
-  a.selected_stride = k;
-  a.selected_count = count.data();
-  a.out_latent = got.data();
+  const int64_t R = 8, H = 3, k = 3;
+  SmallMlaCase c(2, H, R, 2, 4, 2, 31);
+  for (size_t i = 0; i < c.ql.size(); ++i) c.ql[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
+  for (size_t i = 0; i < c.qr.size(); ++i) c.qr[i] = 0.05f * static_cast<float>(i % 5);
+  c.table = {1, 0};
+  c.count = {k, k};
+  c.selected = {0, 5, 7, 2, 1 << 30, -7};
+  MlaAttentionArgs a = c.Args(k);
   MlaHeadsOnHost(a);
+  std::vector<float> want(H * R);
   a.tokens = 1;
   a.out_latent = want.data();
   CpuOps().MlaAttention(a);
   for (int64_t i = 0; i < H * R; ++i) {
-    EXPECT_NEAR(got[i], want[i], 1e-6f * std::fabs(want[i]) + 1e-7f) << i;
-    EXPECT_TRUE(std::isnan(got[H * R + i])) << i;
+    EXPECT_NEAR(c.out[i], want[i], 1e-6f * std::fabs(want[i]) + 1e-7f) << i;
+    EXPECT_TRUE(std::isnan(c.out[H * R + i])) << i;
   }
 }
 

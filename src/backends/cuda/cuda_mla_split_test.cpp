@@ -15,6 +15,7 @@
 
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/ops_conformance.h"
+#include "backends/cuda/cuda_mla_test_util.h"
 #include "ops/forwarding_ops.h"
 
 namespace lucid::cuda {
@@ -68,33 +69,18 @@ TEST(CudaMlaSplitTest, SplitKPassesTheAttentionCases) {
 // A NaN score alone in the last split (257 tokens in splits of 256, the newest key NaN) makes the
 // row NaN as in the reference: its split is not taken for an empty one.
 TEST(CudaMlaSplitTest, ANanScoreAloneInASplitPoisonsTheRow) {
-  const int64_t n = 257, R = 8, P = 2, page = 64, pages = 5;
-  std::vector<float> store(static_cast<size_t>(pages * page * (R + P)));
-  for (size_t i = 0; i < store.size(); ++i) store[i] = 0.01f * static_cast<float>(i % 97);
-  store[(n - 1) * (R + P) + 1] = std::numeric_limits<float>::quiet_NaN();
-  std::vector<int32_t> table = {0, 1, 2, 3, 4}, count = {static_cast<int32_t>(n)};
-  std::vector<float> ql(R, 0.5f), qr(P, 0.25f), got(R), want(R);
-  MlaAttentionArgs a;
-  a.q_latent = ql.data();
-  a.q_rope = qr.data();
-  a.tokens = 1;
-  a.heads = 1;
-  a.latent_dim = R;
-  a.rope_dim = P;
-  a.scale = 0.3f;
-  a.kv.base = store.data();
-  a.kv.page_table = table;
-  a.kv.page_size = page;
-  a.kv.page_stride = page * (R + P);
-  a.kv.row_floats = R + P;
-  a.selected_count = count.data();
-  a.out_latent = got.data();
+  const int64_t n = 257, R = 8, P = 2;
+  SmallMlaCase c(1, 1, R, P, 64, 5, 97);
+  c.store[(n - 1) * (R + P) + 1] = std::numeric_limits<float>::quiet_NaN();
+  c.count = {static_cast<int32_t>(n)};
+  MlaAttentionArgs a = c.Args();
   MlaSplitEmulation(kMlaSplitThreads).MlaAttention(a);
+  std::vector<float> want(R);
   a.out_latent = want.data();
   CpuOps().MlaAttention(a);
   for (int64_t i = 0; i < R; ++i) {
     EXPECT_TRUE(std::isnan(want[i])) << i;
-    EXPECT_TRUE(std::isnan(got[i])) << i;
+    EXPECT_TRUE(std::isnan(c.out[i])) << i;
   }
 }
 
@@ -102,37 +88,21 @@ TEST(CudaMlaSplitTest, ANanScoreAloneInASplitPoisonsTheRow) {
 // step reports) scores NaN, so its row comes out NaN, and reads token 0's row rather than memory
 // past the pool; the other rows are untouched.
 TEST(CudaMlaSplitTest, ASelectedIndexOutsideThePageTablePoisonsItsRowOnly) {
-  const int64_t R = 8, P = 2, page = 4, pages = 2, k = 3;
-  std::vector<float> store(static_cast<size_t>(pages * page * (R + P)));
-  for (size_t i = 0; i < store.size(); ++i) store[i] = 0.01f * static_cast<float>(i % 31);
-  std::vector<int32_t> table = {1, 0}, count = {k, k};
-  std::vector<int32_t> selected = {0, 5, 7, 2, 1 << 30, -7};  // row 1: out of range both ways
-  std::vector<float> ql(2 * R, 0.5f), qr(2 * P, 0.25f), got(2 * R), want(2 * R);
-  MlaAttentionArgs a;
-  a.q_latent = ql.data();
-  a.q_rope = qr.data();
-  a.tokens = 2;
-  a.heads = 1;
-  a.latent_dim = R;
-  a.rope_dim = P;
-  a.scale = 0.3f;
-  a.kv.base = store.data();
-  a.kv.page_table = table;
-  a.kv.page_size = page;
-  a.kv.page_stride = page * (R + P);
-  a.kv.row_floats = R + P;
-  a.selected = selected.data();
-  a.selected_stride = k;
-  a.selected_count = count.data();
-  a.out_latent = got.data();
+  const int64_t R = 8, k = 3;
+  SmallMlaCase c(2, 1, R, 2, 4, 2, 31);
+  c.table = {1, 0};
+  c.count = {k, k};
+  c.selected = {0, 5, 7, 2, 1 << 30, -7};  // row 1: out of range both ways
+  MlaAttentionArgs a = c.Args(k);
   MlaSplitEmulation(kMlaSplitThreads).MlaAttention(a);
   // The reference on row 0 alone (its indices are valid).
+  std::vector<float> want(R);
   a.tokens = 1;
   a.out_latent = want.data();
   CpuOps().MlaAttention(a);
   for (int64_t i = 0; i < R; ++i) {
-    EXPECT_NEAR(got[i], want[i], 1e-6f * std::fabs(want[i]) + 1e-7f) << i;
-    EXPECT_TRUE(std::isnan(got[R + i])) << i;
+    EXPECT_NEAR(c.out[i], want[i], 1e-6f * std::fabs(want[i]) + 1e-7f) << i;
+    EXPECT_TRUE(std::isnan(c.out[R + i])) << i;
   }
 }
 

@@ -82,8 +82,7 @@ void LaunchMoeGrouped(const MoeGroupedArgs& a, void* scratch, cudaStream_t strea
   WeightMmaArgs m;
   m.tiles = s.tiles;
   m.experts = a.experts;
-  m.block_scaled =
-      a.gate.format == static_cast<int>(WeightFormat::kFp8Block) && !a.gate.scale_ue8m0;
+  m.block_scaled = WeightMmaBlockScaled(a.gate);
   m.T = P;
   m.w = a.gate;
   m.x = a.x;

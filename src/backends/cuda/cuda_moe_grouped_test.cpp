@@ -52,8 +52,7 @@ void MoeGroupedOnHost(const std::vector<DeviceWeight>& views, int64_t E, const f
   WeightMmaArgs m;
   m.tiles = g.tiles.data();
   m.experts = views.data();
-  m.block_scaled =
-      views[0].format == static_cast<int>(WeightFormat::kFp8Block) && !views[0].scale_ue8m0;
+  m.block_scaled = WeightMmaBlockScaled(views[0]);
   m.T = P;
   m.w = views[0];
   m.x = x;

@@ -100,19 +100,13 @@ __global__ void __launch_bounds__(kWmmaThreads) WeightMmaKernel(WeightMmaArgs a)
 
 bool WeightMmaTakes(const DeviceWeight& w, int64_t T) {
   if (!WeightMmaEligible(w)) return false;
-  const bool f32_scales = w.format == static_cast<int>(WeightFormat::kFp8Block) && !w.scale_ue8m0;
-  return f32_scales || T <= kWeightMmaMaxTokens;
+  return WeightMmaBlockScaled(w) || T <= kWeightMmaMaxTokens;
 }
 
 void LaunchWeightMma(const DeviceWeight& w, const float* x, int64_t T, float* y,
                      cudaStream_t stream) {
   if (T <= 0 || w.rows <= 0) return;
-  WeightMmaArgs a;
-  a.w = w;
-  a.x = x;
-  a.y = y;
-  a.T = T;
-  a.block_scaled = w.format == static_cast<int>(WeightFormat::kFp8Block) && !w.scale_ue8m0;
+  const WeightMmaArgs a = WeightMmaArgsFor(w, x, T, y);
   // Token tiles on x (up to 2^31 - 1 blocks), weight tiles on y (65535 x 64 rows); neighbouring
   // blocks read the same weight tile.
   const dim3 grid(static_cast<unsigned>((T + kWmmaBM - 1) / kWmmaBM),

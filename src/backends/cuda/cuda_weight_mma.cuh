@@ -70,6 +70,24 @@ __host__ __device__ inline uint16_t ExactBf16Bits(float v) {
   return static_cast<uint16_t>(b >> 16);
 }
 
+// Whether w's values are staged as its e4m3 codes with the f32 block scales applied per block
+// (f32-scale FP8).
+__host__ __device__ inline bool WeightMmaBlockScaled(const DeviceWeight& w) {
+  return w.format == static_cast<int>(WeightFormat::kFp8Block) && !w.scale_ue8m0;
+}
+
+// The plain form: y [T, w.rows] = x [T, w.cols] . W^T.
+__host__ __device__ inline WeightMmaArgs WeightMmaArgsFor(const DeviceWeight& w, const float* x,
+                                                          int64_t T, float* y) {
+  WeightMmaArgs a;
+  a.w = w;
+  a.x = x;
+  a.y = y;
+  a.T = T;
+  a.block_scaled = WeightMmaBlockScaled(w);
+  return a;
+}
+
 // What block `bx` computes: y rows [row0, row0 + rows) by `w`.
 struct WeightMmaTile {
   DeviceWeight w;

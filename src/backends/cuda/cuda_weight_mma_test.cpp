@@ -27,13 +27,7 @@ using conformance::RandomWeight;
 
 // What LaunchWeightMma computes, every block of the grid in turn.
 void WeightMmaOnHost(const DeviceWeight& w, const float* x, int64_t T, float* y) {
-  WeightMmaArgs a;
-  a.w = w;
-  a.x = x;
-  a.y = y;
-  a.T = T;
-  a.block_scaled = w.format == static_cast<int>(WeightFormat::kFp8Block) && !w.scale_ue8m0;
-  RunWeightMmaOnHost(a, (T + kWmmaBM - 1) / kWmmaBM);
+  RunWeightMmaOnHost(WeightMmaArgsFor(w, x, T, y), (T + kWmmaBM - 1) / kWmmaBM);
 }
 
 // cuda-bf16act's Linear where the weight-only kernel takes the weight (any token count above the
