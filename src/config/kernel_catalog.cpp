@@ -119,9 +119,9 @@ KernelDecl CudaBf16Act(KernelFamily f) {
     d.origin =
         "lucid backends/cuda (cuda-bf16act: cuda-reference's kernels with the matmuls' inputs "
         "rounded to bf16, on the tensor cores: bf16 weights through cuBLAS, packed FP8 and "
-        "NVFP4 weights through lucid's weight-only WMMA kernel or dequantized to bf16; `lucid "
-        "serve`, "
-        "`lucid generate` and `lucid bench` run on it with --device cuda --dtype bfloat16)";
+        "NVFP4 weights through lucid's weight-only WMMA kernel or dequantized to bf16; "
+        "`lucid serve`, `lucid generate` and `lucid bench` run on it with --device cuda "
+        "--dtype bfloat16)";
   return d;
 }
 
