@@ -8,9 +8,10 @@
 //   every head of the group at once, into the block's scratch p[head][token]; an index outside the
 //   page table scores NaN (cuda_kv_rows.h);
 // - per head: the maximum by std::max's rule (a NaN never taken), p = exp(score - max), the sum;
-// - the output: tiles of kMlaHeadThreads tokens (their rows looked up once into shared memory),
-//   each thread owning latent columns i and adding (p / sum) * ckv[i] in token order for every
-//   head of the group (the reference's terms in its order); a row attending nothing gets zeros.
+// - the output: the weights p / sum, each divided once; then tiles of kMlaHeadThreads tokens
+//   (their rows looked up once into shared memory), each thread owning latent columns i and
+//   adding weight * ckv[i] in token order for every head of the group (the reference's terms in
+//   its order); a row attending nothing gets zeros.
 // The maxima and sums are folded over the threads' partials in thread order, not the reference's
 // token order: the same terms (the conformance tolerance 1e-5 holds). The phases are host
 // functions too: `run` runs a phase on every thread with that thread's locals (the kernel: its
@@ -137,6 +138,13 @@ __host__ __device__ void MlaHeadsPhases(MlaHeadsState& st, const MlaAttentionArg
       for (int c = 0; c < kMlaHeadCols; ++c) l.acc[g][c] = 0.0f;
     }
   });
+  run([&](int tid, MlaHeadsLocals&) {  // each weight p / sum once (the reference's division)
+    for (int64_t j = tid; j < n; j += kMlaHeadThreads) {
+      LUCID_UNROLL
+      for (int g = 0; g < kMlaHeadGroup; ++g)
+        if (g < G) p[g * per_row + j] = p[g * per_row + j] / st.sum[g];
+    }
+  });
   for (int64_t j0 = 0; j0 < n; j0 += kMlaHeadThreads) {
     run([&](int tid, MlaHeadsLocals&) {
       if (j0 + tid < n) st.tile[tid] = RowAt(kv, sel ? sel[j0 + tid] : first + j0 + tid);
@@ -151,7 +159,7 @@ __host__ __device__ void MlaHeadsPhases(MlaHeadsState& st, const MlaAttentionArg
           const float v = ValueAt(kv, st.tile[jj], i);
           LUCID_UNROLL
           for (int g = 0; g < kMlaHeadGroup; ++g)
-            if (g < G) l.acc[g][c] += (p[g * per_row + j0 + jj] / st.sum[g]) * v;
+            if (g < G) l.acc[g][c] += p[g * per_row + j0 + jj] * v;
         }
       }
     });

@@ -63,8 +63,9 @@ Parts Layout(void* base, int64_t T, int64_t k, int64_t E, int64_t D, int64_t I) 
 
 bool MoeGroupedFits(const std::vector<DeviceWeight>& views) {
   if (views.empty() || views.size() / 3 > static_cast<size_t>(kMoeGroupMaxExperts)) return false;
-  for (const DeviceWeight& v : views)
-    if (!WeightMmaEligible(v)) return false;
+  for (const DeviceWeight& v : views)  // one staging rule for every view (LaunchMoeGrouped's)
+    if (!WeightMmaEligible(v) || WeightMmaBlockScaled(v) != WeightMmaBlockScaled(views[0]))
+      return false;
   return true;
 }
 

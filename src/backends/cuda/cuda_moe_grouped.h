@@ -19,7 +19,8 @@ namespace lucid::cuda {
 inline constexpr int64_t kMoeGroupedMaxTokens = 256;
 
 // Whether the grouped kernels take experts `views` (3 per expert: gate, up, down): at most
-// kMoeGroupMaxExperts experts, every view one the weight-only GEMM takes.
+// kMoeGroupMaxExperts experts, every view one the weight-only GEMM takes, all with f32 block
+// scales or none.
 bool MoeGroupedFits(const std::vector<DeviceWeight>& views);
 
 struct MoeGroupedArgs {

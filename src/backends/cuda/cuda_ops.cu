@@ -501,8 +501,6 @@ class CudaOps final : public Ops {
   T* Scratch(ScratchPool::Buffer b, int64_t bytes) const {
     return static_cast<T*>(scratch_.Get(b, static_cast<size_t>(std::max<int64_t>(bytes, 0))));
   }
-  // MoeExperts with the routing read on the device (cuda_moe_gemv.h), for experts of one format
-  // and shape; false (nothing launched) otherwise.
   // The experts' views in a device table (MoeExpertTables); nullptr when they are not of one
   // format and shape (nothing launched), or when the table could not be made (the failure kept).
   const DeviceWeight* ExpertTable(std::span<const ExpertWeights> experts,
@@ -521,11 +519,11 @@ class CudaOps final : public Ops {
   bool MoeExpertsGrouped(const Tensor& x, std::span<const ExpertWeights> experts, const Tensor& idx,
                          const Tensor& weights, Tensor& out) const {
     const int64_t T = x.size(0), D = x.size(1), k = idx.size(1);
-    if (!matmul_.bf16_act() ||
+    if (!matmul_.bf16_act()) return false;
+    const std::vector<DeviceWeight> views = MoeExpertViews(experts, D);
+    if (!MoeGroupedFits(views) ||
         (matmul_.fp8_act() && experts[0].gate.format == WeightFormat::kFp8Block))
       return false;
-    const std::vector<DeviceWeight> views = MoeExpertViews(experts, D);
-    if (!MoeGroupedFits(views)) return false;
     const DeviceWeight* table = ExpertTable(experts, views);
     if (table == nullptr) return true;  // failed: nothing launched
     const int64_t E = static_cast<int64_t>(experts.size()), I = experts[0].gate.rows;
@@ -546,6 +544,8 @@ class CudaOps final : public Ops {
     LaunchMoeGrouped(a, scratch, stream_);
     return true;
   }
+  // MoeExperts with the routing read on the device (cuda_moe_gemv.h), for experts of one format
+  // and shape; false (nothing launched) otherwise.
   bool MoeExpertsOnDevice(const Tensor& x, std::span<const ExpertWeights> experts,
                           const Tensor& idx, const Tensor& weights, Tensor& out) const {
     const int64_t T = x.size(0), D = x.size(1), k = idx.size(1);

@@ -22,7 +22,9 @@
 //   kMoeGroupedMaxTokens (256) tokens are grouped by expert on the device and multiplied by the
 //   weight-only GEMM per 64 rows of an expert (cuda_moe_grouped.h: no host copy either); otherwise
 //   the routing is copied to the host, the rows grouped by expert and each touched expert run as
-//   three Linear calls on its gathered rows, one expert at a time.
+//   three Linear calls on its gathered rows, one expert at a time. An expert id outside the
+//   experts makes its token's row NaN on the device paths (the numerics guard fails that
+//   request) and fails the step on the host path.
 // - TopK and TopKRows: cuda_topk.h (a block per row: radix select, then a sort of the k chosen).
 // - Rope, MoeRoute, WriteKvRows and MoeExperts' combine: cuda_step_kernels.h;
 //   MLA and GQA attention and the indexer scores: cuda_attention.h; MlaAbsorbQuery and
