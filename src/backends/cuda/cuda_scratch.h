@@ -16,7 +16,7 @@
 //   pool rows, top-k lengths and positions, which are then copied once per step. Content derived
 //   from host data (Rope's cos and sin of the positions) is keyed by that data instead: Holding
 //   says whether the buffer holds what a key made. Any failure forgets what the buffer held.
-// - held_bytes is what the pool holds now (the buffers' sizes), for the start-up log.
+// - held_bytes is what the pool holds now (the buffers' sizes).
 // The device calls are a ScratchMemory so the growth, upload and failure rules run in host tests.
 // Thread-safety: none (one per CudaOps, the engine thread).
 #pragma once
