@@ -4,9 +4,10 @@
 // 1. Grouping (one block, MoeGroupPhases): the (token, choice) pairs are counted per expert; the
 //    experts' slots laid out in expert order, each expert's in row tiles of at most kWmmaBM; each
 //    pair placed in a slot of its expert (x_rows[slot] = its token, pair_slot[pair] = slot). The
-//    order of pairs within an expert is whatever the atomics give: every row of a GEMM is
-//    computed alone, so the values do not depend on it. A pair whose expert id is outside
-//    [0, E) gets no slot.
+//    order of pairs within an expert is whatever the atomics give, which the values do not
+//    depend on as long as WMMA computes an output element from its own row and column whatever
+//    else the tile holds (assumed, unchecked until a GPU runs it twice). A pair whose expert id
+//    is outside [0, E) gets no slot.
 // 2. gate and up: the weight-only tensor-core GEMM's MoE form (cuda_weight_mma.cuh) over the row
 //    tiles, x rows gathered by x_rows, into g and u [P, I]; SwiGLU into g;
 // 3. down: the same over g's rows into d [P, D];
