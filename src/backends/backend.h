@@ -36,7 +36,7 @@ class Backend {
   virtual std::string name() const = 0;
   virtual const Ops& ops() const = 0;
   // Device memory that lives until its last holder drops it (weights' copies, the KV pool, step
-  // outputs).
+  // outputs). Freeing it waits for the queued work that uses it (a tensor dropped mid-step).
   virtual Allocator& allocator() = 0;
   // The tensor as the ops of this backend read it: a copy in device memory of a host tensor
   // (`host` is a view of the checkpoint mapping, or host memory), made once at load. CPU: `host`

@@ -1,5 +1,11 @@
 #include "cli/memory_check.h"
 
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "server/http_server.h"
+
 namespace lucid::cli {
 namespace {
 
@@ -25,10 +31,21 @@ bool MemoryCheck::agrees() const {
   return Equal(weights_planned, weights_held) && Equal(kv_pool_planned, kv_pool_held);
 }
 
+bool MemoryCheck::activations_within_plan() const {
+  return !activations_held.has_value() ||
+         *activations_held <= static_cast<int64_t>(activations_planned);
+}
+
 std::string MemoryCheck::Describe() const {
-  return "memory on " + device + ": " +
-         Part("weights", weights_planned, weights_held, "mapped from the checkpoint") + "; " +
-         Part("KV pool", kv_pool_planned, kv_pool_held, "host memory, not counted");
+  std::string s = "memory on " + device + ": " +
+                  Part("weights", weights_planned, weights_held, "mapped from the checkpoint") +
+                  "; " + Part("KV pool", kv_pool_planned, kv_pool_held, "host memory, not counted");
+  if (!activations_held.has_value()) return s;
+  const int64_t over = *activations_held - static_cast<int64_t>(activations_planned);
+  return s + "; activations " + std::to_string(*activations_held) + " B held after the largest " +
+         "step (" + std::to_string(largest_step_tokens) + " tokens), plan " +
+         std::to_string(activations_planned) + " B" +
+         (over > 0 ? " (" + std::to_string(over) + " B more than planned)" : "");
 }
 
 nlohmann::json MemoryCheck::ToJson() const {
@@ -40,7 +57,10 @@ nlohmann::json MemoryCheck::ToJson() const {
           {"weights_held_bytes", held(weights_held)},
           {"kv_pool_planned_bytes", kv_pool_planned},
           {"kv_pool_held_bytes", held(kv_pool_held)},
-          {"agrees", agrees()}};
+          {"agrees", agrees()},
+          {"activations_planned_bytes", activations_planned},
+          {"activations_held_bytes", held(activations_held)},
+          {"largest_step_tokens", largest_step_tokens}};
 }
 
 std::optional<int64_t> HeldGrowth(const Allocator& alloc, const std::function<void()>& f) {
@@ -49,6 +69,26 @@ std::optional<int64_t> HeldGrowth(const Allocator& alloc, const std::function<vo
   const std::optional<int64_t> after = alloc.held_bytes();
   if (!before.has_value() || !after.has_value()) return std::nullopt;
   return *after - *before;
+}
+
+int64_t LargestStepTokens(const EngineOptions& eo) {
+  int64_t n = eo.chunked_prefill_size;
+  if (eo.context_length > 0) n = std::min(n, eo.context_length - 1);
+  if (eo.num_pages > 0)
+    n = std::min(n, eo.num_pages / std::max(eo.kv_partitions, 1) * eo.page_size - 1);
+  return std::max<int64_t>(n, 1);
+}
+
+StatusOr<std::optional<int64_t>> ProfileLargestStep(Engine& engine, const Allocator& alloc,
+                                                    const EngineOptions& eo, int32_t token) {
+  if (!alloc.held_bytes().has_value()) return std::optional<int64_t>();
+  const std::vector<int32_t> prompt(static_cast<size_t>(LargestStepTokens(eo)), token);
+  Status run = OkStatus();
+  const std::optional<int64_t> grew = HeldGrowth(alloc, [&] {
+    run = server::RunTestGeneration(engine, prompt, 1, std::chrono::seconds(600));
+  });
+  if (!run.ok()) return run;
+  return grew;
 }
 
 }  // namespace lucid::cli

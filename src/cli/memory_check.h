@@ -3,6 +3,10 @@
 // load took) and the KV pool (the bytes the engine took). `lucid serve` logs it at start-up and
 // puts it in /server_info, so that the plan `explain` prints and the server's memory can be
 // compared to the byte.
+// Where the allocator counts (a device), the largest step the engine can be given runs once
+// before serving (ProfileLargestStep): its activations take their memory at start-up, so that a
+// device that cannot hold them is found then, and what they took is reported beside the plan's
+// activation estimate (an estimate: not expected to agree to the byte).
 // On the CPU the allocator does not count (the weights are views of the checkpoint mapping, the
 // KV pool host memory): only the plan's figures are reported.
 // Thread-safety: values and pure functions.
@@ -15,15 +19,24 @@
 #include <string>
 
 #include "core/allocator.h"
+#include "core/status.h"
+#include "runtime/engine.h"
 
 namespace lucid::cli {
 
 struct MemoryCheck {
   std::string device;  // "cuda", "cpu"
   uint64_t weights_planned = 0, kv_pool_planned = 0;
-  std::optional<int64_t> weights_held, kv_pool_held;  // nullopt: the allocator does not count
-  // Every figure held equals its plan (true when none is counted).
+  std::optional<int64_t> weights_held{}, kv_pool_held{};  // nullopt: the allocator does not count
+  // The plan's activations, and what the largest step (largest_step_tokens rows) left held;
+  // nullopt: not profiled (the allocator does not count).
+  uint64_t activations_planned = 0;
+  std::optional<int64_t> activations_held{};
+  int64_t largest_step_tokens = 0;
+  // The weights and the KV pool held equal their plan (true when they are not counted).
   bool agrees() const;
+  // The largest step held no more than the plan's activations (true when not profiled).
+  bool activations_within_plan() const;
   // One line: "memory on cuda: weights 555296 B held, as planned; KV pool ... held, plan ...
   // (1024 B more than planned)".
   std::string Describe() const;
@@ -32,5 +45,18 @@ struct MemoryCheck {
 
 // How many bytes `alloc` holds more after `f` ran than before; nullopt where it does not count.
 std::optional<int64_t> HeldGrowth(const Allocator& alloc, const std::function<void()>& f);
+
+// The rows of the largest step `engine` can be given under `eo`: a prompt's first chunk, at most
+// chunked_prefill_size, with room for one generated token in the context and in one KV
+// partition's pages (a context_length or num_pages of 0 does not bound it).
+int64_t LargestStepTokens(const EngineOptions& eo);
+
+// Where `alloc` (the engine's backend memory) counts: one greedy token after a prompt of
+// LargestStepTokens(eo) copies of `token`, through `engine`, and the bytes `alloc` holds more
+// after it (the workspace the step grew: its activations). nullopt, running nothing, where
+// `alloc` does not count. Errors: the generation's (ResourceExhausted when the device cannot hold
+// the step's activations: the engine fails that request and goes on).
+StatusOr<std::optional<int64_t>> ProfileLargestStep(Engine& engine, const Allocator& alloc,
+                                                    const EngineOptions& eo, int32_t token);
 
 }  // namespace lucid::cli

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/guarded_device.h"
 #include "cli/serve_parallel.h"
@@ -43,8 +46,10 @@ TEST_P(PlanAgainstDevice, WeightsAndKvPoolEqualWhatTheBackendHolds) {
     ASSERT_TRUE(loaded->weights_held.has_value());
     const EngineOptions eo = EngineOptionsFrom(*rc, rc->Int("context-length"));
     StatusOr<std::unique_ptr<Engine>> engine = Internal("not made");
-    MemoryCheck m{"cuda", rc->memory().weights, rc->memory().kv_pool_bytes, loaded->weights_held,
-                  std::nullopt};
+    MemoryCheck m{.device = "cuda",
+                  .weights_planned = rc->memory().weights,
+                  .kv_pool_planned = rc->memory().kv_pool_bytes,
+                  .weights_held = loaded->weights_held};
     m.kv_pool_held = HeldGrowth(
         device.allocator(), [&] { engine = CreateEngine(std::move(loaded->model), nullptr, eo); });
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
@@ -57,6 +62,33 @@ TEST_P(PlanAgainstDevice, WeightsAndKvPoolEqualWhatTheBackendHolds) {
     EXPECT_EQ(rc->memory().kv_pool_bytes,
               static_cast<uint64_t>(63 * 16 * rc->memory().kv_bytes_per_token));
     EXPECT_NE(m.Describe().find("as planned; KV pool"), std::string::npos) << m.Describe();
+    // The largest step grows the workspace; the plan's activations, an estimate for the
+    // resolved kernels, cover what the reference ops took.
+    m.activations_planned = rc->memory().activations;
+    m.largest_step_tokens = LargestStepTokens(eo);
+    EXPECT_EQ(m.largest_step_tokens,
+              std::min({rc->Int("chunked-prefill-size"), rc->Int("context-length") - 1,
+                        int64_t{63 * 16 - 1}}));
+    StatusOr<std::optional<int64_t>> grew = ProfileLargestStep(**engine, device.allocator(), eo, 1);
+    ASSERT_TRUE(grew.ok()) << grew.status().ToString();
+    ASSERT_TRUE(grew->has_value());
+    m.activations_held = **grew;
+    EXPECT_GT(*m.activations_held, 0);
+    EXPECT_TRUE(m.activations_within_plan()) << m.Describe();
+    EXPECT_NE(m.Describe().find("activations " + std::to_string(*m.activations_held) +
+                                " B held after the largest step (" +
+                                std::to_string(m.largest_step_tokens) + " tokens)"),
+              std::string::npos)
+        << m.Describe();
+    // A step no larger takes no more workspace: the next one merges the first one's blocks into
+    // one of its most in use (Workspace), then the same again takes nothing. (A few hundred
+    // bytes of the last step's outputs may or may not have been dropped yet by the engine's
+    // thread when the generation's result arrives.)
+    const int64_t blocks = device.workspace().blocks_allocated();
+    EXPECT_LE(ProfileLargestStep(**engine, device.allocator(), eo, 2).value().value(), 1024);
+    EXPECT_LE(std::abs(ProfileLargestStep(**engine, device.allocator(), eo, 3).value().value()),
+              1024);
+    EXPECT_EQ(device.workspace().blocks_allocated(), blocks + 1);
     (*engine)->Stop();
   }
 }
@@ -66,7 +98,11 @@ INSTANTIATE_TEST_SUITE_P(TinyFixtures, PlanAgainstDevice,
                                            "tiny_deepseek_v3"));
 
 TEST(MemoryCheck, SaysByHowMuchAndWhichWayThePlanIsOff) {
-  MemoryCheck m{"cuda", 1000, 4096, 1000, 5120};
+  MemoryCheck m{.device = "cuda",
+                .weights_planned = 1000,
+                .kv_pool_planned = 4096,
+                .weights_held = 1000,
+                .kv_pool_held = 5120};
   EXPECT_FALSE(m.agrees());
   EXPECT_EQ(m.Describe(),
             "memory on cuda: weights 1000 B held, as planned; KV pool 5120 B held, plan 4096 B "
@@ -82,7 +118,7 @@ TEST(MemoryCheck, SaysByHowMuchAndWhichWayThePlanIsOff) {
 }
 
 TEST(MemoryCheck, OnTheCpuOnlyThePlanIsReported) {
-  const MemoryCheck m{"cpu", 1000, 4096, std::nullopt, std::nullopt};
+  const MemoryCheck m{.device = "cpu", .weights_planned = 1000, .kv_pool_planned = 4096};
   EXPECT_TRUE(m.agrees());
   EXPECT_EQ(m.Describe(),
             "memory on cpu: weights 1000 B planned (mapped from the checkpoint); KV pool 4096 B "

@@ -1,10 +1,11 @@
 // `lucid serve`: resolves the configuration (config/ option table: flags, --config file, LUCID_*
 // environment), starts listening at once (GET /health answers 503 "loading"), reads the weights
-// with visible progress, builds the engine, runs a warm-up generation, and then serves until
+// with visible progress, builds the engine, runs the largest step on a device (its activations
+// take their memory then; cli/memory_check.h) and a warm-up generation, and then serves until
 // SIGINT/SIGTERM. Exit status: 0 after a clean shutdown; 2 for every refusal of the user's input,
 // before or while loading (a configuration that cannot work, a model directory whose config,
 // tokenizer or weights are malformed or unsupported: cli::ExitCodeFor); 1 for internal failures
-// (port in use, warm-up failed, I/O errors).
+// (port in use, the largest step or the warm-up failed, I/O errors).
 // Shutdown: new generation requests get 503, in-flight ones have --shutdown-grace seconds to
 // finish, then the engine fails the rest (each stream gets its final chunk and [DONE]); a second
 // signal exits at once.
@@ -301,8 +302,10 @@ int ServeLeader(const config::ResolvedConfig& rc, Communicator* comm, SignalWatc
     eo.idle_tick = [leader] { (void)leader->Heartbeat(); };  // a failure is kept in failure()
   }
   StatusOr<std::unique_ptr<Engine>> made = Internal("the engine was not made");
-  MemoryCheck memory{DeviceName(backend->backend->device()), rc.memory().weights,
-                     rc.memory().kv_pool_bytes, loaded->weights_held, std::nullopt};
+  MemoryCheck memory{.device = DeviceName(backend->backend->device()),
+                     .weights_planned = rc.memory().weights,
+                     .kv_pool_planned = rc.memory().kv_pool_bytes,
+                     .weights_held = loaded->weights_held};
   memory.kv_pool_held = HeldGrowth(backend->backend->allocator(), [&] {
     made = CreateEngine(std::move(engine_model), assets->tokenizer, eo);
   });
@@ -313,21 +316,40 @@ int ServeLeader(const config::ResolvedConfig& rc, Communicator* comm, SignalWatc
     return ExitCodeFor(made.status());
   }
   engine = std::move(*made);
-  // The plan `explain` printed against what the backend holds (cli/memory_check.h).
-  if (memory.agrees())
-    LogInfo(memory.Describe());
-  else
-    LogWarning(memory.Describe() + ": the memory plan and the backend disagree");
-  server_info["memory"] = memory.ToJson();
-
-  server::ServingModel sm = ServingModelFrom(rc, *assets, mc);
-  http.AttachEngine(engine.get(), sm, server_info);
-  http.SetPhase(server::Phase::kWarmingUp, "running a warm-up generation");
+  http.SetPhase(server::Phase::kWarmingUp, "running the largest step and a warm-up generation");
   const int32_t bos = mc.bos_token_id ? static_cast<int32_t>(*mc.bos_token_id) : 0;
-  if (Status s = server::RunTestGeneration(*engine, bos, 2, std::chrono::seconds(300)); !s.ok()) {
-    LogError("lucid serve: the warm-up generation failed: " + s.ToString());
+  auto stop = [&] {
     engine->Stop();
     if (leader && leader->failure().ok()) (void)leader->Stop();
+  };
+  // On a device, the largest step first: its activations take their memory now.
+  memory.activations_planned = rc.memory().activations;
+  memory.largest_step_tokens = LargestStepTokens(eo);
+  StatusOr<std::optional<int64_t>> grew =
+      ProfileLargestStep(*engine, backend->backend->allocator(), eo, bos);
+  if (!grew.ok()) {
+    LogError("lucid serve: the largest step (" + std::to_string(memory.largest_step_tokens) +
+             " tokens) failed at start-up: " + grew.status().ToString() +
+             (grew.status().code() == StatusCode::kResourceExhausted
+                  ? " (lower --chunked-prefill-size or --mem-fraction-static)"
+                  : ""));
+    stop();
+    return 1;
+  }
+  memory.activations_held = *grew;
+  // The plan `explain` printed against what the backend holds (cli/memory_check.h).
+  if (!memory.agrees())
+    LogWarning(memory.Describe() + ": the memory plan and the backend disagree");
+  else if (!memory.activations_within_plan())
+    LogWarning(memory.Describe() + ": the activations took more than the plan allowed for");
+  else
+    LogInfo(memory.Describe());
+  server_info["memory"] = memory.ToJson();
+  server::ServingModel sm = ServingModelFrom(rc, *assets, mc);
+  http.AttachEngine(engine.get(), sm, server_info);
+  if (Status s = server::RunTestGeneration(*engine, {bos}, 2, std::chrono::seconds(300)); !s.ok()) {
+    LogError("lucid serve: the warm-up generation failed: " + s.ToString());
+    stop();
     return 1;
   }
   http.SetPhase(server::Phase::kReady);

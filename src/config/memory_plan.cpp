@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "config/option_table.h"
+#include "models/deepseek_v3_family.h"
 #include "models/registry.h"
 
 namespace lucid::config {
@@ -15,9 +16,6 @@ constexpr uint64_t kCudaOverhead = 1ull << 30;
 constexpr uint64_t kNcclOverhead = 512ull << 20;
 constexpr uint64_t kCpuOverhead = 256ull << 20;
 constexpr uint64_t kGraphBytesPerLayer = 32ull << 10;
-// Indexer scores are computed for at most this many query rows at a time (the model must honour
-// it for the plan to hold at long context).
-constexpr int64_t kIndexerRowBlock = 2048;
 
 uint64_t U(int64_t v) { return v < 0 ? 0 : static_cast<uint64_t>(v); }
 

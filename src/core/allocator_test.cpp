@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -99,6 +100,99 @@ TEST(Workspace, MemoryHeldAcrossResetIsNeverHandedOutAgain) {
   EXPECT_NE(next.raw(), kept.raw());
   for (int i = 0; i < 16; ++i) EXPECT_EQ(kept.data<float>()[i], static_cast<float>(i));
   EXPECT_EQ(kept.device(), Device::kCpu);
+}
+
+TEST(Workspace, AScopeGivesItsMemoryToWhatComesAfterIt) {
+  CountingAllocator parent;
+  Workspace ws(parent, 1 << 20);
+  Tensor x = Tensor::Empty(DType::kF32, {16}, ws);  // 64 bytes, held through the scope
+  void* first = nullptr;
+  {
+    Workspace::Scope layer(ws);
+    Tensor a = Tensor::Empty(DType::kF32, {250}, ws);  // 1000 bytes: 1024 taken
+    Tensor b = Tensor::Empty(DType::kF32, {500}, ws);  // 2000: 2048
+    first = a.raw();
+    EXPECT_EQ(ws.used(), 64u + 1024 + 2048);
+  }
+  EXPECT_EQ(ws.used(), 64u);
+  EXPECT_EQ(ws.peak(), 64u + 1024 + 2048);
+  Tensor c = Tensor::Empty(DType::kF32, {8}, ws);
+  EXPECT_EQ(c.raw(), first);
+  EXPECT_EQ(ws.escaped_scopes(), 0);
+  EXPECT_EQ(parent.count, 1);
+}
+
+TEST(Workspace, ATensorThatOutlivesItsScopeKeepsItsMemory) {
+  CountingAllocator parent;
+  Workspace ws(parent, 1 << 20);
+  Tensor kept;
+  {
+    Workspace::Scope outer(ws);
+    {
+      Workspace::Scope inner(ws);
+      kept = Tensor::Empty(DType::kF32, {16}, ws);
+      for (int i = 0; i < 16; ++i) kept.data<float>()[i] = static_cast<float>(i);
+      Tensor dead = Tensor::Empty(DType::kF32, {16}, ws);
+    }
+    EXPECT_EQ(ws.escaped_scopes(), 1);
+    Tensor after = Tensor::Empty(DType::kF32, {32}, ws);
+    EXPECT_NE(after.raw(), kept.raw());
+    std::memset(after.raw(), 0xFF, after.nbytes());
+  }
+  // The outer scope cannot give back what the inner one could not.
+  EXPECT_EQ(ws.escaped_scopes(), 2);
+  Tensor next = Tensor::Empty(DType::kF32, {64}, ws);
+  std::memset(next.raw(), 0xFF, next.nbytes());
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(kept.data<float>()[i], static_cast<float>(i));
+}
+
+// Host memory that counts the bytes it has handed out and not had back.
+class LiveBytesAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::kCpu; }
+  StatusOr<std::shared_ptr<void>> Allocate(size_t bytes) override {
+    LUCID_ASSIGN_OR_RETURN(std::shared_ptr<void> m, HostAllocator().Allocate(bytes));
+    *live_ += static_cast<int64_t>(bytes);
+    return std::shared_ptr<void>(
+        m.get(), [m, bytes, live = live_](void*) { *live -= static_cast<int64_t>(bytes); });
+  }
+  void Zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+  std::optional<int64_t> held_bytes() const override { return *live_; }
+
+ private:
+  std::shared_ptr<int64_t> live_ = std::make_shared<int64_t>(0);
+};
+
+// A step as a model runs one: the residual stream for the whole step, then layers of activations
+// in scopes, each a little larger than the one before.
+void LayeredStep(Workspace& ws, int layers) {
+  ws.Reset();
+  Tensor x = Tensor::Empty(DType::kF32, {1024}, ws);  // 4 KiB
+  for (int l = 0; l < layers; ++l) {
+    Workspace::Scope layer(ws);
+    Tensor a = Tensor::Empty(DType::kF32, {2048 + 16 * l}, ws);
+    Tensor b = Tensor::Empty(DType::kF32, {4096}, ws);
+    std::memset(a.raw(), l, a.nbytes());
+    std::memset(b.raw(), l, b.nbytes());
+  }
+}
+
+TEST(Workspace, LayersInScopesNeedTheLargestLayerNotTheSum) {
+  LiveBytesAllocator parent;
+  Workspace ws(parent);
+  const int64_t layer_max = (2048 + 16 * 9) * 4 + 4096 * 4;  // the last layer's, 64-aligned
+  const int64_t step_peak = 4096 + layer_max;
+  LayeredStep(ws, 10);
+  EXPECT_EQ(static_cast<int64_t>(ws.peak()), step_peak);
+  // Growing takes new blocks while the residual stream's stays: at most the peak, again.
+  EXPECT_LE(*parent.held_bytes(), 2 * step_peak);
+  EXPECT_EQ(ws.escaped_scopes(), 0);
+  LayeredStep(ws, 10);  // the blocks are merged into one of the first step's peak
+  EXPECT_EQ(*parent.held_bytes(), step_peak);
+  const int64_t blocks = ws.blocks_allocated();
+  for (int i = 0; i < 3; ++i) LayeredStep(ws, 10);
+  EXPECT_EQ(ws.blocks_allocated(), blocks);
+  EXPECT_EQ(*parent.held_bytes(), step_peak);
 }
 
 }  // namespace

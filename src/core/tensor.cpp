@@ -31,6 +31,12 @@ Shape ContiguousStrides(const Shape& shape) {
 }
 
 Tensor Tensor::Empty(DType dtype, Shape shape, Allocator& alloc) {
+  StatusOr<Tensor> t = Allocate(dtype, std::move(shape), alloc);
+  if (!t.ok()) throw AllocationError(t.status());
+  return *std::move(t);
+}
+
+StatusOr<Tensor> Tensor::Allocate(DType dtype, Shape shape, Allocator& alloc) {
   Tensor t;
   t.dtype_ = dtype;
   t.device_ = alloc.device();
@@ -38,10 +44,18 @@ Tensor Tensor::Empty(DType dtype, Shape shape, Allocator& alloc) {
   t.strides_ = ContiguousStrides(t.shape_);
   const size_t bytes = static_cast<size_t>((t.numel() * DTypeBits(dtype) + 7) / 8);
   StatusOr<std::shared_ptr<void>> mem = alloc.Allocate(bytes);
-  LUCID_CHECK(mem.ok(), mem.status().ToString());
+  if (!mem.ok()) return mem.status();
   t.data_ = mem->get();
   t.storage_ = std::move(*mem);
   return t;
+}
+
+Status StatusOfAllocations(const std::function<Status()>& f) {
+  try {
+    return f();
+  } catch (const AllocationError& e) {
+    return e.status();
+  }
 }
 
 Tensor Tensor::Zeros(DType dtype, Shape shape, Allocator& alloc) {

@@ -15,6 +15,8 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +26,26 @@
 #include "core/status.h"
 
 namespace lucid {
+
+// What Tensor::Empty and Zeros throw when their allocator has no memory: the allocator's
+// ResourceExhausted. Tensors are made in code with no Status to return (a model's layers, an op's
+// scratch); a forward, a step or a tool catches it where it returns a Status
+// (StatusOfAllocations), so that device memory that runs out mid-step fails that step, not the
+// process. Not caught, it ends the process, as an allocation failure always did.
+class AllocationError final : public std::exception {
+ public:
+  explicit AllocationError(Status status) : status_(std::move(status)), what_(status_.ToString()) {}
+  const Status& status() const { return status_; }
+  const char* what() const noexcept override { return what_.c_str(); }
+
+ private:
+  Status status_;
+  std::string what_;
+};
+
+// f(), or the status of the AllocationError it threw. The tensors f made are released as it
+// unwinds; a backend's free waits for the work queued on them (Backend::allocator).
+Status StatusOfAllocations(const std::function<Status()>& f);
 
 using Shape = std::vector<int64_t>;
 
@@ -35,8 +57,10 @@ class Tensor {
   Tensor() = default;
 
   // A new contiguous tensor in memory from `alloc`, uninitialised (write every element before
-  // reading it, or use Zeros). Aborts when the allocator has no memory (host: as operator new).
+  // reading it, or use Zeros). Throws AllocationError (above) when the allocator has no memory.
   static Tensor Empty(DType dtype, Shape shape, Allocator& alloc = HostAllocator());
+  // The same, or the allocator's ResourceExhausted (for code that returns a Status).
+  static StatusOr<Tensor> Allocate(DType dtype, Shape shape, Allocator& alloc = HostAllocator());
   // The same, every byte zero (the allocator's Zero: a memset on the host).
   static Tensor Zeros(DType dtype, Shape shape, Allocator& alloc = HostAllocator());
   // A contiguous view over memory owned elsewhere (on `device`); `keepalive` (may be null) is
@@ -59,7 +83,9 @@ class Tensor {
 
   void* raw() const { return data_; }
   template <typename T>
-  T* data() const { return static_cast<T*>(data_); }
+  T* data() const {
+    return static_cast<T*>(data_);
+  }
 
   // Same storage, new shape with the same element count. Requires is_contiguous().
   Tensor Reshape(Shape shape) const;

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace lucid {
@@ -59,7 +61,7 @@ TEST(Tensor, EmptyWithNoElementsIsValid) {
 
 TEST(Tensor, Nbytes) {
   EXPECT_EQ(Tensor::Empty(DType::kF32, {3, 4}).nbytes(), 48u);
-  EXPECT_EQ(Tensor().nbytes(), 0u);  // default: no storage, not one scalar
+  EXPECT_EQ(Tensor().nbytes(), 0u);                        // default: no storage, not one scalar
   EXPECT_EQ(Tensor::Empty(DType::kF32, {}).nbytes(), 4u);  // a real scalar
   EXPECT_EQ(Tensor::Empty(DType::kBF16, {3, 4}).nbytes(), 24u);
   EXPECT_EQ(Tensor::Empty(DType::kF8E5M2, {3, 4}).nbytes(), 12u);
@@ -228,6 +230,60 @@ TEST(Tensor, EmptyLeavesTheAllocatorsBytesAndTakesItsDevice) {
   Tensor z = Tensor::Zeros(DType::kBF16, {7}, a);
   EXPECT_EQ(a.count, 2);
   for (size_t i = 0; i < z.nbytes(); ++i) ASSERT_EQ(z.data<const uint8_t>()[i], 0) << i;
+}
+
+// Host memory with a budget on the bytes live at once: an allocation past it fails, as a full
+// device does.
+class BudgetAllocator final : public Allocator {
+ public:
+  explicit BudgetAllocator(int64_t budget) : budget_(budget) {}
+  Device device() const override { return Device::kCuda; }  // a stand-in device tag
+  StatusOr<std::shared_ptr<void>> Allocate(size_t bytes) override {
+    const int64_t n = static_cast<int64_t>(bytes);
+    if (*live_ + n > budget_) return ResourceExhausted("budget: " + std::to_string(n) + " bytes");
+    LUCID_ASSIGN_OR_RETURN(std::shared_ptr<void> m, HostAllocator().Allocate(bytes));
+    *live_ += n;
+    return std::shared_ptr<void>(m.get(), [m, n, live = live_](void*) { *live -= n; });
+  }
+  void Zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+  std::optional<int64_t> held_bytes() const override { return *live_; }
+
+ private:
+  int64_t budget_;
+  std::shared_ptr<int64_t> live_ = std::make_shared<int64_t>(0);
+};
+
+TEST(Tensor, MemoryThatRunsOutIsTheAllocatorsStatusNotAnAbort) {
+  BudgetAllocator a(1000);
+  StatusOr<Tensor> fits = Tensor::Allocate(DType::kF32, {10, 10}, a);
+  ASSERT_TRUE(fits.ok());
+  EXPECT_EQ(fits->nbytes(), 400u);
+  StatusOr<Tensor> too_big = Tensor::Allocate(DType::kF32, {20, 10}, a);
+  EXPECT_EQ(too_big.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(too_big.status().message(), "budget: 800 bytes");
+  try {
+    (void)Tensor::Zeros(DType::kF32, {20, 10}, a);
+    ADD_FAILURE() << "Zeros past the budget returned";
+  } catch (const AllocationError& e) {
+    EXPECT_EQ(e.status().message(), "budget: 800 bytes");
+    EXPECT_NE(std::string(e.what()).find("budget: 800 bytes"), std::string::npos);
+  }
+  // A step's body: the tensors it made are released as the error unwinds it.
+  int reached = 0;
+  const Status s = StatusOfAllocations([&] {
+    Tensor x = Tensor::Empty(DType::kF32, {50}, a);  // 200 bytes
+    ++reached;
+    Tensor y = Tensor::Empty(DType::kF32, {200}, a);  // 800: past the 400 left
+    ++reached;
+    return OkStatus();
+  });
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(), "budget: 800 bytes");
+  EXPECT_EQ(reached, 1);
+  EXPECT_EQ(a.held_bytes(), 400);  // `fits` only: x was released
+  EXPECT_TRUE(StatusOfAllocations([] { return OkStatus(); }).ok());
+  EXPECT_EQ(StatusOfAllocations([] { return InvalidArgument("x"); }).code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(Tensor, BorrowCarriesTheDeviceItIsGiven) {

@@ -132,7 +132,7 @@ StatusOr<StepLayout> DeepseekV3Model::Layout(const StepInput& in, const KvStorag
   return s;
 }
 
-Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* out) {
+Status DeepseekV3Model::Step(const StepInput& in, KvStorage& kv, StepOutput* out) {
   sites_.clear();
   step_error_ = OkStatus();
   LUCID_ASSIGN_OR_RETURN(StepLayout s, Layout(in, kv));
@@ -154,7 +154,9 @@ Status DeepseekV3Model::Forward(const StepInput& in, KvStorage& kv, StepOutput* 
   Check(x, -1, "embedding", s);
   Tensor h = F32(N, D);
   Selection sel;  // per row: the tokens it attends to
+  PrepareSelection(dp_attention_ ? mine.s : s, &sel);
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+    Workspace::Scope layer(ws_);  // this layer's activations are the next layer's memory
     const LayerWeights& L = w_.layers[l];
     ops_.RmsNorm(x, L.input_norm, static_cast<float>(c_.rms_norm_eps), h);
     Check(h, l, "attn_norm", s);
@@ -382,20 +384,14 @@ Tensor DeepseekV3Model::Attention(int64_t l, const Tensor& h, const StepLayout& 
   return out;
 }
 
-// Fills *sel: per row the count of tokens it attends to and (sparse) their indices, TopKRows'
-// output in the rows of each span (shifted into the combined page table when the step is
-// batched). Full indexer layers compute it from *ip (their projections, given whenever the
-// indexer runs here); shared layers keep the previous layer's; deepseek_v3 (and forced dense)
-// attends to every causal token: counts only, no index lists (MlaAttention's dense mode).
-void DeepseekV3Model::SelectTokens(int64_t l, int64_t N, IndexerProjections* ip,
-                                   const StepLayout& s, KvStorage& pool, Selection* sel) {
-  const IndexerWeights& x = w_.layers[l].indexer;
-  if (c_.has_indexer && !x.present) return;  // shared layer: reuse the last full layer's choice
-  if (!indexer_live_ && sel->ready) return;  // dense: every causal token, computed once
+// Before the layers, for the rows of layout `s` (the selection outlives each layer's workspace
+// scope): per row the count of tokens it attends to (the same in every layer), and with a live
+// indexer the [N, K] tensor its layers write their choice into.
+void DeepseekV3Model::PrepareSelection(const StepLayout& s, Selection* sel) {
+  const int64_t N = static_cast<int64_t>(s.ids.size());
   int64_t max_ctx = 0;
   for (const auto& sp : s.spans) max_ctx = std::max(max_ctx, sp.start_pos + sp.count);
   const int64_t K = indexer_live_ ? std::min(index_topk_, max_ctx) : 0;
-  sel->ready = true;
   sel->stride = K;
   sel->counts.assign(N, 0);
   for (const auto& sp : s.spans)
@@ -405,7 +401,20 @@ void DeepseekV3Model::SelectTokens(int64_t l, int64_t N, IndexerProjections* ip,
           static_cast<int32_t>(indexer_live_ ? std::min(K, causal) : causal);
     }
   sel->counts_dev = backend_->StepCopy(std::span<const int32_t>(sel->counts));
-  if (!indexer_live_) return;
+  if (indexer_live_) sel->rows = Tensor::Empty(DType::kI32, {N, K}, ws_);
+}
+
+// Fills sel->rows: per row (sparse) the indices it attends to, TopKRows' output in the rows of
+// each span (shifted into the combined page table when the step is batched). Full indexer layers
+// compute it from *ip (their projections, given whenever the indexer runs here); shared layers
+// keep the previous layer's; deepseek_v3 (and forced dense) attends to every causal token:
+// counts only, no index lists (MlaAttention's dense mode).
+void DeepseekV3Model::SelectTokens(int64_t l, int64_t N, IndexerProjections* ip,
+                                   const StepLayout& s, KvStorage& pool, Selection* sel) {
+  // Dense, or a shared layer: the counts alone, or the last full layer's choice.
+  if (!indexer_live_ || !w_.layers[l].indexer.present) return;
+  const IndexerWeights& x = w_.layers[l].indexer;
+  const int64_t K = sel->stride;
   LUCID_CHECK(ip != nullptr, "SelectTokens: the indexer runs at layer " + std::to_string(l) +
                                  " but its projections were not given");
   const int64_t nI = c_.index_n_heads, dI = c_.index_head_dim;
@@ -422,25 +431,30 @@ void DeepseekV3Model::SelectTokens(int64_t l, int64_t N, IndexerProjections* ip,
   const float fold = static_cast<float>(1.0 / std::sqrt(static_cast<double>(nI)) /
                                         std::sqrt(static_cast<double>(dI)));
   ops_.Scale(w, fold);
-  sel->rows = Tensor::Empty(DType::kI32, {N, K}, ws_);
+  // Per span, in blocks of query rows: block [r0, r1) scores the first start_pos + r1 tokens,
+  // then its memory is the next block's.
   for (size_t si = 0; si < s.spans.size(); ++si) {
     const auto& sp = s.spans[si];
-    std::vector<int64_t> causal(sp.count);
-    for (int64_t i = 0; i < sp.count; ++i) causal[i] = sp.start_pos + i + 1;
-    Tensor scores = F32(sp.count, sp.start_pos + sp.count);  // entries past causal unspecified
-    IndexerArgs ia;
-    ia.q = qi.data<float>() + sp.begin * nI * dI;
-    ia.w = w.data<float>() + sp.begin * nI;
-    ia.tokens = sp.count;
-    ia.heads = nI;
-    ia.head_dim = dI;
-    ia.keys = pool.IndexerRows(l, TableOf(sp.table));
-    ia.causal_len = sp.causal.data<const int64_t>();
-    ia.scores = scores.data<float>();
-    ia.score_stride = sp.start_pos + sp.count;
-    ops_.IndexerScores(ia);
-    Tensor out = sel->rows.Rows(sp.begin, sp.begin + sp.count);
-    ops_.TopKRows(scores, causal, K, s.batched ? s.offset[si] : 0, out);
+    for (int64_t r0 = 0; r0 < sp.count; r0 += indexer_row_block_) {
+      Workspace::Scope block(ws_);
+      const int64_t r1 = std::min(sp.count, r0 + indexer_row_block_), width = sp.start_pos + r1;
+      std::vector<int64_t> causal(r1 - r0);
+      for (int64_t i = r0; i < r1; ++i) causal[i - r0] = sp.start_pos + i + 1;
+      Tensor scores = F32(r1 - r0, width);  // entries past causal unspecified
+      IndexerArgs ia;
+      ia.q = qi.data<float>() + (sp.begin + r0) * nI * dI;
+      ia.w = w.data<float>() + (sp.begin + r0) * nI;
+      ia.tokens = r1 - r0;
+      ia.heads = nI;
+      ia.head_dim = dI;
+      ia.keys = pool.IndexerRows(l, TableOf(sp.table));
+      ia.causal_len = sp.causal.data<const int64_t>() + r0;
+      ia.scores = scores.data<float>();
+      ia.score_stride = width;
+      ops_.IndexerScores(ia);
+      Tensor out = sel->rows.Rows(sp.begin + r0, sp.begin + r1);
+      ops_.TopKRows(scores, causal, K, s.batched ? s.offset[si] : 0, out);
+    }
   }
   if (check_replicated_ &&
       !dp_attention_) {  // the selected entries only: a row's columns past its count are unset
@@ -507,7 +521,8 @@ StatusOr<std::unique_ptr<Model>> Build(const ModelConfig& config, DeepseekV3Weig
   return std::unique_ptr<Model>(new DeepseekV3Model(
       config, std::move(w), std::move(backend), topk, options.force_dense_attention, tp,
       options.tp_check_replicated, tp != nullptr && tp->size() > 1 ? options.ep_size : 1,
-      options.dp_attention));
+      options.dp_attention,
+      options.indexer_row_block > 0 ? options.indexer_row_block : kIndexerRowBlock));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 // to every causal token for deepseek_v3.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "backends/backend.h"
@@ -17,6 +18,10 @@ namespace lucid {
 
 class Checkpoint;
 class GgufFile;
+
+// The indexer scores at most this many query rows at a time ([rows, context] f32 in the step's
+// workspace): the memory plan's activations count one such block (config/memory_plan.cpp).
+inline constexpr int64_t kIndexerRowBlock = 2048;
 
 StatusOr<std::unique_ptr<Model>> CreateDeepseekV3Family(const ModelConfig& config,
                                                         const Checkpoint& ckpt,

@@ -64,7 +64,6 @@ struct OwnedRows {
 
 // Which tokens each query row attends to, shared by the layers that reuse a full layer's choice.
 struct Selection {
-  bool ready = false;
   int64_t stride = 0;           // K: columns of `rows`
   std::vector<int32_t> counts;  // [N] tokens attended (host metadata: min(K, causal) or causal)
   Tensor counts_dev;            // counts in the backend's memory
@@ -75,13 +74,14 @@ class DeepseekV3Model final : public Model {
  public:
   DeepseekV3Model(ModelConfig c, DeepseekV3Weights w, std::shared_ptr<Backend> backend,
                   int64_t index_topk, bool dense, Communicator* tp, bool check_replicated,
-                  int ep_size, bool dp_attention)
+                  int ep_size, bool dp_attention, int64_t indexer_row_block)
       : c_(std::move(c)),
         w_(std::move(w)),
         backend_(std::move(backend)),
         ops_(backend_->ops()),
         ws_(backend_->workspace()),
         index_topk_(index_topk),
+        indexer_row_block_(indexer_row_block),
         indexer_live_(c_.has_indexer && !dense),
         tp_(tp),
         check_replicated_(check_replicated && tp_.active()),
@@ -103,7 +103,12 @@ class DeepseekV3Model final : public Model {
     return backend_->memory_is_host() || tp_.active() ? nullptr : backend_.get();
   }
 
-  Status Forward(const StepInput& in, KvStorage& kv, StepOutput* out) override;
+  // A step whose tensors do not fit returns the allocator's ResourceExhausted (Model::Forward).
+  // Under tensor parallelism the other ranks are then left in the step's next collective, which
+  // fails them after the communicator's timeout, as a rank that dies mid-step does.
+  Status Forward(const StepInput& in, KvStorage& kv, StepOutput* out) override {
+    return RunStep(ops_, [&] { return Step(in, kv, out); });
+  }
   bool SetNumericsCheck(bool on) override {
     check_ = on;
     sites_.clear();
@@ -116,6 +121,7 @@ class DeepseekV3Model final : public Model {
   // x [ids, D] = the embedding of ids (vocabulary-parallel under TP: one all-reduce).
   void Embed(std::span<const int32_t> ids, Tensor& x);
   StatusOr<StepLayout> Layout(const StepInput& in, const KvStorage& kv) const;
+  Status Step(const StepInput& in, KvStorage& kv, StepOutput* out);  // Forward's work
   // A step's activation [rows, cols] f32, from the workspace (uninitialised).
   Tensor F32(int64_t rows, int64_t cols) { return Tensor::Empty(DType::kF32, {rows, cols}, ws_); }
   // A step output [rows, cols] f32 (outlives the step: the backend's allocator).
@@ -137,6 +143,7 @@ class DeepseekV3Model final : public Model {
     Tensor k;  // [N, dI] = wk(h)
     Tensor w;  // [N, nI] = weights_proj(h)
   };
+  void PrepareSelection(const StepLayout& s, Selection* sel);
   void SelectTokens(int64_t l, int64_t N, IndexerProjections* ip, const StepLayout& s,
                     KvStorage& pool, Selection* sel);
   Tensor Mlp(const MlpWeights& m, const Tensor& x);
@@ -164,8 +171,9 @@ class DeepseekV3Model final : public Model {
   const Ops& ops_;                    // backend_->ops()
   Workspace& ws_;                     // backend_->workspace(): this model's activations
   int64_t index_topk_;
-  bool indexer_live_;  // false: attend to every causal token (deepseek_v3, or forced dense)
-  TpCollectives tp_;   // the collective points (models/tensor_parallel.h); no-ops for one rank
+  int64_t indexer_row_block_;  // query rows scored at a time
+  bool indexer_live_;          // false: attend to every causal token (deepseek_v3, or forced dense)
+  TpCollectives tp_;  // the collective points (models/tensor_parallel.h); no-ops for one rank
   bool check_replicated_;
   bool dp_attention_;  // ModelLoadOptions::dp_attention, under a group of more than one
   int64_t heads_;      // attention heads this rank computes (all of them without TP)

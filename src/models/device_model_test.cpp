@@ -93,6 +93,8 @@ TEST_P(DeviceModel, StepsOnGuardedDeviceMemoryEqualTheCpuBackendsBitForBit) {
   const Status ff = (*on_dev)->CheckFeedForwardWeights();
   EXPECT_TRUE(ff.ok()) << ff.ToString();
   for (const std::string& v : dev.violations()) ADD_FAILURE() << v;
+  // Each layer's activations die with the layer (its workspace scope is given back).
+  EXPECT_EQ(dev.workspace().escaped_scopes(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DeviceModel,

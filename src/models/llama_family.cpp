@@ -40,7 +40,9 @@ class LlamaModel final : public Model {
   const KvCacheSpec& kv_spec() const override { return spec_; }
   uint64_t weight_bytes() const override { return w_.bytes; }
   Allocator& kv_allocator() const override { return backend_->allocator(); }
-  Status Forward(const StepInput& in, KvStorage& kv, StepOutput* out) override;
+  Status Forward(const StepInput& in, KvStorage& kv, StepOutput* out) override {
+    return RunStep(ops_, [&] { return Step(in, kv, out); });
+  }
   bool SetNumericsCheck(bool on) override {
     check_ = on;
     sites_.clear();
@@ -55,6 +57,7 @@ class LlamaModel final : public Model {
   void Check(const Tensor& t, int64_t layer, const char* op, const std::vector<Span>& spans,
              std::span<const int64_t> rows = {});
   StatusOr<std::vector<Span>> Layout(const StepInput& in, const KvStorage& kv) const;
+  Status Step(const StepInput& in, KvStorage& kv, StepOutput* out);  // Forward's work
   Tensor Attention(int64_t l, const Tensor& h, const StepInput& in, const std::vector<Span>& spans,
                    KvStorage& pool) const;
   Tensor Mlp(const LlamaLayerWeights& L, const Tensor& h) const;
@@ -136,7 +139,7 @@ StatusOr<std::vector<Span>> LlamaModel::Layout(const StepInput& in, const KvStor
   return spans;
 }
 
-Status LlamaModel::Forward(const StepInput& in, KvStorage& kv, StepOutput* out) {
+Status LlamaModel::Step(const StepInput& in, KvStorage& kv, StepOutput* out) {
   sites_.clear();
   LUCID_ASSIGN_OR_RETURN(std::vector<Span> spans, Layout(in, kv));
   if (check_) sites_.assign(spans.size(), std::nullopt);

@@ -52,8 +52,10 @@ class Model {
   // Runs one step. Every sequence's page table must cover its slots [0, kv_length + rows). On
   // success out->logits is [in.logits_rows.size(), vocab] f32 and out->hidden
   // [in.hidden_rows.size(), hidden_size] f32 (see StepOutput). Errors: InvalidArgument for a
-  // malformed StepInput (models/step.h), token ids out of range or a chunk past max context; the
-  // KV slots the step would have written are unspecified after a failure (the engine drops them).
+  // malformed StepInput (models/step.h), token ids out of range or a chunk past max context;
+  // ResourceExhausted when the step's activations or outputs do not fit the backend's memory (the
+  // step's tensors are released, and a smaller step can run next). The KV slots the step would
+  // have written are unspecified after a failure (the engine drops them).
   virtual Status Forward(const StepInput& in, KvStorage& kv, StepOutput* out) = 0;
 
   // Optional numerics checking (`--nan-check layers`), off by default. While on, Forward scans the
@@ -105,6 +107,9 @@ struct ModelLoadOptions {
   // as ep_size says. Without a group of more than one it changes nothing (one rank holds every
   // request's KV either way).
   bool dp_attention = false;
+  // Query rows the DSA indexer scores at a time (0: kIndexerRowBlock, models/
+  // deepseek_v3_family.h); tests set it small to compare blocked and whole scoring.
+  int64_t indexer_row_block = 0;
 };
 
 }  // namespace lucid

@@ -39,4 +39,10 @@ Status CheckRowList(std::span<const int64_t> rows, int64_t n, const char* what) 
   return OkStatus();
 }
 
+Status RunStep(const Ops& ops, const std::function<Status()>& step) {
+  Status s = StatusOfAllocations(step);
+  if (!s.ok()) (void)ops.Synchronize();
+  return s;
+}
+
 }  // namespace lucid

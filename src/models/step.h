@@ -16,11 +16,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "ops/ops.h"
 
 namespace lucid {
 
@@ -71,6 +73,12 @@ struct StepOutput {
   // hidden_rows[i], as vLLM's and SGLang's MTP layers take it. Empty when hidden_rows is.
   Tensor hidden;
 };
+
+// For Model::Forward: `step` (the model's forward work, on `ops`). A tensor that did not fit ends
+// it with its allocator's ResourceExhausted (core/tensor.h). After any failure the ops' queue is
+// waited for and its pending error dropped, so the next step neither fails with this one's error
+// nor skips its ops.
+Status RunStep(const Ops& ops, const std::function<Status()>& step);
 
 // For Model::Forward: InvalidArgument naming `what` ("logits_rows") unless `rows` (the rows a
 // StepOutput gets) are strictly ascending inside [0, n).

@@ -21,7 +21,7 @@ bool EngineCore::NeedsHostLogits(const Request& r) {
 StatusOr<std::vector<int32_t>> EngineCore::NonFiniteLogitRows(Backend& dev, const Tensor& logits) {
   const int64_t R = logits.size(0);
   if (R == 0) return std::vector<int32_t>();
-  Tensor flags = Tensor::Empty(DType::kI32, {R}, dev.workspace());
+  LUCID_ASSIGN_OR_RETURN(Tensor flags, Tensor::Allocate(DType::kI32, {R}, dev.workspace()));
   dev.ops().NonFiniteRows(logits, flags);
   LUCID_ASSIGN_OR_RETURN(Tensor host, dev.ReadableOnHost(flags));
   return std::vector<int32_t>(host.data<const int32_t>(), host.data<const int32_t>() + R);
@@ -31,8 +31,10 @@ StatusOr<Tensor> EngineCore::HostLogitRows(Backend& dev, const Tensor& logits,
                                            const std::vector<int64_t>& rows) {
   if (rows.empty()) return Tensor();
   if (static_cast<int64_t>(rows.size()) == logits.size(0)) return dev.ReadableOnHost(logits);
-  Tensor picked = Tensor::Empty(DType::kF32, {static_cast<int64_t>(rows.size()), logits.size(1)},
-                                dev.workspace());
+  LUCID_ASSIGN_OR_RETURN(
+      Tensor picked,
+      Tensor::Allocate(DType::kF32, {static_cast<int64_t>(rows.size()), logits.size(1)},
+                       dev.workspace()));
   dev.ops().GatherRows(logits, rows, picked);
   return dev.ReadableOnHost(picked);
 }
@@ -61,15 +63,15 @@ StatusOr<SampledRows> SampleRowsOnDevice(Backend& dev, const Tensor& logits,
   bool identity = S == logits.size(0);
   for (int64_t s = 0; identity && s < S; ++s) identity = picked_rows[s] == s;
   if (!identity) {
-    picked = Tensor::Empty(DType::kF32, {S, V}, ws);
+    LUCID_ASSIGN_OR_RETURN(picked, Tensor::Allocate(DType::kF32, {S, V}, ws));
     ops.GatherRows(logits, picked_rows, picked);
   }
   if (!words.empty())
     ops.ApplyTokenBitmask(picked, dev.StepCopy(words).Reshape({S, (V + 31) / 32}));
-  Tensor scratch = Tensor::Empty(DType::kF32, {S, V}, ws);
-  Tensor tokens = Tensor::Empty(DType::kI32, {S}, ws);
-  Tensor lps = Tensor::Empty(DType::kF32, {S, 1 + K}, ws);
-  Tensor top = Tensor::Empty(DType::kI32, {S, K}, ws);
+  LUCID_ASSIGN_OR_RETURN(Tensor scratch, Tensor::Allocate(DType::kF32, {S, V}, ws));
+  LUCID_ASSIGN_OR_RETURN(Tensor tokens, Tensor::Allocate(DType::kI32, {S}, ws));
+  LUCID_ASSIGN_OR_RETURN(Tensor lps, Tensor::Allocate(DType::kF32, {S, 1 + K}, ws));
+  LUCID_ASSIGN_OR_RETURN(Tensor top, Tensor::Allocate(DType::kI32, {S, K}, ws));
   ops.SampleRows(picked, rows, edits, scratch, tokens, lps, top);
   SampledRows out;
   LUCID_ASSIGN_OR_RETURN(out.tokens, dev.ReadableOnHost(tokens));

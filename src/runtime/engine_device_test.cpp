@@ -169,6 +169,40 @@ struct CountedDeviceRun {
   std::vector<GenerationResult> got, want;
 };
 
+// Device memory that runs out while serving: with the memory limited to what two short requests'
+// steps took, a request whose prefill chunk needs more fails alone with the allocator's
+// ResourceExhausted (the process goes on), and the same two short requests then get the CPU
+// backend's tokens.
+TEST_P(EngineDevice, ARequestWhoseStepDoesNotFitFailsAloneAndServingGoesOn) {
+  GuardedDeviceBackend dev(RefOps());
+  auto model = LoadModel(ModelDir(GetParam()), dev);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto on_dev = MakeCore(std::move(model).value(), Options());
+  auto on_cpu = MakeCore(LoadTiny(GetParam()), Options());
+  const auto prompts = RandomPrompts(2, 3, 5, 47);  // shorter than a page: no prefix-cache hits
+  const std::vector<GenerationRequest> short_ones = {Greedy(prompts[0], 6), Greedy(prompts[1], 6)};
+  ASSERT_TRUE(RunToCompletion(*on_dev, short_ones).ok());
+  // Room for the short steps' logits, not for a 24-row chunk's activations.
+  dev.memory().SetLimit(*dev.memory().held_bytes() + 16 * 1024);
+  auto failed = RunToCompletion(*on_dev, {Greedy(RandomPrompts(1, 60, 60, 3)[0], 4)});
+  ASSERT_TRUE(failed.ok()) << failed.status().ToString();
+  const GenerationResult& f = (*failed)[0];
+  EXPECT_EQ(f.finish_reason, "error");
+  EXPECT_EQ(f.error.code(), StatusCode::kResourceExhausted) << f.error.ToString();
+  EXPECT_NE(f.error.message().find("GuardedMemory: cannot allocate"), std::string::npos)
+      << f.error.ToString();
+  EXPECT_TRUE(f.tokens.empty());
+  auto got = RunToCompletion(*on_dev, short_ones);
+  auto want = RunToCompletion(*on_cpu, short_ones);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  for (size_t i = 0; i < short_ones.size(); ++i) {
+    EXPECT_EQ((*got)[i].finish_reason, "length") << (*got)[i].error.ToString();
+    EXPECT_EQ((*got)[i].tokens, (*want)[i].tokens) << "request " << i;
+  }
+  for (const std::string& v : dev.violations()) ADD_FAILURE() << v;
+}
+
 // Sampled requests with every sampling parameter the device applies (temperature, top_k, top_p,
 // min_p, logit_bias, min_tokens, the repetition, frequency and presence penalties, logprobs with
 // alternatives) and no prompt rows wanted: every token is sampled where the logits are

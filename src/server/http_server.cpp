@@ -346,7 +346,7 @@ void HttpServer::HandleHealthGenerate(httplib::Response& res) {
   const int32_t bos = a->model.tokenizer && !a->model.bos_token.empty()
                           ? a->model.tokenizer->TokenToId(a->model.bos_token).value_or(0)
                           : 0;
-  Status s = RunTestGeneration(*a->engine, bos, 1, std::chrono::seconds(60));
+  Status s = RunTestGeneration(*a->engine, {bos}, 1, std::chrono::seconds(60));
   if (!s.ok()) return ReplyError(res, Unavailable("Test generation failed: " + s.ToString()));
   ReplyJson(res, {{"status", "ok"}});
 }

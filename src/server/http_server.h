@@ -184,9 +184,10 @@ class HttpServer {
   int64_t started_unix_ = 0;
 };
 
-// Runs one short greedy generation (prompt: the BOS id, or 0) through `engine` and waits up to
-// `timeout` for it to finish. OK when it finished with "stop" or "length"; the error otherwise.
-Status RunTestGeneration(Engine& engine, int32_t prompt_token, int64_t max_tokens,
+// Runs one greedy generation of `prompt` (the BOS id, or 0, repeated: a warm-up or a health
+// probe) through `engine` and waits up to `timeout` for it to finish. OK when it finished with
+// "stop" or "length"; the error otherwise.
+Status RunTestGeneration(Engine& engine, std::vector<int32_t> prompt, int64_t max_tokens,
                          std::chrono::milliseconds timeout);
 
 }  // namespace lucid::server

@@ -759,10 +759,10 @@ void HttpServer::HandleDetokenize(const httplib::Request& http_req, httplib::Res
   ReplyJson(res, {{"text", list ? texts : texts[0]}, {"prompt", list ? texts : texts[0]}});
 }
 
-Status RunTestGeneration(Engine& engine, int32_t prompt_token, int64_t max_tokens,
+Status RunTestGeneration(Engine& engine, std::vector<int32_t> prompt, int64_t max_tokens,
                          std::chrono::milliseconds timeout) {
   GenerationRequest g;
-  g.prompt = {prompt_token};
+  g.prompt = std::move(prompt);
   g.sampling.temperature = 0;
   g.sampling.max_tokens = max_tokens;
   g.sampling.ignore_eos = true;

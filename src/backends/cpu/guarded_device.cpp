@@ -29,6 +29,10 @@ StatusOr<std::shared_ptr<void>> GuardedMemory::Allocate(size_t bytes) {
   if (size > reserved_ - used_)
     return ResourceExhausted("GuardedMemory: " + std::to_string(bytes) + " bytes past the " +
                              std::to_string(reserved_ >> 30) + " GiB range");
+  if (limit_ && held_->load() + static_cast<int64_t>(bytes) > *limit_)
+    return ResourceExhausted("GuardedMemory: cannot allocate " + std::to_string(bytes) +
+                             " bytes (" + std::to_string(*limit_ - held_->load()) +
+                             " left of the limit)");
   char* p = base_ + used_;
   used_ += size;
   if (open_ > 0) mprotect(p, size, PROT_READ | PROT_WRITE);
@@ -38,6 +42,11 @@ StatusOr<std::shared_ptr<void>> GuardedMemory::Allocate(size_t bytes) {
     madvise(q, size, MADV_DONTNEED);
     held->fetch_sub(static_cast<int64_t>(bytes));
   });
+}
+
+void GuardedMemory::SetLimit(std::optional<int64_t> bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  limit_ = bytes;
 }
 
 void GuardedMemory::Zero(void* p, size_t bytes) {

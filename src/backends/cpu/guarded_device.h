@@ -23,6 +23,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,10 @@ class GuardedMemory final : public Allocator {
   // Bytes requested (not rounded to pages) and not yet freed.
   std::optional<int64_t> held_bytes() const override { return held_->load(); }
 
+  // From now on an allocation that would take held_bytes() past `bytes` fails with
+  // ResourceExhausted, as a device that is full does; nullopt: only the range bounds them.
+  void SetLimit(std::optional<int64_t> bytes);
+
   // Whether [p, p + bytes) lies inside memory handed out so far.
   bool Contains(const void* p, size_t bytes = 1) const;
 
@@ -66,6 +71,7 @@ class GuardedMemory final : public Allocator {
   size_t reserved_ = 0;
   size_t used_ = 0;  // bytes from base_ handed out (page multiples)
   int open_ = 0;     // Access scopes alive
+  std::optional<int64_t> limit_;
   mutable std::mutex mu_;
   // Shared with the deleters of allocations, which may outlive this object.
   std::shared_ptr<std::atomic<int64_t>> held_ = std::make_shared<std::atomic<int64_t>>(0);
