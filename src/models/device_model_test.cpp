@@ -20,16 +20,6 @@
 namespace lucid {
 namespace {
 
-std::string Fixture(const std::string& name) {
-  return std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/models/" + name;
-}
-
-std::vector<int32_t> Tokens(int64_t n, int32_t salt) {
-  std::vector<int32_t> t;
-  for (int64_t i = 0; i < n; ++i) t.push_back(static_cast<int32_t>((i * 37 + salt) % 251 + 2));
-  return t;
-}
-
 // Every step's host-readable outputs, concatenated: logits then hidden states.
 struct StepResults {
   std::vector<float> values;
@@ -47,7 +37,7 @@ StepResults Steps(Model& m, KvDtype kv_dtype) {
   KvStorage kv(m.kv_spec(), 8, 16, kv_dtype, m.kv_allocator());
   TestPages pages(16);
   SequenceKv a = pages.New(40), b = pages.New(40);
-  const std::vector<int32_t> pa = Tokens(21, 5), pb = Tokens(12, 9);
+  const std::vector<int32_t> pa = TestTokens(21, 5), pb = TestTokens(12, 9);
   StepResults r;
   auto step = [&](std::vector<std::pair<SequenceKv*, std::vector<int32_t>>> chunks,
                   ChunkRows logits) {
@@ -77,8 +67,8 @@ TEST_P(DeviceModel, StepsOnGuardedDeviceMemoryEqualTheCpuBackendsBitForBit) {
   const CpuOps ops;
   CpuBackend cpu(ops);
   GuardedDeviceBackend dev(ops);
-  auto on_cpu = LoadModel(Fixture(GetParam().fixture), cpu);
-  auto on_dev = LoadModel(Fixture(GetParam().fixture), dev);
+  auto on_cpu = LoadModel(TinyFixture(GetParam().fixture), cpu);
+  auto on_dev = LoadModel(TinyFixture(GetParam().fixture), dev);
   ASSERT_TRUE(on_cpu.ok()) << on_cpu.status().ToString();
   ASSERT_TRUE(on_dev.ok()) << on_dev.status().ToString();
   ASSERT_TRUE((*on_cpu)->SetNumericsCheck(true));
@@ -124,14 +114,14 @@ TEST(DeviceModel, AFailureTheNumericsChecksWaitSawIsTheStepsStatus) {
   const CpuOps ops;
   FailsTheNextWait failing(ops);
   GuardedDeviceBackend dev(failing);
-  auto m = LoadModel(Fixture("tiny_deepseek_v3"), dev);
+  auto m = LoadModel(TinyFixture("tiny_deepseek_v3"), dev);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   ASSERT_TRUE((*m)->SetNumericsCheck(true));
   KvStorage kv((*m)->kv_spec(), 8, 16, KvDtype::kF32, (*m)->kv_allocator());
   TestPages pages(16);
   SequenceKv a = pages.New(40);
   StepInput in;
-  const std::vector<int32_t> prompt = Tokens(9, 3);
+  const std::vector<int32_t> prompt = TestTokens(9, 3);
   AddSequence(in, a.page_table, 0, prompt, ChunkRows::kLast);
   StepOutput out;
   failing.armed = true;
@@ -152,8 +142,8 @@ testing_util::DeviceComparison CompareOnGuardedDevice(const Ops& ref_ops, const 
                                                       const Case& c, double rel) {
   CpuBackend cpu(ref_ops);
   GuardedDeviceBackend dev(dev_ops);
-  auto ref = LoadModel(Fixture(c.fixture), cpu);
-  auto on_dev = LoadModel(Fixture(c.fixture), dev);
+  auto ref = LoadModel(TinyFixture(c.fixture), cpu);
+  auto on_dev = LoadModel(TinyFixture(c.fixture), dev);
   EXPECT_TRUE(ref.ok() && on_dev.ok());
   if (!ref.ok() || !on_dev.ok()) return {};
   EXPECT_TRUE((*on_dev)->SetNumericsCheck(true));
@@ -209,7 +199,7 @@ TEST(DeviceModel, TheLlamaFamilyRefusesABackendOtherThanTheCpuByName) {
     CpuOps ops_;
     Workspace ws_{HostAllocator()};
   } other;
-  auto m = LoadModel(Fixture("tiny_llama3"), other);
+  auto m = LoadModel(TinyFixture("tiny_llama3"), other);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(m.status().message().find("runs on the cpu backend only, not on cuda:test"),

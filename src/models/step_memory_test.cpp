@@ -17,16 +17,6 @@
 namespace lucid {
 namespace {
 
-std::string Fixture(const std::string& name) {
-  return std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/models/" + name;
-}
-
-std::vector<int32_t> Tokens(int64_t n, int32_t salt) {
-  std::vector<int32_t> t;
-  for (int64_t i = 0; i < n; ++i) t.push_back(static_cast<int32_t>((i * 37 + salt) % 251 + 2));
-  return t;
-}
-
 std::vector<float> Values(const Tensor& t) {
   return std::vector<float>(t.data<const float>(), t.data<const float>() + t.numel());
 }
@@ -36,7 +26,7 @@ int64_t Held(GuardedDeviceBackend& dev) { return *dev.memory().held_bytes(); }
 // One backend, its model and a KV pool with a short sequence `a` and a long one `b`.
 struct ModelOnDevice {
   explicit ModelOnDevice(const Ops& ops, const std::string& fixture) : dev(ops) {
-    auto m = LoadModel(Fixture(fixture), dev);
+    auto m = LoadModel(TinyFixture(fixture), dev);
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     if (!m.ok()) return;
     model = std::move(*m);
@@ -56,7 +46,7 @@ class StepMemory : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(StepMemory, AStepThatDoesNotFitFailsAloneAndTheNextStepIsExact) {
   const CpuOps ops;
-  const std::vector<int32_t> prompt = Tokens(6, 3), big = Tokens(300, 7), next = {41};
+  const std::vector<int32_t> prompt = TestTokens(6, 3), big = TestTokens(300, 7), next = {41};
   Tensor logits;
   // No limit: the short prompt, the long prompt, then one token after the short one.
   ModelOnDevice unlimited(ops, GetParam());
@@ -117,12 +107,13 @@ TEST(IndexerRowBlocks, BlocksOfQueryRowsGiveTheWholeSpansLogits) {
       ModelLoadOptions o;
       o.indexer_row_block = blocked ? 5 : 0;
       o.index_topk_override = 4;  // fewer than the context: the choice matters
-      auto m = LoadModel(Fixture(fixture), dev, o);
+      auto m = LoadModel(TinyFixture(fixture), dev, o);
       ASSERT_TRUE(m.ok()) << m.status().ToString();
       KvStorage kv((*m)->kv_spec(), 8, 16, KvDtype::kF32, (*m)->kv_allocator());
       TestPages pages(16);
       SequenceKv a = pages.New(40), b = pages.New(40);
-      const std::vector<int32_t> pa = Tokens(23, 5), pb = Tokens(12, 9), na = {17}, nb = {44};
+      const std::vector<int32_t> pa = TestTokens(23, 5), pb = TestTokens(12, 9), na = {17},
+                                 nb = {44};
       Tensor logits;
       const TestChunk prompts[] = {{&a, pa}, {&b, pb}}, next[] = {{&a, na}, {&b, nb}};
       ASSERT_TRUE(ForwardChunks(**m, kv, prompts, ChunkRows::kAll, &logits).ok());

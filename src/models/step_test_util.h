@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -11,6 +12,18 @@
 #include "models/model.h"
 
 namespace lucid {
+
+// The tiny checkpoint tests/fixtures/models/<name>.
+inline std::string TinyFixture(const std::string& name) {
+  return std::string(LUCID_SOURCE_DIR) + "/tests/fixtures/models/" + name;
+}
+
+// n token ids in [2, 253), a different sequence per salt.
+inline std::vector<int32_t> TestTokens(int64_t n, int32_t salt) {
+  std::vector<int32_t> t;
+  for (int64_t i = 0; i < n; ++i) t.push_back(static_cast<int32_t>((i * 37 + salt) % 251 + 2));
+  return t;
+}
 
 // Consecutive page ids of one KvStorage, never reused (a test's storage lives for the test).
 class TestPages {
