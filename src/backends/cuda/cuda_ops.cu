@@ -246,15 +246,7 @@ class CudaOps final : public Ops {
     const float* d_cs =
         static_cast<const float*>(scratch_.Holding(ScratchPool::Buffer::kRope, key));
     if (d_cs == nullptr) {
-      std::vector<float> cs(static_cast<size_t>(T * 2 * half));
-      for (int64_t t = 0; t < T; ++t) {
-        const float pos = static_cast<float>(positions[t]);
-        for (int64_t i = 0; i < half; ++i) {
-          const float f = pos * table.inv_freq[i];
-          cs[(t * 2) * half + i] = std::cos(f) * table.attention_factor;
-          cs[(t * 2 + 1) * half + i] = std::sin(f) * table.attention_factor;
-        }
-      }
+      const std::vector<float> cs = RopeCosSin(table, positions);
       d_cs = static_cast<const float*>(
           scratch_.Upload(ScratchPool::Buffer::kRope, cs.data(), cs.size() * sizeof(float), key));
       if (d_cs == nullptr) return;

@@ -1,18 +1,27 @@
 // Kernels of the CUDA sets that carry more logic than an elementwise loop: RoPE from a
-// host-computed cos/sin table, DeepSeek-V3 routing (its top-k by SelectTopK), the KV row
-// encoders (EncodeKvRow's bytes), and the MoE combine. Each mirrors the CPU reference's arithmetic
-// (backends/cpu/cpu_ops.cpp, cpu_moe.cpp, cpu_step_ops.cpp, ops/kv_rows.cpp) so the conformance
-// suite can hold it to the reference's tolerances, and equality where the reference is exact.
-// These are reference kernels: one thread per row for the routing and encoders, correct at any
-// size, not fast (row-wise top-k: cuda_topk.h). Every launcher is asynchronous on `stream`; all
-// pointers are device memory.
+// host-computed cos/sin table (RopeCosSin), DeepSeek-V3 routing (its top-k by SelectTopK), the KV
+// row encoders (EncodeKvRow's bytes), and the MoE combine. Each mirrors the CPU reference's
+// arithmetic (backends/cpu/cpu_ops.cpp, cpu_moe.cpp, cpu_step_ops.cpp, ops/kv_rows.cpp) so the
+// conformance suite can hold it to the reference's tolerances, and equality where the reference is
+// exact; their per-item bodies are in cuda_step_items.cuh, host functions too, which
+// cuda_step_items_test.cpp runs on the CPU. These are reference kernels: one thread per row for
+// the routing and encoders, correct at any size, not fast (row-wise top-k: cuda_topk.h). Every
+// launcher is asynchronous on `stream`; all pointers are device memory.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ops/ops.h"
 
 namespace lucid::cuda {
+
+// LaunchRope's table for `positions`: cs[t, 0, i] = cos(pos_t * inv_freq_i) * attention_factor and
+// cs[t, 1, i] the sine, computed on the host as the CPU reference computes them ([T, 2, dim / 2]).
+std::vector<float> RopeCosSin(const RopeTable& table, std::span<const int64_t> positions);
 
 // x viewed [T, heads, head_stride]: rotates `half` pairs from column `offset` of each head by
 // cs[t, 0, i] (cos) and cs[t, 1, i] (sin), interleaved pairs (2i, 2i+1) or half-split (i, i+half).
