@@ -1,9 +1,9 @@
 // Conformance cases of SampleRows: a batch of rows, each with other parameters (greedy with and
 // without edits, temperature alone, top_k, top_p, min_p, all three, the penalties' edits with the
-// clamp, an overflowing bias, a forced token), over logits with many exact ties (which the
-// selections must rank by id) and over continuous ones, with and without top alternatives. The
-// tokens and top ids must equal the reference's; the logprobs must lie within 1e-5 of them.
-// ApplyTokenBitmask's cases are beside them.
+// clamp, an overflowing bias, a repetition penalty on negative logits, a forced token), over logits
+// with many exact ties (which the selections must rank by id) and over continuous ones, with and
+// without top alternatives. The tokens and top ids must equal the reference's; the logprobs must
+// lie within 1e-5 of them. ApplyTokenBitmask's cases are beside them.
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -55,6 +55,11 @@ std::vector<RowCase> RowCases(int64_t V, uint64_t seed) {
       {row(2.0f, 1, 1.0f, 0.0f), {}},
       {row(0.5f, 0, 1.0f, 0.9f), {}},
   };
+  // Greedy over a row made negative where the repetition penalty decides the argmax: a
+  // negative logit is multiplied by the penalty (here 0.01, towards 0), a positive one divided.
+  cases.push_back({row(0.0f, 0, 1.0f, 0.0f), {}});
+  for (int32_t i = 0; i < 7; ++i) cases.back().edits.push_back({i, LogitEditKind::kAdd, -10.0f});
+  cases.back().edits.push_back({a, LogitEditKind::kRepetition, 0.01f});
   // Forced tokens (prompt logprobs): greedy and sampling parameters alike give the forced id.
   cases.push_back({row(0.0f, 0, 1.0f, 0.0f), {}});
   cases.back().p.forced_token = b;

@@ -5,7 +5,8 @@
 // top_k keeps the k larger-first candidates (ties to the lower id), top_p the shortest
 // larger-first prefix whose mass reaches top_p of the kept mass, and the draw walks the kept mass
 // in id order. No sort of the row. About 80 passes over V per sampled row: a reference kernel,
-// exact in its selections, not a tuned one.
+// exact in its selections, not a tuned one. The block's phases are in cuda_sampling.cuh, host
+// functions too (cuda_sampling_test.cpp runs them on the CPU against the reference).
 // ApplyTokenBitmask's kernel (a grammar's allowed tokens) is beside it.
 // All pointers are device memory; asynchronous on `stream`.
 #pragma once

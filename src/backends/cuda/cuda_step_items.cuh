@@ -33,12 +33,6 @@ __host__ __device__ inline float SubRn(float a, float b) {
 #endif
 }
 
-__host__ __device__ inline uint32_t BitsOfFloat(float v) {
-  uint32_t b;
-  memcpy(&b, &v, sizeof(b));
-  return b;
-}
-
 // v != v: a NaN (isnan is std::isnan on the host, a global on the device).
 __host__ __device__ inline bool IsNan(float v) { return v != v; }
 

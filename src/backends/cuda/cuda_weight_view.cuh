@@ -42,6 +42,12 @@ __host__ __device__ inline float FloatFromBits(uint32_t b) {
   return f;
 }
 
+__host__ __device__ inline uint32_t BitsOfFloat(float v) {
+  uint32_t b;
+  memcpy(&b, &v, sizeof(b));
+  return b;
+}
+
 // a * b rounded to nearest (never contracted into an FMA).
 __host__ __device__ inline float MulRn(float a, float b) {
 #ifdef __CUDA_ARCH__
