@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "backends/cuda/cuda_attention.h"
+#include "backends/cuda/cuda_attention_blocks.cuh"
 #include "backends/cuda/cuda_kernel_util.cuh"
 #include "backends/cuda/cuda_kv_rows.cuh"
 #include "backends/cuda/cuda_mla_heads.cuh"
@@ -10,67 +11,15 @@
 namespace lucid::cuda {
 namespace {
 
-// Latent columns a thread of MlaKernel's output tiles owns (R <= kMlaCols * blockDim).
-constexpr int kMlaCols = 4;
-
+// A (row, head) pair per block (cuda_attention_blocks.cuh); its scores at scratch + blockIdx.x *
+// per_row.
 __global__ void MlaKernel(MlaAttentionArgs a, DeviceRows kv, int64_t th0, float* scratch,
                           int64_t per_row) {
-  const int64_t th = th0 + blockIdx.x, t = th / a.heads, R = a.latent_dim, P = a.rope_dim;
-  const float* ql = a.q_latent + th * R;
-  const float* qr = a.q_rope + th * P;
-  const int32_t* sel = a.selected ? a.selected + t * a.selected_stride : nullptr;
-  const int64_t first = a.dense_begin ? a.dense_begin[t] : 0;
-  const int64_t n = a.selected_count[t];
-  float* p = scratch + blockIdx.x * per_row;
-  float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-    const int64_t u = sel ? sel[j] : first + j;
-    const uint8_t* row = RowAt(kv, u);
-    float s = 0.0f;
-    for (int64_t i = 0; i < R; ++i) s += ql[i] * ValueAt(kv, row, i);
-    for (int64_t i = 0; i < P; ++i) s += qr[i] * ValueAt(kv, row, R + i);
-    p[j] = TokenInRange(kv, u) ? s * a.scale : NAN;
-    mx = MaxOp{}(mx, p[j]);
-  }
-  mx = BlockMax(mx);
-  float part = 0.0f;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-    p[j] = expf(p[j] - mx);
-    part += p[j];
-  }
-  const float sum = BlockSum(part);  // its barriers also publish p to the block
-  float* out = a.out_latent + th * R;
-  if (R > kMlaCols * int64_t{blockDim.x}) {  // wider than the tiles: each value's row looked up
-    for (int64_t i = threadIdx.x; i < R; i += blockDim.x) {
-      float acc = 0.0f;
-      for (int64_t j = 0; j < n; ++j)
-        acc += (p[j] / sum) * RowValue(kv, sel ? sel[j] : first + j, i);
-      out[i] = acc;
-    }
-    return;
-  }
-  // Tiles of blockDim tokens: their rows looked up once into shared memory, then every thread
-  // adds them to its columns in token order (the sum above, term for term).
-  __shared__ const uint8_t* tile[kThreads];
-  float acc[kMlaCols] = {};
-  for (int64_t j0 = 0; j0 < n; j0 += blockDim.x) {
-    __syncthreads();  // the previous tile is read
-    if (j0 + threadIdx.x < n)
-      tile[threadIdx.x] = RowAt(kv, sel ? sel[j0 + threadIdx.x] : first + j0 + threadIdx.x);
+  __shared__ MlaRowState st;
+  MlaRowPhases(st, a, kv, th0 + blockIdx.x, scratch + blockIdx.x * per_row, [&](auto phase) {
+    phase(static_cast<int>(threadIdx.x));
     __syncthreads();
-    const int64_t m = n - j0 < blockDim.x ? n - j0 : blockDim.x;
-#pragma unroll
-    for (int c = 0; c < kMlaCols; ++c) {
-      const int64_t i = threadIdx.x + c * int64_t{blockDim.x};
-      if (i >= R) break;
-      for (int64_t jj = 0; jj < m; ++jj) acc[c] += (p[j0 + jj] / sum) * ValueAt(kv, tile[jj], i);
-    }
-  }
-#pragma unroll
-  for (int c = 0; c < kMlaCols; ++c) {
-    const int64_t i = threadIdx.x + c * int64_t{blockDim.x};
-    if (i < R) out[i] = acc[c];
-  }
+  });
 }
 
 __global__ void GqaKernel(GqaAttentionArgs a, DeviceRows kv, int64_t th0, float* scratch,
@@ -103,25 +52,15 @@ __global__ void GqaKernel(GqaAttentionArgs a, DeviceRows kv, int64_t th0, float*
 }
 
 __global__ void IndexerKernel(IndexerArgs a, DeviceRows keys) {
-  const int64_t t = blockIdx.x, D = a.head_dim;
-  float* out = a.scores + t * a.score_stride;
-  for (int64_t u = threadIdx.x; u < a.causal_len[t]; u += blockDim.x) {
-    float s = 0.0f;
-    for (int64_t j = 0; j < a.heads; ++j) {
-      const float* q = a.q + (t * a.heads + j) * D;
-      float d = 0.0f;
-      for (int64_t i = 0; i < D; ++i) d += q[i] * RowValue(keys, u, i);
-      s += a.w[t * a.heads + j] * (d < 0.0f ? 0.0f : d);  // std::max(d, 0): a NaN stays NaN
-    }
-    out[u] = s;
-  }
+  const int64_t t = blockIdx.x;
+  for (int64_t u = threadIdx.x; u < a.causal_len[t]; u += blockDim.x)
+    a.scores[t * a.score_stride + u] =
+        IndexerTokenScore(a, keys, a.q + t * a.heads * a.head_dim, t, u);
 }
 
 // The indexer for up to kIndexerMaxHeads heads of at most kIndexerQFloats query floats per row:
 // a thread per (row t, token u) over every block of the grid (blocks_per_row blocks per row), the
-// row's queries in shared memory, each key value decoded once for all heads; the same sums in
-// the same order as IndexerKernel (d_j over i, then s over j).
-constexpr int kIndexerMaxHeads = 64;
+// row's queries in shared memory, each key value decoded once for all heads.
 constexpr int64_t kIndexerQFloats = 8192;
 
 __global__ void IndexerTokensKernel(IndexerArgs a, DeviceRows keys, int64_t blocks_per_row) {
@@ -132,21 +71,7 @@ __global__ void IndexerTokensKernel(IndexerArgs a, DeviceRows keys, int64_t bloc
   for (int64_t i = threadIdx.x; i < H * D; i += blockDim.x) qs[i] = a.q[t * H * D + i];
   __syncthreads();
   if (u >= a.causal_len[t]) return;
-  const uint8_t* row = RowAt(keys, u);
-  float d[kIndexerMaxHeads];
-#pragma unroll
-  for (int j = 0; j < kIndexerMaxHeads; ++j) d[j] = 0.0f;
-  for (int64_t i = 0; i < D; ++i) {
-    const float k = ValueAt(keys, row, i);
-#pragma unroll
-    for (int j = 0; j < kIndexerMaxHeads; ++j)
-      if (j < H) d[j] += qs[j * D + i] * k;
-  }
-  float s = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kIndexerMaxHeads; ++j)
-    if (j < H) s += a.w[t * H + j] * (d[j] < 0.0f ? 0.0f : d[j]);  // std::max(d, 0) as above
-  a.scores[t * a.score_stride + u] = s;
+  a.scores[t * a.score_stride + u] = IndexerTokenScore(a, keys, qs, t, u);
 }
 
 // Split-K MLA (cuda_mla_split.cuh): block = (pair, split), then a block per pair.
@@ -262,7 +187,7 @@ void LaunchMlaAttention(const MlaAttentionArgs& a, float* scratch, int64_t per_r
   const int64_t pairs = a.tokens * a.heads, chunk = Chunk(pairs, per_row);
   for (int64_t th0 = 0; th0 < pairs; th0 += chunk) {
     const int64_t n = pairs - th0 < chunk ? pairs - th0 : chunk;
-    MlaKernel<<<n, kThreads, 0, stream>>>(a, ToDevice(a.kv), th0, scratch, per_row);
+    MlaKernel<<<n, kMlaRowThreads, 0, stream>>>(a, ToDevice(a.kv), th0, scratch, per_row);
   }
 }
 

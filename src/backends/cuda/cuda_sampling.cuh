@@ -5,8 +5,9 @@
 // phase to the next lives in the state's per-thread arrays; a block-wide value (a reduction's
 // result, the token) is written by one thread and read by all after the barrier, and is not
 // written again before every thread has passed another barrier.
-// - Reductions (Reduce): each thread its partial, then a tree over the threads; the result in a
-//   state scalar of its type.
+// - Reductions (SampleReduce, cuda_block_phases.cuh's TreeReduce): each thread its partial, then a
+// tree
+//   over the threads; the result in a state scalar of its type.
 // - Thresholds: a bitwise search over the float bits of the (positive) probabilities, one
 //   reduction per probe (LargestBitsReaching), then ties at the threshold ranked by id through an
 //   exclusive prefix of per-thread counts over contiguous slices (KeepAtThreshold).
@@ -18,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backends/cuda/cuda_block_phases.cuh"
 #include "backends/cuda/cuda_weight_view.cuh"
 #include "ops/sampling.h"
 
@@ -58,16 +60,10 @@ __host__ __device__ inline void Slice(int64_t V, int tid, int64_t* lo, int64_t* 
   *hi = V < *lo + per ? V : *lo + per;
 }
 
-// The reduction over the threads of part(tid) with op, in *out and returned (to every thread).
+// The reduction over the block's threads (cuda_block_phases.cuh).
 template <typename T, typename Part, typename Op, typename Run>
-__host__ __device__ T Reduce(T* sh, T* out, Part part, Op op, Run run) {
-  run([&](int tid) { sh[tid] = part(tid); });
-  for (int s = kSampleThreads / 2; s > 0; s /= 2)
-    run([&](int tid) {
-      if (tid < s) sh[tid] = op(sh[tid], sh[tid + s]);
-      if (s == 1 && tid == 0) *out = sh[0];
-    });
-  return *out;
+__host__ __device__ T SampleReduce(T* sh, T* out, Part part, Op op, Run run) {
+  return TreeReduce<kSampleThreads>(sh, out, part, op, run);
 }
 
 struct SumOfD {
@@ -79,20 +75,6 @@ struct SumOfN {
 struct BestOf {
   __host__ __device__ ValId operator()(ValId a, ValId b) const { return Before(b, a) ? b : a; }
 };
-
-// sh[tid] = the sum of sh[0..tid) (thread order = id order of the slices), by one thread.
-template <typename T, typename Run>
-__host__ __device__ void ExclusivePrefix(T* sh, Run run) {
-  run([&](int tid) {
-    if (tid != 0) return;
-    T sum = 0;
-    for (int i = 0; i < kSampleThreads; ++i) {
-      const T c = sh[i];
-      sh[i] = sum;
-      sum += c;
-    }
-  });
-}
 
 // The largest bits b with f(b) >= goal, f non-increasing in b (f(0) >= goal): bitwise search.
 template <typename F, typename G>
@@ -116,7 +98,7 @@ __host__ __device__ void KeepAtThreshold(SampleRowState& st, float* x, int64_t V
     for (int64_t i = lo; i < hi; ++i) ties += x[i] > 0 && BitsOfFloat(x[i]) == tb;
     st.n[tid] = ties;
   });
-  ExclusivePrefix(st.n, run);
+  ExclusivePrefix<kSampleThreads>(st.n, run);
   run([&](int tid) {
     int64_t lo, hi, rank = st.n[tid];
     Slice(V, tid, &lo, &hi);
@@ -163,7 +145,7 @@ template <typename Run>
 __host__ __device__ void TopKCandidates(SampleRowState& st, float* x, int64_t V, int64_t k,
                                         Run run) {
   auto count_at_least = [&](uint32_t b) {
-    return Reduce(
+    return SampleReduce(
         st.n, &st.n_out,
         [&](int tid) {
           int64_t c = 0;
@@ -185,7 +167,7 @@ __host__ __device__ double TopPCandidates(SampleRowState& st, float* x, int64_t 
                                           float top_p, Run run) {
   const double goal = top_p * total;
   auto mass_at_least = [&](uint32_t b) {
-    return Reduce(
+    return SampleReduce(
         st.d, &st.d_out,
         [&](int tid) {
           double m = 0;
@@ -197,7 +179,7 @@ __host__ __device__ double TopPCandidates(SampleRowState& st, float* x, int64_t 
   };
   const uint32_t tb = LargestBitsReaching(mass_at_least, goal);
   const double above = tb == 0x7fffffffu ? 0.0 : mass_at_least(tb + 1);
-  const int64_t ties = Reduce(
+  const int64_t ties = SampleReduce(
       st.n, &st.n_out,
       [&](int tid) {
         int64_t c = 0;
@@ -228,7 +210,7 @@ __host__ __device__ double TopPCandidates(SampleRowState& st, float* x, int64_t 
 template <typename Run>
 __host__ __device__ int32_t DrawToken(SampleRowState& st, float* x, int64_t V, const RowSampling& p,
                                       Run run) {
-  const float mx = Reduce(
+  const float mx = SampleReduce(
       st.f, &st.f_out,
       [&](int tid) {
         float m = -INFINITY;
@@ -249,7 +231,7 @@ __host__ __device__ int32_t DrawToken(SampleRowState& st, float* x, int64_t V, c
     for (int64_t i = tid; i < V; i += kSampleThreads) s += x[i];
     return s;
   };
-  double total = Reduce(st.d, &st.d_out, sum_of_x, SumOfD{}, run);
+  double total = SampleReduce(st.d, &st.d_out, sum_of_x, SumOfD{}, run);
   if (p.top_p < 1.0f) total = TopPCandidates(st, x, V, total, p.top_p, run);
   // The kept mass in id order: the first id where the running sum exceeds the target.
   const double target = p.uniform * total;
@@ -260,7 +242,7 @@ __host__ __device__ int32_t DrawToken(SampleRowState& st, float* x, int64_t V, c
     for (int64_t i = lo; i < hi; ++i) mine += x[i];
     st.d[tid] = mine;
   });
-  ExclusivePrefix(st.d, run);
+  ExclusivePrefix<kSampleThreads>(st.d, run);
   run([&](int tid) {
     int64_t lo, hi;
     Slice(V, tid, &lo, &hi);
@@ -277,10 +259,10 @@ __host__ __device__ int32_t DrawToken(SampleRowState& st, float* x, int64_t V, c
     st.found[tid] = found;
     st.last[tid] = last;
   });
-  const int32_t first = Reduce(
+  const int32_t first = SampleReduce(
       st.i, &st.i_out, [&](int tid) { return st.found[tid]; },
       [](int32_t a, int32_t b) { return a < b ? a : b; }, run);
-  const int32_t end = Reduce(
+  const int32_t end = SampleReduce(
       st.i, &st.i_out, [&](int tid) { return st.last[tid]; },
       [](int32_t a, int32_t b) { return a > b ? a : b; }, run);
   return first != INT32_MAX ? first : end;  // rounding: the target fell at the very end
@@ -297,7 +279,7 @@ __host__ __device__ void SampleRowPhases(SampleRowState& st, const float* raw, f
   if (p.forced_token >= 0) {
     token = p.forced_token;  // a prompt token's logprob: no draw
   } else if (p.temperature == 0.0f) {
-    token = Reduce(
+    token = SampleReduce(
                 st.vi, &st.vi_out,
                 [&](int tid) {
                   ValId best{-INFINITY, INT32_MAX};
@@ -322,9 +304,9 @@ __host__ __device__ void SampleRowPhases(SampleRowState& st, const float* raw, f
     }
     return best;
   };
-  ValId best = Reduce(st.vi, &st.vi_out, best_after_prev, BestOf{}, run);
+  ValId best = SampleReduce(st.vi, &st.vi_out, best_after_prev, BestOf{}, run);
   const float mx = best.v;
-  const double lse = mx + log(Reduce(
+  const double lse = mx + log(SampleReduce(
                               st.d, &st.d_out,
                               [&](int tid) {
                                 double s = 0;
@@ -341,7 +323,7 @@ __host__ __device__ void SampleRowPhases(SampleRowState& st, const float* raw, f
   for (int64_t j = 0; j < K; ++j) {
     if (j > 0) {
       prev = best;
-      best = Reduce(st.vi, &st.vi_out, best_after_prev, BestOf{}, run);
+      best = SampleReduce(st.vi, &st.vi_out, best_after_prev, BestOf{}, run);
     }
     run([&](int tid) {
       if (tid != 0) return;
