@@ -15,40 +15,16 @@ namespace {
 // per_row.
 __global__ void MlaKernel(MlaAttentionArgs a, DeviceRows kv, int64_t th0, float* scratch,
                           int64_t per_row) {
-  __shared__ MlaRowState st;
-  MlaRowPhases(st, a, kv, th0 + blockIdx.x, scratch + blockIdx.x * per_row, [&](auto phase) {
-    phase(static_cast<int>(threadIdx.x));
-    __syncthreads();
-  });
+  __shared__ AttentionRowState st;
+  MlaRowPhases(st, a, kv, th0 + blockIdx.x, scratch + blockIdx.x * per_row, BlockRun{});
 }
 
+// A (row, query head) pair per block (cuda_attention_blocks.cuh); its scores at scratch +
+// blockIdx.x * per_row.
 __global__ void GqaKernel(GqaAttentionArgs a, DeviceRows kv, int64_t th0, float* scratch,
                           int64_t per_row) {
-  const int64_t H = a.heads, D = a.head_dim, group = H / a.kv_heads, width = a.kv_heads * D;
-  const int64_t th = th0 + blockIdx.x, t = th / H, h = th % H, kh = h / group;
-  const int64_t n = a.count[t], u0 = a.begin ? a.begin[t] : 0;
-  const float* q = a.q + (t * H + h) * D;
-  float* out = a.out + (t * H + h) * D;
-  float* p = scratch + blockIdx.x * per_row;
-  float mx = -INFINITY;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    float dot = 0.0f;
-    for (int64_t j = 0; j < D; ++j) dot += q[j] * RowValue(kv, u0 + i, kh * D + j);
-    p[i] = dot * a.scale;
-    mx = MaxOp{}(mx, p[i]);
-  }
-  mx = BlockMax(mx);
-  float part = 0.0f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    p[i] = expf(p[i] - mx);
-    part += p[i];
-  }
-  const float sum = BlockSum(part);
-  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n; ++i) acc += (p[i] / sum) * RowValue(kv, u0 + i, width + kh * D + j);
-    out[j] = n > 0 ? acc : 0.0f;
-  }
+  __shared__ AttentionRowState st;
+  GqaRowPhases(st, a, kv, th0 + blockIdx.x, scratch + blockIdx.x * per_row, BlockRun{});
 }
 
 __global__ void IndexerKernel(IndexerArgs a, DeviceRows keys) {
@@ -79,20 +55,14 @@ __global__ void MlaSplitKernel(MlaAttentionArgs a, DeviceRows kv, int64_t splits
   __shared__ MlaSplitState st;
   const int64_t th = blockIdx.x / splits, s = blockIdx.x % splits;
   MlaSplitPhases(st, a, kv, th, s, kMlaSplitThreads,
-                 parts + (th * splits + s) * MlaPartFloats(a.latent_dim), [&](auto phase) {
-                   phase(static_cast<int>(threadIdx.x));
-                   __syncthreads();
-                 });
+                 parts + (th * splits + s) * MlaPartFloats(a.latent_dim), BlockRun{});
 }
 
 __global__ void MlaCombineKernel(MlaAttentionArgs a, int64_t splits, const float* parts) {
   __shared__ MlaCombineState st;
   const int64_t th = blockIdx.x;
   MlaCombinePhases(st, a, th, splits, parts + th * splits * MlaPartFloats(a.latent_dim),
-                   [&](auto phase) {
-                     phase(static_cast<int>(threadIdx.x));
-                     __syncthreads();
-                   });
+                   BlockRun{});
 }
 
 // Splits per pair for the split-K path, or 0 for MlaKernel: fewer pairs than a GPU's blocks in
@@ -187,7 +157,7 @@ void LaunchMlaAttention(const MlaAttentionArgs& a, float* scratch, int64_t per_r
   const int64_t pairs = a.tokens * a.heads, chunk = Chunk(pairs, per_row);
   for (int64_t th0 = 0; th0 < pairs; th0 += chunk) {
     const int64_t n = pairs - th0 < chunk ? pairs - th0 : chunk;
-    MlaKernel<<<n, kMlaRowThreads, 0, stream>>>(a, ToDevice(a.kv), th0, scratch, per_row);
+    MlaKernel<<<n, kAttentionRowThreads, 0, stream>>>(a, ToDevice(a.kv), th0, scratch, per_row);
   }
 }
 
@@ -196,7 +166,7 @@ void LaunchGqaAttention(const GqaAttentionArgs& a, float* scratch, int64_t per_r
   const int64_t pairs = a.tokens * a.heads, chunk = Chunk(pairs, per_row);
   for (int64_t th0 = 0; th0 < pairs; th0 += chunk) {
     const int64_t n = pairs - th0 < chunk ? pairs - th0 : chunk;
-    GqaKernel<<<n, kThreads, 0, stream>>>(a, ToDevice(a.kv), th0, scratch, per_row);
+    GqaKernel<<<n, kAttentionRowThreads, 0, stream>>>(a, ToDevice(a.kv), th0, scratch, per_row);
   }
 }
 

@@ -1,13 +1,19 @@
-// The blocks of cuda_attention.cu's MlaKernel and indexer kernels, host functions too, so that
-// cuda_attention_blocks_test.cpp runs them on the CPU through the conformance suite's
-// MlaAttention and IndexerScores cases against the CPU reference.
-// - MlaRowPhases: one (query row, head) pair by one block of kMlaRowThreads threads, as phases
-//   (cuda_block_phases.cuh): each thread scores the tokens j = tid, tid + kMlaRowThreads, ... into
-//   p[j] (q_latent . ckv + q_rope . kpe in column order, times the scale; NaN for a token past the
-//   table) and the maximum by std::max's rule (a NaN never taken); p = exp(p - max) and their sum;
-//   then each thread owns latent columns tid + c * kMlaRowThreads (c < kMlaRowCols) and adds
-//   (p[j] / sum) * ckv_j in token order, over tiles of kMlaRowThreads tokens whose rows are looked
-//   up once. A latent width past kMlaRowThreads * kMlaRowCols looks each value's row up instead.
+// The blocks of cuda_attention.cu's MlaKernel, GqaKernel and indexer kernels, host functions too,
+// so that cuda_attention_blocks_test.cpp runs them on the CPU through the conformance suite's
+// MlaAttention, GqaAttention and IndexerScores cases against the CPU reference.
+// - MlaRowPhases: one (query row, head) pair by one block of kAttentionRowThreads threads, as
+// phases
+//   (cuda_block_phases.cuh): each thread scores the tokens j = tid, tid + kAttentionRowThreads, ...
+//   into p[j] (q_latent . ckv + q_rope . kpe in column order, times the scale; NaN for a token past
+//   the table) and the maximum by std::max's rule (a NaN never taken); p = exp(p - max) and their
+//   sum; then each thread owns latent columns tid + c * kAttentionRowThreads (c < kMlaRowCols) and
+//   adds (p[j] / sum) * ckv_j in token order, over tiles of kAttentionRowThreads tokens whose rows
+//   are looked up once. A latent width past kAttentionRowThreads * kMlaRowCols looks each value's
+//   row up instead.
+// - GqaRowPhases: one (query row, query head) pair of GqaAttention by one block, as the MLA row:
+//   scores q . k_u over the count[t] tokens from begin[t], the maximum, exp and sum, then each
+//   thread owns head columns j and adds (p[i] / sum) * v_u[j] in token order (zeros when the row
+//   attends nothing).
 // - IndexerTokenScore: one (query row t, token u) score, sum_j w[t, j] * max(q[t, j] . k_u, 0)
 //   (d_j summed over i, then s over j, as the reference); q_row is row t's queries (shared
 //   memory in IndexerTokensKernel, global memory in IndexerKernel).
@@ -24,30 +30,22 @@
 
 namespace lucid::cuda {
 
-inline constexpr int kMlaRowThreads = 256;
+inline constexpr int kAttentionRowThreads = 256;
 inline constexpr int kMlaRowCols = 4;        // latent columns per thread in the tiled form
 inline constexpr int kIndexerMaxHeads = 64;  // IndexerTokenScore's per-head sums in registers
 
-struct MlaRowState {
-  float red[kMlaRowThreads];
+struct AttentionRowState {
+  float red[kAttentionRowThreads];
   float mx, sum;
-  const uint8_t* tile[kMlaRowThreads];
-  float acc[kMlaRowCols][kMlaRowThreads];
-};
-
-// std::max(a, b)'s rule: b only when a < b (a NaN b is never taken).
-struct MaxRuleOp {
-  __host__ __device__ float operator()(float a, float b) const { return a < b ? b : a; }
-};
-struct FloatSumOp {
-  __host__ __device__ float operator()(float a, float b) const { return a + b; }
+  const uint8_t* tile[kAttentionRowThreads];
+  float acc[kMlaRowCols][kAttentionRowThreads];
 };
 
 // Pair th = (t, head) of `a` into a.out_latent; p holds the pair's selected_count[t] scores.
 template <typename Run>
-__host__ __device__ void MlaRowPhases(MlaRowState& st, const MlaAttentionArgs& a,
+__host__ __device__ void MlaRowPhases(AttentionRowState& st, const MlaAttentionArgs& a,
                                       const DeviceRows& kv, int64_t th, float* p, Run run) {
-  constexpr int kT = kMlaRowThreads;
+  constexpr int kT = kAttentionRowThreads;
   const int64_t t = th / a.heads, R = a.latent_dim, P = a.rope_dim;
   const float* ql = a.q_latent + th * R;
   const float* qr = a.q_rope + th * P;
@@ -115,6 +113,50 @@ __host__ __device__ void MlaRowPhases(MlaRowState& st, const MlaAttentionArgs& a
     for (int c = 0; c < kMlaRowCols; ++c) {
       const int64_t i = tid + int64_t{c} * kT;
       if (i < R) out[i] = st.acc[c][tid];
+    }
+  });
+}
+
+// Pair th = (t, h) of `a` into a.out; p holds the pair's count[t] scores.
+template <typename Run>
+__host__ __device__ void GqaRowPhases(AttentionRowState& st, const GqaAttentionArgs& a,
+                                      const DeviceRows& kv, int64_t th, float* p, Run run) {
+  constexpr int kT = kAttentionRowThreads;
+  const int64_t H = a.heads, D = a.head_dim, group = H / a.kv_heads, width = a.kv_heads * D;
+  const int64_t t = th / H, h = th % H, kh = h / group;
+  const int64_t n = a.count[t], u0 = a.begin ? a.begin[t] : 0;
+  const float* q = a.q + (t * H + h) * D;
+  float* out = a.out + (t * H + h) * D;
+  const float mx = TreeReduce<kT>(
+      st.red, &st.mx,
+      [&](int tid) {
+        float m = -INFINITY;
+        for (int64_t i = tid; i < n; i += kT) {
+          float dot = 0.0f;
+          for (int64_t j = 0; j < D; ++j) dot += q[j] * RowValue(kv, u0 + i, kh * D + j);
+          p[i] = dot * a.scale;
+          m = MaxRuleOp{}(m, p[i]);
+        }
+        return m;
+      },
+      MaxRuleOp{}, run);
+  const float sum = TreeReduce<kT>(
+      st.red, &st.sum,
+      [&](int tid) {
+        float part = 0.0f;
+        for (int64_t i = tid; i < n; i += kT) {
+          p[i] = expf(p[i] - mx);
+          part += p[i];
+        }
+        return part;
+      },
+      FloatSumOp{}, run);
+  run([&](int tid) {
+    for (int64_t j = tid; j < D; j += kT) {
+      float acc = 0.0f;
+      for (int64_t i = 0; i < n; ++i)
+        acc += (p[i] / sum) * RowValue(kv, u0 + i, width + kh * D + j);
+      out[j] = n > 0 ? acc : 0.0f;
     }
   });
 }

@@ -1,10 +1,11 @@
-// MlaKernel's and the indexer kernels' blocks (cuda_attention_blocks.cuh), run on the CPU: the
-// MLA row thread by thread, phase by phase, as the kernel's barriers order them; the indexer a
-// (row, token) score at a time. Through the ops conformance suite's MlaAttention cases (sparse
-// and dense, every KV kind, selections past one tile of 256 tokens, NaN and infinities in q and
-// in the cache) and IndexerScores cases against the CPU reference; and the forms the suite does
-// not reach: a latent width past the tiles (each value's row looked up) and more heads than the
-// indexer keeps in registers (sums in chunks of 64 heads). Runs without a GPU.
+// MlaKernel's, GqaKernel's and the indexer kernels' blocks (cuda_attention_blocks.cuh), run on
+// the CPU: the MLA and GQA rows thread by thread, phase by phase, as the kernel's barriers order
+// them; the indexer a (row, token) score at a time. Through the ops conformance suite's
+// MlaAttention cases (sparse and dense, every KV kind, selections past one tile of 256 tokens, NaN
+// and infinities in q and in the cache), GqaAttention cases and IndexerScores cases against the CPU
+// reference; and the forms the suite does not reach: a latent width past the tiles (each value's
+// row looked up) and more heads than the indexer keeps in registers (sums in chunks of 64 heads).
+// Runs without a GPU.
 #include "backends/cuda/cuda_attention_blocks.cuh"
 
 #include <gtest/gtest.h>
@@ -31,10 +32,20 @@ class AttentionBlocksEmulation final : public ForwardingOps {
                                 ? a.selected_stride
                                 : static_cast<int64_t>(a.kv.page_table.size()) * a.kv.page_size;
     std::vector<float> p(static_cast<size_t>(per_row > 0 ? per_row : 1));
-    auto st = std::make_unique<MlaRowState>();
+    auto st = std::make_unique<AttentionRowState>();
     for (int64_t th = 0; th < a.tokens * a.heads; ++th)
       MlaRowPhases(*st, a, kv, th, p.data(), [](auto phase) {
-        for (int tid = 0; tid < kMlaRowThreads; ++tid) phase(tid);
+        for (int tid = 0; tid < kAttentionRowThreads; ++tid) phase(tid);
+      });
+  }
+  void GqaAttention(const GqaAttentionArgs& a) const override {
+    const DeviceRows kv = ToDevice(a.kv);
+    const int64_t per_row = static_cast<int64_t>(a.kv.page_table.size()) * a.kv.page_size;
+    std::vector<float> p(static_cast<size_t>(per_row > 0 ? per_row : 1));
+    auto st = std::make_unique<AttentionRowState>();
+    for (int64_t th = 0; th < a.tokens * a.heads; ++th)
+      GqaRowPhases(*st, a, kv, th, p.data(), [](auto phase) {
+        for (int tid = 0; tid < kAttentionRowThreads; ++tid) phase(tid);
       });
   }
   void IndexerScores(const IndexerArgs& a) const override {
@@ -51,19 +62,20 @@ class AttentionBlocksEmulation final : public ForwardingOps {
 
 TEST(CudaAttentionBlocksTest, TheBlocksPassTheAttentionAndIndexerCases) {
   const AttentionBlocksEmulation ops;
-  int mla = 0, indexer = 0;
-  for (const ConformanceCase& c :
-       RunOpsConformance(ops, ConformancePrecision::kF32, {"MlaAttention", "IndexerScores"})) {
-    (c.op == "MlaAttention" ? mla : indexer) += 1;
+  int mla = 0, gqa = 0, indexer = 0;
+  for (const ConformanceCase& c : RunOpsConformance(
+           ops, ConformancePrecision::kF32, {"MlaAttention", "GqaAttention", "IndexerScores"})) {
+    (c.op == "MlaAttention" ? mla : c.op == "GqaAttention" ? gqa : indexer) += 1;
     EXPECT_TRUE(c.pass) << c.op << " " << c.format << " " << c.shape << " " << c.input << ": error "
                         << c.error << " (tolerance " << c.tolerance << ")";
   }
   EXPECT_GT(mla, 50);
+  EXPECT_GT(gqa, 10);
   EXPECT_GT(indexer, 20);
 }
 
-// R = 1100 > kMlaRowCols * kMlaRowThreads: every output column reads each selected token's row
-// itself (row 0 selects 300 tokens in a scrambled order, row 1 the 17 newest).
+// R = 1100 > kMlaRowCols * kAttentionRowThreads: every output column reads each selected token's
+// row itself (row 0 selects 300 tokens in a scrambled order, row 1 the 17 newest).
 TEST(CudaAttentionBlocksTest, ALatentWiderThanTheTilesEqualsTheReference) {
   const int64_t R = 1100, P = 4, n = 300;
   SmallMlaCase c(2, 2, R, P, 64, 5, 89);

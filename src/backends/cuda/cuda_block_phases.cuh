@@ -1,7 +1,8 @@
 // Block-wide steps for kernels written as phases (the cuda_topk_block.cuh pattern: a phase is a
 // function of the thread index that `run` runs on every thread of the block, then a barrier; on
-// the CPU, on every thread in turn): a tree reduction and an exclusive prefix over one value per
-// thread. Host functions too. Used by cuda_sampling.cuh and cuda_attention_blocks.cuh.
+// the CPU, on every thread in turn): a tree reduction (with FloatSumOp, MaxRuleOp, ...) and an
+// exclusive prefix over one value per thread. Host functions too. Used by cuda_sampling.cuh,
+// cuda_attention_blocks.cuh and cuda_ops_blocks.cuh.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,6 +24,14 @@ __host__ __device__ T TreeReduce(T* sh, T* out, Part part, Op op, Run run) {
     });
   return *out;
 }
+
+struct FloatSumOp {
+  __host__ __device__ float operator()(float a, float b) const { return a + b; }
+};
+// std::max(a, b)'s rule: b only when a < b (a NaN b is never taken).
+struct MaxRuleOp {
+  __host__ __device__ float operator()(float a, float b) const { return a < b ? b : a; }
+};
 
 // sh[tid] = the sum of sh[0..tid) over the kThreads threads' values, by one thread.
 template <int kThreads, typename T, typename Run>

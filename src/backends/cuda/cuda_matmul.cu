@@ -28,18 +28,18 @@ __global__ void DequantBf16Kernel(DeviceWeight w, uint16_t* out) {
   const bool nvfp4 = w.format == static_cast<int>(WeightFormat::kNvfp4);
   LUCID_GRID_LOOP(i, w.rows * w.cols) {
     const int64_t r = i / w.cols, c = i % w.cols;
-    out[i] = F32ToBf16Bits(nvfp4 ? Nvfp4GroupScaled(w, w.row_begin + r, c) : WeightAt(w, r, c));
+    out[i] = Bf16BitsRne(nvfp4 ? Nvfp4GroupScaled(w, w.row_begin + r, c) : WeightAt(w, r, c));
   }
 }
 
 // x rounded to bf16, as bf16 bits (`bits`, a tensor-core operand) or as the f32 of those bits.
 __global__ void RoundToBf16Kernel(const float* x, int64_t n, uint16_t* bits, float* values) {
   LUCID_GRID_LOOP(i, n) {
-    const uint16_t b = F32ToBf16Bits(x[i]);
+    const uint16_t b = Bf16BitsRne(x[i]);
     if (bits != nullptr)
       bits[i] = b;
     else
-      values[i] = Bf16Bits(b);
+      values[i] = FloatFromBits(static_cast<uint32_t>(b) << 16);
   }
 }
 

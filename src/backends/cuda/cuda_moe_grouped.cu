@@ -11,10 +11,7 @@ namespace {
 __global__ void MoeGroupKernel(const int32_t* idx, int64_t P, int64_t k, int64_t E,
                                MoeRowTile* tiles, int32_t* x_rows, int32_t* pair_slot) {
   __shared__ MoeGroupState st;
-  MoeGroupPhases(st, idx, P, k, E, tiles, x_rows, pair_slot, [&](auto phase) {
-    phase(static_cast<int>(threadIdx.x));
-    __syncthreads();
-  });
+  MoeGroupPhases(st, idx, P, k, E, tiles, x_rows, pair_slot, BlockRun{});
 }
 
 __global__ void MoeSwiGluKernel(float* g, const float* u, int64_t n) {

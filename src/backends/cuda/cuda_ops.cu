@@ -18,6 +18,7 @@
 #include "backends/cuda/cuda_moe_gemv.h"
 #include "backends/cuda/cuda_moe_grouped.h"
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/cuda_ops_blocks.cuh"
 #include "backends/cuda/cuda_sampling.h"
 #include "backends/cuda/cuda_scratch.h"
 #include "backends/cuda/cuda_status.h"
@@ -36,33 +37,18 @@ __global__ void EmbeddingKernel(DeviceWeight w, const int32_t* ids, int64_t n_id
     out[i] = WeightAt(w, ids[i / w.cols], i % w.cols);
 }
 
-__device__ float LoadVec(const void* p, bool bf16, int64_t i) {
-  return bf16 ? Bf16Bits(static_cast<const uint16_t*>(p)[i]) : static_cast<const float*>(p)[i];
-}
-
+// A row per block (cuda_ops_blocks.cuh).
 __global__ void RmsNormKernel(const float* x, const void* w, bool w_bf16, float eps, int64_t D,
                               float* y) {
-  const float* xr = x + blockIdx.x * D;
-  float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) ss += xr[i] * xr[i];
-  ss = BlockSum(ss);
-  const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
-    y[blockIdx.x * D + i] = LoadVec(w, w_bf16, i) * (xr[i] * inv);
+  __shared__ OpsRowState st;
+  RmsNormRowPhases(st, x + blockIdx.x * D, w, w_bf16, eps, D, y + blockIdx.x * D, BlockRun{});
 }
 
 __global__ void LayerNormKernel(const float* x, const void* w, bool w_bf16, const void* b,
                                 bool b_bf16, float eps, int64_t D, float* y) {
-  const float* xr = x + blockIdx.x * D;
-  float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) s += xr[i];
-  const float mean = BlockSum(s) / static_cast<float>(D);
-  float v = 0.0f;
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) v += (xr[i] - mean) * (xr[i] - mean);
-  const float var = BlockSum(v) / static_cast<float>(D);
-  const float inv = 1.0f / sqrtf(var + eps);
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
-    y[blockIdx.x * D + i] = (xr[i] - mean) * inv * LoadVec(w, w_bf16, i) + LoadVec(b, b_bf16, i);
+  __shared__ OpsRowState st;
+  LayerNormRowPhases(st, x + blockIdx.x * D, w, w_bf16, b, b_bf16, eps, D, y + blockIdx.x * D,
+                     BlockRun{});
 }
 
 __global__ void SwiGluKernel(const float* g, const float* u, int64_t n, float* o) {
@@ -102,11 +88,8 @@ __global__ void GatherRowsKernel(const float* x, const int64_t* rows, int64_t n_
 }
 
 __global__ void NonFiniteRowsKernel(const float* x, int64_t row, int32_t* flags) {
-  const float* p = x + blockIdx.x * row;
-  float bad = 0.0f;
-  for (int64_t j = threadIdx.x; j < row; j += blockDim.x) bad += isfinite(p[j]) ? 0.0f : 1.0f;
-  bad = BlockSum(bad);
-  if (threadIdx.x == 0) flags[blockIdx.x] = bad > 0.0f ? 1 : 0;
+  __shared__ OpsRowState st;
+  NonFiniteRowPhases(st, x + blockIdx.x * row, row, flags + blockIdx.x, BlockRun{});
 }
 
 class CudaOps final : public Ops {
@@ -150,16 +133,16 @@ class CudaOps final : public Ops {
     CheckDevices(*this, "RmsNorm", {&x, &weight, &y});
     const int64_t D = x.size(-1), T = x.numel() / D;
     if (T > 0)
-      RmsNormKernel<<<T, kThreads, 0, stream_>>>(x.data<const float>(), weight.raw(),
-                                                 weight.dtype() == DType::kBF16, eps, D,
-                                                 y.data<float>());
+      RmsNormKernel<<<T, kOpsRowThreads, 0, stream_>>>(x.data<const float>(), weight.raw(),
+                                                       weight.dtype() == DType::kBF16, eps, D,
+                                                       y.data<float>());
   }
   void LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                  Tensor& y) const override {
     CheckDevices(*this, "LayerNorm", {&x, &weight, &bias, &y});
     const int64_t D = x.size(-1), T = x.numel() / D;
     if (T > 0)
-      LayerNormKernel<<<T, kThreads, 0, stream_>>>(
+      LayerNormKernel<<<T, kOpsRowThreads, 0, stream_>>>(
           x.data<const float>(), weight.raw(), weight.dtype() == DType::kBF16, bias.raw(),
           bias.dtype() == DType::kBF16, eps, D, y.data<float>());
   }
@@ -206,8 +189,8 @@ class CudaOps final : public Ops {
     LUCID_CHECK(x.dtype() == DType::kF32 && flags.dtype() == DType::kI32 && flags.numel() == T,
                 "NonFiniteRows: x f32, flags i32 [T]");
     if (T > 0)
-      NonFiniteRowsKernel<<<T, kThreads, 0, stream_>>>(x.data<const float>(), x.numel() / T,
-                                                       flags.data<int32_t>());
+      NonFiniteRowsKernel<<<T, kOpsRowThreads, 0, stream_>>>(x.data<const float>(), x.numel() / T,
+                                                             flags.data<int32_t>());
   }
   void MlaAttention(const MlaAttentionArgs& a) const override {
     if (a.tokens == 0 || a.heads == 0 || Failed()) return;

@@ -13,10 +13,7 @@ __global__ void SampleRowsKernel(const float* logits, int64_t V, const RowSampli
   const RowSampling p = rows[r];
   SampleRowPhases(st, logits + r * V, scratch + r * V, V, p, edits, K, tokens + r,
                   logprobs + r * (1 + K), top_ids != nullptr ? top_ids + r * K : nullptr,
-                  [&](auto phase) {
-                    phase(static_cast<int>(threadIdx.x));
-                    __syncthreads();
-                  });
+                  BlockRun{});
 }
 
 __global__ void ApplyTokenBitmaskKernel(float* logits, const int32_t* bitmask, int64_t R,

@@ -127,14 +127,6 @@ __host__ __device__ inline void MoeRouteRow(const float* lg, int64_t E, const fl
   }
 }
 
-// core/dtype.h's F32ToBf16: round to nearest even, a NaN kept quiet with its sign.
-__host__ __device__ inline uint16_t Bf16BitsRne(float v) {
-  const uint32_t bits = BitsOfFloat(v);
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u)
-    return static_cast<uint16_t>(((bits >> 16) & 0x8000u) | 0x7FC0u);
-  return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-}
-
 // core/dtype.h's F32ToF8E4M3Saturate: RNE to e4m3 (bias 7, subnormal step 2^-9), magnitudes past
 // 448 and infinities saturate to 448 (0x7E), NaN is 0x7F; the sign bit is kept.
 __host__ __device__ inline uint8_t E4m3SaturateCode(float v) {

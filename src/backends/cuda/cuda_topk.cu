@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "backends/cuda/cuda_kernel_util.cuh"
 #include "backends/cuda/cuda_topk.h"
 #include "backends/cuda/cuda_topk_block.cuh"
 
@@ -24,10 +25,7 @@ __global__ void TopKBlockKernel(const float* scores, int64_t S, const int64_t* l
   }
   if (k <= 0) return;
   uint64_t* buf = scratch != nullptr ? scratch + blockIdx.x * P : shared_words;
-  TopKBlockPhases(st, scores + t * S, n, k, offset, row, buf, P, [&](auto phase) {
-    phase(static_cast<int>(threadIdx.x));
-    __syncthreads();
-  });
+  TopKBlockPhases(st, scores + t * S, n, k, offset, row, buf, P, BlockRun{});
 }
 
 int64_t RowsPerLaunch(int64_t P) { return std::max<int64_t>(1, kScratchWordsPerLaunch / P); }

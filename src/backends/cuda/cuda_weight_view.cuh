@@ -74,13 +74,17 @@ __host__ __device__ inline float E2m1Value(uint8_t nib) {
   return (nib & 8) ? -mag : mag;
 }
 
-// v rounded to bf16 (round to nearest even, a NaN kept quiet with its sign), as f32: core/dtype.h's
-// F32ToBf16 and cuda_kernel_util.cuh's F32ToBf16Bits.
+// core/dtype.h's F32ToBf16: round to nearest even, a NaN kept quiet with its sign.
+__host__ __device__ inline uint16_t Bf16BitsRne(float v) {
+  const uint32_t b = BitsOfFloat(v);
+  if ((b & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>(((b >> 16) & 0x8000u) | 0x7fc0u);
+  return static_cast<uint16_t>((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
+// v rounded to bf16 (Bf16BitsRne), as f32.
 __host__ __device__ inline float RoundToBf16(float v) {
-  uint32_t b;
-  memcpy(&b, &v, sizeof(b));
-  if ((b & 0x7fffffffu) > 0x7f800000u) return FloatFromBits((b & 0x80000000u) | 0x7fc00000u);
-  return FloatFromBits(((b + 0x7fffu + ((b >> 16) & 1u)) >> 16) << 16);
+  return FloatFromBits(static_cast<uint32_t>(Bf16BitsRne(v)) << 16);
 }
 
 // An NVFP4 value times its e4m3 group scale, without the global scale (exact in bf16: at most 6

@@ -1,0 +1,70 @@
+// cuda_ops.cu's row kernels (cuda_ops_blocks.cuh), run on the CPU thread by thread, phase by
+// phase, as the kernels' barriers order them: through the ops conformance suite's RmsNorm and
+// LayerNorm cases (f32 and bf16 weights, NaN and infinities planted) and NonFiniteRows cases
+// against the CPU reference. Runs without a GPU.
+#include "backends/cuda/cuda_ops_blocks.cuh"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <set>
+#include <string>
+
+#include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/ops_conformance.h"
+#include "ops/forwarding_ops.h"
+
+namespace lucid::cuda {
+namespace {
+
+constexpr auto kEveryThread = [](auto phase) {
+  for (int tid = 0; tid < kOpsRowThreads; ++tid) phase(tid);
+};
+
+class OpsBlocksEmulation final : public ForwardingOps {
+ public:
+  OpsBlocksEmulation() : ForwardingOps(ref_) {}
+  void RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) const override {
+    const int64_t D = x.size(-1), T = x.numel() / D;
+    for (int64_t t = 0; t < T; ++t)
+      RmsNormRowPhases(*st_, x.data<const float>() + t * D, weight.raw(),
+                       weight.dtype() == DType::kBF16, eps, D, y.data<float>() + t * D,
+                       kEveryThread);
+  }
+  void LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                 Tensor& y) const override {
+    const int64_t D = x.size(-1), T = x.numel() / D;
+    for (int64_t t = 0; t < T; ++t)
+      LayerNormRowPhases(*st_, x.data<const float>() + t * D, weight.raw(),
+                         weight.dtype() == DType::kBF16, bias.raw(), bias.dtype() == DType::kBF16,
+                         eps, D, y.data<float>() + t * D, kEveryThread);
+  }
+  void NonFiniteRows(const Tensor& x, Tensor& flags) const override {
+    const int64_t T = x.rank() == 0 ? 1 : x.size(0), row = x.numel() / T;
+    for (int64_t t = 0; t < T; ++t)
+      NonFiniteRowPhases(*st_, x.data<const float>() + t * row, row, flags.data<int32_t>() + t,
+                         kEveryThread);
+  }
+
+ private:
+  const CpuOps ref_;
+  std::unique_ptr<OpsRowState> st_ = std::make_unique<OpsRowState>();
+};
+
+TEST(CudaOpsBlocksTest, TheRowKernelsPassTheNormAndNonFiniteCases) {
+  const OpsBlocksEmulation ops;
+  std::set<std::string> seen;
+  int cases = 0;
+  for (const ConformanceCase& c : RunOpsConformance(ops, ConformancePrecision::kF32,
+                                                    {"RmsNorm", "LayerNorm", "NonFiniteRows"})) {
+    ++cases;
+    seen.insert(c.op);
+    EXPECT_TRUE(c.pass) << c.op << " " << c.format << " " << c.shape << " " << c.input << ": error "
+                        << c.error << " (tolerance " << c.tolerance << ")";
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"RmsNorm", "LayerNorm", "NonFiniteRows"}));
+  EXPECT_GT(cases, 10);
+}
+
+}  // namespace
+}  // namespace lucid::cuda
