@@ -8,7 +8,9 @@
 //   amax  = max |x| over g (NaN entries ignored),
 //   scale = max(amax, 1e-10) / 448          (f32, IEEE division),
 //   code  = e4m3(x / scale)                 (f32 division, then round to nearest even with
-//                                            saturation to +-448; NaN stays NaN),
+//                                            saturation to +-448; NaN stays NaN, its sign
+//                                            unspecified: the host keeps the quotient's, the
+//                                            device's conversion gives 0x7F),
 // and the value the GEMM multiplies is e4m3_value(code) * scale. A group holding +-Inf has an
 // Inf scale, so every entry of it becomes NaN (x / Inf is 0, Inf / Inf is NaN): the row's
 // products are NaN either way, as with the unquantized row. An all-zero group has scale

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "backends/cuda/cuda_fp8_act.cuh"
 #include "backends/cuda/cuda_fp8_gemm.h"
 #include "backends/cuda/cuda_fp8_scales.h"
 #include "backends/cuda/cuda_kernel_util.cuh"
@@ -15,7 +16,8 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLAS's advice for Hopper
 
-// One warp per (token, group of 128 columns): ops/fp8_activations.h's arithmetic.
+// One warp per (token, group of 128 columns): ops/fp8_activations.h's arithmetic by
+// cuda_fp8_act.cuh's functions.
 __global__ void QuantizeFp8ActKernel(const float* x, int64_t T, int64_t K, uint8_t* codes,
                                      float* scales, float* values) {
   const int64_t groups = (K + kFp8ActGroup - 1) / kFp8ActGroup;
@@ -25,15 +27,13 @@ __global__ void QuantizeFp8ActKernel(const float* x, int64_t T, int64_t K, uint8
   const int64_t t = warp / groups, g = warp % groups, c0 = g * kFp8ActGroup;
   const int64_t n = K - c0 < kFp8ActGroup ? K - c0 : kFp8ActGroup;
   const float* xr = x + t * K + c0;
-  float amax = 0.0f;
-  for (int64_t i = lane; i < n; i += 32) amax = fmaxf(amax, fabsf(xr[i]));  // drops NaN
+  float amax = Fp8ActLaneAmax(xr, n, lane);
   for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const float s = __fdiv_rn(fmaxf(amax, kFp8ActMinAmax), 448.0f);
-  for (int64_t i = lane; i < n; i += 32) {
-    const uint8_t q =
-        static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fdiv_rn(xr[i], s), __NV_SATFINITE, __NV_E4M3));
+  const float s = Fp8ActScaleOfAmax(amax);
+  for (int64_t i = lane; i < n; i += kFp8ActLanes) {
+    const uint8_t q = Fp8ActCode(xr[i], s);
     if (codes != nullptr) codes[t * K + c0 + i] = q;
-    if (values != nullptr) values[t * K + c0 + i] = __fmul_rn(E4m3Value(q), s);
+    if (values != nullptr) values[t * K + c0 + i] = Fp8ActValue(q, s);
   }
   if (lane == 0 && scales != nullptr) scales[g * T + t] = s;
 }
