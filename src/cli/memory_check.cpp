@@ -36,16 +36,26 @@ bool MemoryCheck::activations_within_plan() const {
          *activations_held <= static_cast<int64_t>(activations_planned);
 }
 
+bool MemoryCheck::ops_scratch_within_plan() const {
+  return !ops_scratch_held.has_value() ||
+         *ops_scratch_held <= static_cast<int64_t>(runtime_overhead_planned);
+}
+
 std::string MemoryCheck::Describe() const {
   std::string s = "memory on " + device + ": " +
                   Part("weights", weights_planned, weights_held, "mapped from the checkpoint") +
                   "; " + Part("KV pool", kv_pool_planned, kv_pool_held, "host memory, not counted");
   if (!activations_held.has_value()) return s;
   const int64_t over = *activations_held - static_cast<int64_t>(activations_planned);
-  return s + "; activations " + std::to_string(*activations_held) + " B held after the largest " +
-         "step (" + std::to_string(largest_step_tokens) + " tokens), plan " +
-         std::to_string(activations_planned) + " B" +
-         (over > 0 ? " (" + std::to_string(over) + " B more than planned)" : "");
+  s += "; activations " + std::to_string(*activations_held) + " B held after the largest " +
+       "step (" + std::to_string(largest_step_tokens) + " tokens), plan " +
+       std::to_string(activations_planned) + " B" +
+       (over > 0 ? " (" + std::to_string(over) + " B more than planned)" : "");
+  if (!ops_scratch_held.has_value()) return s;
+  const int64_t past = *ops_scratch_held - static_cast<int64_t>(runtime_overhead_planned);
+  return s + "; ops scratch " + std::to_string(*ops_scratch_held) + " B held, runtime overhead " +
+         "plan " + std::to_string(runtime_overhead_planned) + " B" +
+         (past > 0 ? " (" + std::to_string(past) + " B more than planned)" : "");
 }
 
 nlohmann::json MemoryCheck::ToJson() const {
@@ -60,7 +70,9 @@ nlohmann::json MemoryCheck::ToJson() const {
           {"agrees", agrees()},
           {"activations_planned_bytes", activations_planned},
           {"activations_held_bytes", held(activations_held)},
-          {"largest_step_tokens", largest_step_tokens}};
+          {"largest_step_tokens", largest_step_tokens},
+          {"runtime_overhead_planned_bytes", runtime_overhead_planned},
+          {"ops_scratch_held_bytes", held(ops_scratch_held)}};
 }
 
 std::optional<int64_t> HeldGrowth(const Allocator& alloc, const std::function<void()>& f) {
@@ -79,16 +91,18 @@ int64_t LargestStepTokens(const EngineOptions& eo) {
   return std::max<int64_t>(n, 1);
 }
 
-StatusOr<std::optional<int64_t>> ProfileLargestStep(Engine& engine, const Allocator& alloc,
-                                                    const EngineOptions& eo, int32_t token) {
-  if (!alloc.held_bytes().has_value()) return std::optional<int64_t>();
+StatusOr<std::optional<StepMemory>> ProfileLargestStep(Engine& engine, const Allocator& alloc,
+                                                       const Ops& ops, const EngineOptions& eo,
+                                                       int32_t token) {
+  if (!alloc.held_bytes().has_value()) return std::optional<StepMemory>();
   const std::vector<int32_t> prompt(static_cast<size_t>(LargestStepTokens(eo)), token);
   Status run = OkStatus();
   const std::optional<int64_t> grew = HeldGrowth(alloc, [&] {
     run = server::RunTestGeneration(engine, prompt, 1, std::chrono::seconds(600));
   });
   if (!run.ok()) return run;
-  return grew;
+  if (!grew.has_value()) return std::optional<StepMemory>();
+  return std::optional<StepMemory>(StepMemory{*grew, ops.scratch_held_bytes()});
 }
 
 }  // namespace lucid::cli

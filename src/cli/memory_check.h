@@ -6,7 +6,9 @@
 // Where the allocator counts (a device), the largest step the engine can be given runs once
 // before serving (ProfileLargestStep): its activations take their memory at start-up, so that a
 // device that cannot hold them is found then, and what they took is reported beside the plan's
-// activation estimate (an estimate: not expected to agree to the byte).
+// activation estimate (an estimate: not expected to agree to the byte), and what the ops' own
+// scratch (Ops::scratch_held_bytes: CudaOps' buffers, outside the allocator) holds after it,
+// beside the plan's runtime overhead, the estimate that is to cover it.
 // On the CPU the allocator does not count (the weights are views of the checkpoint mapping, the
 // KV pool host memory): only the plan's figures are reported.
 // Thread-safety: values and pure functions.
@@ -20,6 +22,7 @@
 
 #include "core/allocator.h"
 #include "core/status.h"
+#include "ops/ops.h"
 #include "runtime/engine.h"
 
 namespace lucid::cli {
@@ -33,10 +36,16 @@ struct MemoryCheck {
   uint64_t activations_planned = 0;
   std::optional<int64_t> activations_held{};
   int64_t largest_step_tokens = 0;
+  // The plan's runtime overhead, and the ops' scratch held after the largest step; nullopt: the
+  // ops hold none that counts, or not profiled.
+  uint64_t runtime_overhead_planned = 0;
+  std::optional<int64_t> ops_scratch_held{};
   // The weights and the KV pool held equal their plan (true when they are not counted).
   bool agrees() const;
   // The largest step held no more than the plan's activations (true when not profiled).
   bool activations_within_plan() const;
+  // The ops' scratch is no more than the plan's runtime overhead (true when not counted).
+  bool ops_scratch_within_plan() const;
   // One line: "memory on cuda: weights 555296 B held, as planned; KV pool ... held, plan ...
   // (1024 B more than planned)".
   std::string Describe() const;
@@ -51,12 +60,20 @@ std::optional<int64_t> HeldGrowth(const Allocator& alloc, const std::function<vo
 // partition's pages (a context_length or num_pages of 0 does not bound it).
 int64_t LargestStepTokens(const EngineOptions& eo);
 
+// What the largest step took: the bytes the backend's allocator holds more after it (the
+// workspace it grew: its activations), and what the ops' scratch holds after it.
+struct StepMemory {
+  int64_t activations = 0;
+  std::optional<int64_t> ops_scratch{};  // Ops::scratch_held_bytes
+};
+
 // Where `alloc` (the engine's backend memory) counts: one greedy token after a prompt of
-// LargestStepTokens(eo) copies of `token`, through `engine`, and the bytes `alloc` holds more
-// after it (the workspace the step grew: its activations). nullopt, running nothing, where
-// `alloc` does not count. Errors: the generation's (ResourceExhausted when the device cannot hold
-// the step's activations: the engine fails that request and goes on).
-StatusOr<std::optional<int64_t>> ProfileLargestStep(Engine& engine, const Allocator& alloc,
-                                                    const EngineOptions& eo, int32_t token);
+// LargestStepTokens(eo) copies of `token`, through `engine` (whose model runs on `ops`), and what
+// it took. nullopt, running nothing, where `alloc` does not count. Errors: the generation's
+// (ResourceExhausted when the device cannot hold the step's activations or its scratch: the
+// engine fails that request and goes on).
+StatusOr<std::optional<StepMemory>> ProfileLargestStep(Engine& engine, const Allocator& alloc,
+                                                       const Ops& ops, const EngineOptions& eo,
+                                                       int32_t token);
 
 }  // namespace lucid::cli

@@ -1,7 +1,8 @@
 // The memory plan against what a device backend holds: each tiny fixture loaded and its engine
 // made the way `lucid serve` does (LoadServedModel, EngineOptionsFrom, HeldGrowth around
-// CreateEngine) on GuardedDeviceBackend, whose allocator counts like CudaAllocator; the plan is
-// the resolver's, made before a weight is read.
+// CreateEngine) on GuardedDeviceBackend, whose allocator counts like CudaAllocator, over reference
+// ops that keep a scratch as CudaOps does; the plan is the resolver's, made before a weight is
+// read.
 #include "cli/memory_check.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include "cli/serve_parallel.h"
 #include "config/resolver.h"
 #include "config/settings.h"
+#include "ops/forwarding_ops.h"
 
 namespace lucid::cli {
 namespace {
@@ -32,19 +34,36 @@ StatusOr<config::ResolvedConfig> ResolveFixture(const std::string& name,
   return config::Resolve(s);
 }
 
+// The reference ops with a scratch of their own, as CudaOps keeps one for the activations it
+// rounds or quantizes for a GEMM: the largest Linear input seen, held.
+class ScratchKeepingOps final : public ForwardingOps {
+ public:
+  ScratchKeepingOps() : ForwardingOps(ref_) {}
+  void Linear(const Tensor& x, const Weight& w, Tensor& y) const override {
+    largest_ = std::max<int64_t>(largest_, static_cast<int64_t>(x.nbytes()));
+    ForwardingOps::Linear(x, w, y);
+  }
+  std::optional<int64_t> scratch_held_bytes() const override { return largest_; }
+
+ private:
+  const CpuOps ref_;
+  mutable int64_t largest_ = 0;
+};
+
 class PlanAgainstDevice : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(PlanAgainstDevice, WeightsAndKvPoolEqualWhatTheBackendHolds) {
   for (const char* kv : {"f32", "bf16", "fp8_e4m3"}) {
     StatusOr<config::ResolvedConfig> rc = ResolveFixture(GetParam(), kv);
     ASSERT_TRUE(rc.ok()) << rc.status().ToString();
-    CpuOps ops;
+    ScratchKeepingOps ops;
     GuardedDeviceBackend device(ops);
     StatusOr<ServedModel> loaded =
         LoadServedModel(*rc, device, nullptr, /*leader=*/false, nullptr, [](const std::string&) {});
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
     ASSERT_TRUE(loaded->weights_held.has_value());
     const EngineOptions eo = EngineOptionsFrom(*rc, rc->Int("context-length"));
+    const int64_t hidden = loaded->model->config().hidden_size;
     StatusOr<std::unique_ptr<Engine>> engine = Internal("not made");
     MemoryCheck m{.device = "cuda",
                   .weights_planned = rc->memory().weights,
@@ -69,10 +88,22 @@ TEST_P(PlanAgainstDevice, WeightsAndKvPoolEqualWhatTheBackendHolds) {
     EXPECT_EQ(m.largest_step_tokens,
               std::min({rc->Int("chunked-prefill-size"), rc->Int("context-length") - 1,
                         int64_t{63 * 16 - 1}}));
-    StatusOr<std::optional<int64_t>> grew = ProfileLargestStep(**engine, device.allocator(), eo, 1);
+    m.runtime_overhead_planned = rc->memory().runtime_overhead;
+    StatusOr<std::optional<StepMemory>> grew =
+        ProfileLargestStep(**engine, device.allocator(), ops, eo, 1);
     ASSERT_TRUE(grew.ok()) << grew.status().ToString();
     ASSERT_TRUE(grew->has_value());
-    m.activations_held = **grew;
+    m.activations_held = (*grew)->activations;
+    m.ops_scratch_held = (*grew)->ops_scratch;
+    // The ops' scratch after the step: at least the step's hidden states, which every layer's
+    // first projection reads.
+    ASSERT_TRUE(m.ops_scratch_held.has_value());
+    EXPECT_GE(*m.ops_scratch_held, m.largest_step_tokens * hidden * int64_t{4});
+    EXPECT_TRUE(m.ops_scratch_within_plan()) << m.Describe();
+    EXPECT_NE(m.Describe().find("; ops scratch " + std::to_string(*m.ops_scratch_held) +
+                                " B held, runtime overhead plan"),
+              std::string::npos)
+        << m.Describe();
     EXPECT_GT(*m.activations_held, 0);
     EXPECT_TRUE(m.activations_within_plan()) << m.Describe();
     EXPECT_NE(m.Describe().find("activations " + std::to_string(*m.activations_held) +
@@ -85,9 +116,11 @@ TEST_P(PlanAgainstDevice, WeightsAndKvPoolEqualWhatTheBackendHolds) {
     // bytes of the last step's outputs may or may not have been dropped yet by the engine's
     // thread when the generation's result arrives.)
     const int64_t blocks = device.workspace().blocks_allocated();
-    EXPECT_LE(ProfileLargestStep(**engine, device.allocator(), eo, 2).value().value(), 1024);
-    EXPECT_LE(std::abs(ProfileLargestStep(**engine, device.allocator(), eo, 3).value().value()),
+    EXPECT_LE(ProfileLargestStep(**engine, device.allocator(), ops, eo, 2)->value().activations,
               1024);
+    EXPECT_LE(
+        std::abs(ProfileLargestStep(**engine, device.allocator(), ops, eo, 3)->value().activations),
+        1024);
     EXPECT_EQ(device.workspace().blocks_allocated(), blocks + 1);
     (*engine)->Stop();
   }
@@ -115,6 +148,35 @@ TEST(MemoryCheck, SaysByHowMuchAndWhichWayThePlanIsOff) {
       << m.Describe();
   EXPECT_EQ(m.ToJson()["weights_held_bytes"], 990);
   EXPECT_EQ(m.ToJson()["agrees"], false);
+}
+
+TEST(MemoryCheck, SaysWhenTheOpsScratchPassesTheRuntimeOverhead) {
+  MemoryCheck m{.device = "cuda",
+                .weights_planned = 1000,
+                .kv_pool_planned = 4096,
+                .weights_held = 1000,
+                .kv_pool_held = 4096,
+                .activations_planned = 800,
+                .activations_held = 700,
+                .largest_step_tokens = 16,
+                .runtime_overhead_planned = 500,
+                .ops_scratch_held = 600};
+  EXPECT_TRUE(m.agrees());
+  EXPECT_TRUE(m.activations_within_plan());
+  EXPECT_FALSE(m.ops_scratch_within_plan());
+  EXPECT_NE(m.Describe().find("activations 700 B held after the largest step (16 tokens), plan "
+                              "800 B; ops scratch 600 B held, runtime overhead plan 500 B (100 B "
+                              "more than planned)"),
+            std::string::npos)
+      << m.Describe();
+  EXPECT_EQ(m.ToJson()["ops_scratch_held_bytes"], 600);
+  EXPECT_EQ(m.ToJson()["runtime_overhead_planned_bytes"], 500);
+  m.ops_scratch_held = 500;
+  EXPECT_TRUE(m.ops_scratch_within_plan());
+  m.ops_scratch_held.reset();
+  EXPECT_TRUE(m.ops_scratch_within_plan());
+  EXPECT_EQ(m.Describe().find("ops scratch"), std::string::npos) << m.Describe();
+  EXPECT_TRUE(m.ToJson()["ops_scratch_held_bytes"].is_null());
 }
 
 TEST(MemoryCheck, OnTheCpuOnlyThePlanIsReported) {

@@ -325,8 +325,9 @@ int ServeLeader(const config::ResolvedConfig& rc, Communicator* comm, SignalWatc
   // On a device, the largest step first: its activations take their memory now.
   memory.activations_planned = rc.memory().activations;
   memory.largest_step_tokens = LargestStepTokens(eo);
-  StatusOr<std::optional<int64_t>> grew =
-      ProfileLargestStep(*engine, backend->backend->allocator(), eo, bos);
+  memory.runtime_overhead_planned = rc.memory().runtime_overhead;
+  StatusOr<std::optional<StepMemory>> grew =
+      ProfileLargestStep(*engine, backend->backend->allocator(), backend->backend->ops(), eo, bos);
   if (!grew.ok()) {
     LogError("lucid serve: the largest step (" + std::to_string(memory.largest_step_tokens) +
              " tokens) failed at start-up: " + grew.status().ToString() +
@@ -336,12 +337,18 @@ int ServeLeader(const config::ResolvedConfig& rc, Communicator* comm, SignalWatc
     stop();
     return 1;
   }
-  memory.activations_held = *grew;
+  if (grew->has_value()) {
+    memory.activations_held = (*grew)->activations;
+    memory.ops_scratch_held = (*grew)->ops_scratch;
+  }
   // The plan `explain` printed against what the backend holds (cli/memory_check.h).
   if (!memory.agrees())
     LogWarning(memory.Describe() + ": the memory plan and the backend disagree");
   else if (!memory.activations_within_plan())
     LogWarning(memory.Describe() + ": the activations took more than the plan allowed for");
+  else if (!memory.ops_scratch_within_plan())
+    LogWarning(memory.Describe() + ": the ops' scratch took more than the runtime overhead " +
+               "allowed for");
   else
     LogInfo(memory.Describe());
   server_info["memory"] = memory.ToJson();

@@ -104,6 +104,7 @@ class ForwardingOps : public Ops {
     return base_->CopyToHost(src, dst, bytes);
   }
   Status Synchronize() const override { return base_->Synchronize(); }
+  std::optional<int64_t> scratch_held_bytes() const override { return base_->scratch_held_bytes(); }
 
  private:
   std::unique_ptr<Ops> owned_;  // null when borrowed

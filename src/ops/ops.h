@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -298,6 +299,11 @@ class Ops {
   // them here and reports a failure as a Status instead of aborting; the model returns it from
   // Forward and the engine fails the step's requests with it. Synchronous backends: always OK.
   virtual Status Synchronize() const { return OkStatus(); }
+
+  // Device memory the ops hold for their own temporaries outside the backend's allocator (CudaOps'
+  // scratch buffers, kept at the largest size asked for); nullopt where they hold none that
+  // counts (the CPU sets' temporaries are host memory of the moment). Read it while no step runs.
+  virtual std::optional<int64_t> scratch_held_bytes() const { return std::nullopt; }
 };
 
 // Aborts naming `op`, the device of the first tensor in `ts` that is not on ops.device() and the

@@ -433,6 +433,8 @@ class CudaOps final : public Ops {
     return matmul.ok() ? call : matmul;
   }
 
+  std::optional<int64_t> scratch_held_bytes() const override { return scratch_.held_bytes(); }
+
   void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const override {
     LUCID_CHECK(k <= n, "TopK k > n");
     uint64_t* sort = nullptr;
