@@ -41,6 +41,36 @@ struct AttentionRowState {
   float acc[kMlaRowCols][kAttentionRowThreads];
 };
 
+// p[j] = score(j) for j < n, each thread its j = tid, tid + kAttentionRowThreads, ...; then
+// p[j] = exp(p[j] - max) with the maximum by std::max's rule; returns the sum of the p[j].
+template <typename Run, typename Score>
+__host__ __device__ float SoftmaxNumerators(AttentionRowState& st, float* p, int64_t n, Run run,
+                                            Score score) {
+  constexpr int kT = kAttentionRowThreads;
+  const float mx = TreeReduce<kT>(
+      st.red, &st.mx,
+      [&](int tid) {
+        float m = -INFINITY;
+        for (int64_t j = tid; j < n; j += kT) {
+          p[j] = score(j);
+          m = MaxRuleOp{}(m, p[j]);
+        }
+        return m;
+      },
+      MaxRuleOp{}, run);
+  return TreeReduce<kT>(
+      st.red, &st.sum,
+      [&](int tid) {
+        float part = 0.0f;
+        for (int64_t j = tid; j < n; j += kT) {
+          p[j] = expf(p[j] - mx);
+          part += p[j];
+        }
+        return part;
+      },
+      FloatSumOp{}, run);
+}
+
 // Pair th = (t, head) of `a` into a.out_latent; p holds the pair's selected_count[t] scores.
 template <typename Run>
 __host__ __device__ void MlaRowPhases(AttentionRowState& st, const MlaAttentionArgs& a,
@@ -53,33 +83,14 @@ __host__ __device__ void MlaRowPhases(AttentionRowState& st, const MlaAttentionA
   const int64_t first = a.dense_begin ? a.dense_begin[t] : 0;
   const int64_t n = a.selected_count[t];
   auto token = [&](int64_t j) -> int64_t { return sel ? sel[j] : first + j; };
-  const float mx = TreeReduce<kT>(
-      st.red, &st.mx,
-      [&](int tid) {
-        float m = -INFINITY;
-        for (int64_t j = tid; j < n; j += kT) {
-          const int64_t u = token(j);
-          const uint8_t* row = RowAt(kv, u);
-          float s = 0.0f;
-          for (int64_t i = 0; i < R; ++i) s += ql[i] * ValueAt(kv, row, i);
-          for (int64_t i = 0; i < P; ++i) s += qr[i] * ValueAt(kv, row, R + i);
-          p[j] = TokenInRange(kv, u) ? s * a.scale : FloatFromBits(0x7fc00000u);
-          m = MaxRuleOp{}(m, p[j]);
-        }
-        return m;
-      },
-      MaxRuleOp{}, run);
-  const float sum = TreeReduce<kT>(
-      st.red, &st.sum,
-      [&](int tid) {
-        float part = 0.0f;
-        for (int64_t j = tid; j < n; j += kT) {
-          p[j] = expf(p[j] - mx);
-          part += p[j];
-        }
-        return part;
-      },
-      FloatSumOp{}, run);
+  const float sum = SoftmaxNumerators(st, p, n, run, [&](int64_t j) {
+    const int64_t u = token(j);
+    const uint8_t* row = RowAt(kv, u);
+    float s = 0.0f;
+    for (int64_t i = 0; i < R; ++i) s += ql[i] * ValueAt(kv, row, i);
+    for (int64_t i = 0; i < P; ++i) s += qr[i] * ValueAt(kv, row, R + i);
+    return TokenInRange(kv, u) ? s * a.scale : FloatFromBits(0x7fc00000u);
+  });
   float* out = a.out_latent + th * R;
   if (R > int64_t{kMlaRowCols} * kT) {  // wider than the tiles: each value's row looked up
     run([&](int tid) {
@@ -127,30 +138,11 @@ __host__ __device__ void GqaRowPhases(AttentionRowState& st, const GqaAttentionA
   const int64_t n = a.count[t], u0 = a.begin ? a.begin[t] : 0;
   const float* q = a.q + (t * H + h) * D;
   float* out = a.out + (t * H + h) * D;
-  const float mx = TreeReduce<kT>(
-      st.red, &st.mx,
-      [&](int tid) {
-        float m = -INFINITY;
-        for (int64_t i = tid; i < n; i += kT) {
-          float dot = 0.0f;
-          for (int64_t j = 0; j < D; ++j) dot += q[j] * RowValue(kv, u0 + i, kh * D + j);
-          p[i] = dot * a.scale;
-          m = MaxRuleOp{}(m, p[i]);
-        }
-        return m;
-      },
-      MaxRuleOp{}, run);
-  const float sum = TreeReduce<kT>(
-      st.red, &st.sum,
-      [&](int tid) {
-        float part = 0.0f;
-        for (int64_t i = tid; i < n; i += kT) {
-          p[i] = expf(p[i] - mx);
-          part += p[i];
-        }
-        return part;
-      },
-      FloatSumOp{}, run);
+  const float sum = SoftmaxNumerators(st, p, n, run, [&](int64_t i) {
+    float dot = 0.0f;
+    for (int64_t j = 0; j < D; ++j) dot += q[j] * RowValue(kv, u0 + i, kh * D + j);
+    return dot * a.scale;
+  });
   run([&](int tid) {
     for (int64_t j = tid; j < D; j += kT) {
       float acc = 0.0f;
