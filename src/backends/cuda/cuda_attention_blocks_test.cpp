@@ -18,6 +18,7 @@
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/ops_conformance.h"
 #include "backends/cuda/cuda_mla_test_util.h"
+#include "backends/cuda/cuda_phase_test_util.h"
 #include "ops/forwarding_ops.h"
 
 namespace lucid::cuda {
@@ -25,7 +26,8 @@ namespace {
 
 class AttentionBlocksEmulation final : public ForwardingOps {
  public:
-  AttentionBlocksEmulation() : ForwardingOps(ref_) {}
+  explicit AttentionBlocksEmulation(ThreadOrder order = ThreadOrder::kForward)
+      : ForwardingOps(ref_), order_(order) {}
   void MlaAttention(const MlaAttentionArgs& a) const override {
     const DeviceRows kv = ToDevice(a.kv);
     const int64_t per_row = a.selected
@@ -34,9 +36,7 @@ class AttentionBlocksEmulation final : public ForwardingOps {
     std::vector<float> p(static_cast<size_t>(per_row > 0 ? per_row : 1));
     auto st = std::make_unique<AttentionRowState>();
     for (int64_t th = 0; th < a.tokens * a.heads; ++th)
-      MlaRowPhases(*st, a, kv, th, p.data(), [](auto phase) {
-        for (int tid = 0; tid < kAttentionRowThreads; ++tid) phase(tid);
-      });
+      MlaRowPhases(*st, a, kv, th, p.data(), EveryThread<kAttentionRowThreads>(order_));
   }
   void GqaAttention(const GqaAttentionArgs& a) const override {
     const DeviceRows kv = ToDevice(a.kv);
@@ -44,9 +44,7 @@ class AttentionBlocksEmulation final : public ForwardingOps {
     std::vector<float> p(static_cast<size_t>(per_row > 0 ? per_row : 1));
     auto st = std::make_unique<AttentionRowState>();
     for (int64_t th = 0; th < a.tokens * a.heads; ++th)
-      GqaRowPhases(*st, a, kv, th, p.data(), [](auto phase) {
-        for (int tid = 0; tid < kAttentionRowThreads; ++tid) phase(tid);
-      });
+      GqaRowPhases(*st, a, kv, th, p.data(), EveryThread<kAttentionRowThreads>(order_));
   }
   void IndexerScores(const IndexerArgs& a) const override {
     const DeviceRows keys = ToDevice(a.keys);
@@ -58,20 +56,24 @@ class AttentionBlocksEmulation final : public ForwardingOps {
 
  private:
   const CpuOps ref_;
+  ThreadOrder order_;
 };
 
 TEST(CudaAttentionBlocksTest, TheBlocksPassTheAttentionAndIndexerCases) {
-  const AttentionBlocksEmulation ops;
-  int mla = 0, gqa = 0, indexer = 0;
-  for (const ConformanceCase& c : RunOpsConformance(
-           ops, ConformancePrecision::kF32, {"MlaAttention", "GqaAttention", "IndexerScores"})) {
-    (c.op == "MlaAttention" ? mla : c.op == "GqaAttention" ? gqa : indexer) += 1;
-    EXPECT_TRUE(c.pass) << c.op << " " << c.format << " " << c.shape << " " << c.input << ": error "
-                        << c.error << " (tolerance " << c.tolerance << ")";
+  for (ThreadOrder order : kThreadOrders) {
+    const AttentionBlocksEmulation ops(order);
+    int mla = 0, gqa = 0, indexer = 0;
+    for (const ConformanceCase& c : RunOpsConformance(
+             ops, ConformancePrecision::kF32, {"MlaAttention", "GqaAttention", "IndexerScores"})) {
+      (c.op == "MlaAttention" ? mla : c.op == "GqaAttention" ? gqa : indexer) += 1;
+      EXPECT_TRUE(c.pass) << OrderName(order) << ": " << c.op << " " << c.format << " " << c.shape
+                          << " " << c.input << ": error " << c.error << " (tolerance "
+                          << c.tolerance << ")";
+    }
+    EXPECT_GT(mla, 50);
+    EXPECT_GT(gqa, 10);
+    EXPECT_GT(indexer, 20);
   }
-  EXPECT_GT(mla, 50);
-  EXPECT_GT(gqa, 10);
-  EXPECT_GT(indexer, 20);
 }
 
 // R = 1100 > kMlaRowCols * kAttentionRowThreads: every output column reads each selected token's

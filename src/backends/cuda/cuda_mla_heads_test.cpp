@@ -14,13 +14,14 @@
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/ops_conformance.h"
 #include "backends/cuda/cuda_mla_test_util.h"
+#include "backends/cuda/cuda_phase_test_util.h"
 #include "ops/forwarding_ops.h"
 
 namespace lucid::cuda {
 namespace {
 
 // What MlaHeadsKernel computes, every (row, head group) block in turn.
-void MlaHeadsOnHost(const MlaAttentionArgs& a) {
+void MlaHeadsOnHost(const MlaAttentionArgs& a, ThreadOrder order = ThreadOrder::kForward) {
   const DeviceRows kv = ToDevice(a.kv);
   const int64_t per_row = std::max<int64_t>(
       1, a.selected ? a.selected_stride
@@ -31,35 +32,42 @@ void MlaHeadsOnHost(const MlaAttentionArgs& a) {
   for (int64_t t = 0; t < a.tokens; ++t)
     for (int64_t g = 0; g < MlaHeadGroups(a.heads); ++g)
       MlaHeadsPhases(*st, a, kv, t, g, p.data(), per_row, [&](auto phase) {
-        for (int tid = 0; tid < kMlaHeadThreads; ++tid) phase(tid, locals[tid]);
+        for (int i = 0; i < kMlaHeadThreads; ++i) {
+          const int tid = NthThread<kMlaHeadThreads>(order, i);
+          phase(tid, locals[tid]);
+        }
       });
 }
 
 class MlaHeadsEmulation final : public ForwardingOps {
  public:
-  MlaHeadsEmulation() : ForwardingOps(ref_) {}
+  explicit MlaHeadsEmulation(ThreadOrder order) : ForwardingOps(ref_), order_(order) {}
   void MlaAttention(const MlaAttentionArgs& a) const override {
     ASSERT_TRUE(MlaHeadsFits(a));
     heads_seen_ = std::max(heads_seen_, a.heads);
-    MlaHeadsOnHost(a);
+    MlaHeadsOnHost(a, order_);
   }
   mutable int64_t heads_seen_ = 0;
 
  private:
   const CpuOps ref_;
+  ThreadOrder order_;
 };
 
 TEST(CudaMlaHeadsTest, GroupedHeadsPassTheAttentionCases) {
-  const MlaHeadsEmulation ops;
-  int cases = 0;
-  for (const ConformanceCase& c :
-       RunOpsConformance(ops, ConformancePrecision::kF32, {"MlaAttention"})) {
-    ++cases;
-    EXPECT_TRUE(c.pass) << c.format << " " << c.shape << " " << c.input << ": error " << c.error
-                        << " (tolerance " << c.tolerance << ")";
+  for (ThreadOrder order : kThreadOrders) {
+    const MlaHeadsEmulation ops(order);
+    int cases = 0;
+    for (const ConformanceCase& c :
+         RunOpsConformance(ops, ConformancePrecision::kF32, {"MlaAttention"})) {
+      ++cases;
+      EXPECT_TRUE(c.pass) << OrderName(order) << ": " << c.format << " " << c.shape << " "
+                          << c.input << ": error " << c.error << " (tolerance " << c.tolerance
+                          << ")";
+    }
+    EXPECT_GT(cases, 50);
+    EXPECT_GT(ops.heads_seen_, 1);  // a group of several heads, not one head per block
   }
-  EXPECT_GT(cases, 50);
-  EXPECT_GT(ops.heads_seen_, 1);  // a group of several heads, not one head per block
 }
 
 // Two rows of three heads; row 1 selects indices outside the page table both ways: its heads

@@ -16,18 +16,16 @@
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/ops_conformance.h"
 #include "backends/cuda/cuda_mla_test_util.h"
+#include "backends/cuda/cuda_phase_test_util.h"
 #include "ops/forwarding_ops.h"
 
 namespace lucid::cuda {
 namespace {
 
-constexpr auto kEveryThread = [](auto phase) {
-  for (int tid = 0; tid < kMlaSplitThreads; ++tid) phase(tid);
-};
-
 class MlaSplitEmulation final : public ForwardingOps {
  public:
-  explicit MlaSplitEmulation(int64_t len) : ForwardingOps(ref_), len_(len) {}
+  explicit MlaSplitEmulation(int64_t len, ThreadOrder order = ThreadOrder::kForward)
+      : ForwardingOps(ref_), len_(len), order_(order) {}
   void MlaAttention(const MlaAttentionArgs& a) const override {
     const DeviceRows kv = ToDevice(a.kv);
     const int64_t rows = a.selected ? a.selected_stride
@@ -39,31 +37,34 @@ class MlaSplitEmulation final : public ForwardingOps {
       for (int64_t s = 0; s < splits; ++s) {
         MlaSplitState st{};
         MlaSplitPhases(st, a, kv, th, s, len_, parts.data() + (th * splits + s) * stride,
-                       kEveryThread);
+                       EveryThread<kMlaSplitThreads>(order_));
       }
       MlaCombineState cs{};
-      MlaCombinePhases(cs, a, th, splits, parts.data() + th * splits * stride, kEveryThread);
+      MlaCombinePhases(cs, a, th, splits, parts.data() + th * splits * stride,
+                       EveryThread<kMlaSplitThreads>(order_));
     }
   }
 
  private:
   const CpuOps ref_;
   int64_t len_;
+  ThreadOrder order_;
 };
 
 TEST(CudaMlaSplitTest, SplitKPassesTheAttentionCases) {
-  for (int64_t len : {int64_t{kMlaSplitThreads}, int64_t{7}}) {
-    const MlaSplitEmulation ops(len);
-    int cases = 0;
-    for (const ConformanceCase& c :
-         RunOpsConformance(ops, ConformancePrecision::kF32, {"MlaAttention"})) {
-      ++cases;
-      EXPECT_TRUE(c.pass) << "splits of " << len << ": " << c.format << " " << c.shape << " "
-                          << c.input << ": error " << c.error << " (tolerance " << c.tolerance
-                          << ")";
+  for (ThreadOrder order : kThreadOrders)
+    for (int64_t len : {int64_t{kMlaSplitThreads}, int64_t{7}}) {
+      const MlaSplitEmulation ops(len, order);
+      int cases = 0;
+      for (const ConformanceCase& c :
+           RunOpsConformance(ops, ConformancePrecision::kF32, {"MlaAttention"})) {
+        ++cases;
+        EXPECT_TRUE(c.pass) << OrderName(order) << ", splits of " << len << ": " << c.format << " "
+                            << c.shape << " " << c.input << ": error " << c.error << " (tolerance "
+                            << c.tolerance << ")";
+      }
+      EXPECT_GT(cases, 50);
     }
-    EXPECT_GT(cases, 50);
-  }
 }
 
 // A NaN score alone in the last split (257 tokens in splits of 256, the newest key NaN) makes the

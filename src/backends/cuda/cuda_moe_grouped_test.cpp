@@ -18,6 +18,7 @@
 #include "backends/cpu/ops_conformance_internal.h"
 #include "backends/cuda/cuda_moe_gemv.h"
 #include "backends/cuda/cuda_moe_grouped.h"
+#include "backends/cuda/cuda_phase_test_util.h"
 #include "backends/cuda/cuda_weight_mma_emulation.h"
 #include "ops/forwarding_ops.h"
 
@@ -29,16 +30,15 @@ struct Grouping {
   std::vector<int32_t> x_rows, pair_slot;
 };
 
-Grouping GroupOnHost(const int32_t* idx, int64_t P, int64_t k, int64_t E) {
+Grouping GroupOnHost(const int32_t* idx, int64_t P, int64_t k, int64_t E,
+                     ThreadOrder order = ThreadOrder::kForward) {
   Grouping g;
   g.tiles.resize(static_cast<size_t>(MoeMaxTiles(P, E)));
   g.x_rows.assign(static_cast<size_t>(P), -7);
   g.pair_slot.assign(static_cast<size_t>(P), -7);
   auto st = std::make_unique<MoeGroupState>();
   MoeGroupPhases(*st, idx, P, k, E, g.tiles.data(), g.x_rows.data(), g.pair_slot.data(),
-                 [](auto phase) {
-                   for (int tid = 0; tid < kMoeGroupThreads; ++tid) phase(tid);
-                 });
+                 EveryThread<kMoeGroupThreads>(order));
   return g;
 }
 
@@ -141,38 +141,41 @@ TEST(CudaMoeGroupedTest, TheGroupingGivesEachPairASlotOfItsExpertInTiles) {
     idx[t * k + 2] = static_cast<int32_t>(t % 2 == 0 ? 3 : 4);
   }
   idx[7] = 9;  // token 2's second choice: no such expert
-  const Grouping g = GroupOnHost(idx.data(), P, k, E);
-  std::vector<int> seen(P, 0);
-  for (int64_t p = 0; p < P; ++p) {
-    const int32_t slot = g.pair_slot[p];
-    if (idx[p] >= E) {
-      EXPECT_EQ(slot, -1);
-      continue;
+  for (ThreadOrder order : kThreadOrders) {
+    SCOPED_TRACE(OrderName(order));
+    const Grouping g = GroupOnHost(idx.data(), P, k, E, order);
+    std::vector<int> seen(P, 0);
+    for (int64_t p = 0; p < P; ++p) {
+      const int32_t slot = g.pair_slot[p];
+      if (idx[p] >= E) {
+        EXPECT_EQ(slot, -1);
+        continue;
+      }
+      ASSERT_GE(slot, 0);
+      ASSERT_LT(slot, P);
+      ++seen[slot];
+      EXPECT_EQ(g.x_rows[slot], p / k) << "pair " << p;
+      // The slot lies in a tile of the pair's expert.
+      bool in_tile = false;
+      for (const MoeRowTile& t : g.tiles)
+        if (t.expert == idx[p] && slot >= t.start && slot < t.start + t.len) in_tile = true;
+      EXPECT_TRUE(in_tile) << "pair " << p;
     }
-    ASSERT_GE(slot, 0);
-    ASSERT_LT(slot, P);
-    ++seen[slot];
-    EXPECT_EQ(g.x_rows[slot], p / k) << "pair " << p;
-    // The slot lies in a tile of the pair's expert.
-    bool in_tile = false;
-    for (const MoeRowTile& t : g.tiles)
-      if (t.expert == idx[p] && slot >= t.start && slot < t.start + t.len) in_tile = true;
-    EXPECT_TRUE(in_tile) << "pair " << p;
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), P - 1);  // P - 1 distinct slots
+    // Tiles: expert order, consecutive slots, at most kWmmaBM rows, the rest empty.
+    int64_t next = 0;
+    int32_t last = -1;
+    for (const MoeRowTile& t : g.tiles) {
+      if (t.expert < 0) continue;
+      EXPECT_GE(t.expert, last);
+      EXPECT_EQ(t.start, next);
+      EXPECT_GT(t.len, 0);
+      EXPECT_LE(t.len, kWmmaBM);
+      next += t.len;
+      last = t.expert;
+    }
+    EXPECT_EQ(next, P - 1);
   }
-  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), P - 1);  // P - 1 distinct slots
-  // Tiles: expert order, consecutive slots, at most kWmmaBM rows, the rest empty.
-  int64_t next = 0;
-  int32_t last = -1;
-  for (const MoeRowTile& t : g.tiles) {
-    if (t.expert < 0) continue;
-    EXPECT_GE(t.expert, last);
-    EXPECT_EQ(t.start, next);
-    EXPECT_GT(t.len, 0);
-    EXPECT_LE(t.len, kWmmaBM);
-    next += t.len;
-    last = t.expert;
-  }
-  EXPECT_EQ(next, P - 1);
 }
 
 TEST(CudaMoeGroupedTest, AnExpertIdOutOfRangePoisonsItsTokenOnly) {

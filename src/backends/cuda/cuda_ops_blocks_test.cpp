@@ -12,24 +12,21 @@
 
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/ops_conformance.h"
+#include "backends/cuda/cuda_phase_test_util.h"
 #include "ops/forwarding_ops.h"
 
 namespace lucid::cuda {
 namespace {
 
-constexpr auto kEveryThread = [](auto phase) {
-  for (int tid = 0; tid < kOpsRowThreads; ++tid) phase(tid);
-};
-
 class OpsBlocksEmulation final : public ForwardingOps {
  public:
-  OpsBlocksEmulation() : ForwardingOps(ref_) {}
+  explicit OpsBlocksEmulation(ThreadOrder order) : ForwardingOps(ref_), order_(order) {}
   void RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) const override {
     const int64_t D = x.size(-1), T = x.numel() / D;
     for (int64_t t = 0; t < T; ++t)
       RmsNormRowPhases(*st_, x.data<const float>() + t * D, weight.raw(),
                        weight.dtype() == DType::kBF16, eps, D, y.data<float>() + t * D,
-                       kEveryThread);
+                       EveryThread<kOpsRowThreads>(order_));
   }
   void LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                  Tensor& y) const override {
@@ -37,33 +34,37 @@ class OpsBlocksEmulation final : public ForwardingOps {
     for (int64_t t = 0; t < T; ++t)
       LayerNormRowPhases(*st_, x.data<const float>() + t * D, weight.raw(),
                          weight.dtype() == DType::kBF16, bias.raw(), bias.dtype() == DType::kBF16,
-                         eps, D, y.data<float>() + t * D, kEveryThread);
+                         eps, D, y.data<float>() + t * D, EveryThread<kOpsRowThreads>(order_));
   }
   void NonFiniteRows(const Tensor& x, Tensor& flags) const override {
     const int64_t T = x.rank() == 0 ? 1 : x.size(0), row = x.numel() / T;
     for (int64_t t = 0; t < T; ++t)
       NonFiniteRowPhases(*st_, x.data<const float>() + t * row, row, flags.data<int32_t>() + t,
-                         kEveryThread);
+                         EveryThread<kOpsRowThreads>(order_));
   }
 
  private:
   const CpuOps ref_;
+  ThreadOrder order_;
   std::unique_ptr<OpsRowState> st_ = std::make_unique<OpsRowState>();
 };
 
 TEST(CudaOpsBlocksTest, TheRowKernelsPassTheNormAndNonFiniteCases) {
-  const OpsBlocksEmulation ops;
-  std::set<std::string> seen;
-  int cases = 0;
-  for (const ConformanceCase& c : RunOpsConformance(ops, ConformancePrecision::kF32,
-                                                    {"RmsNorm", "LayerNorm", "NonFiniteRows"})) {
-    ++cases;
-    seen.insert(c.op);
-    EXPECT_TRUE(c.pass) << c.op << " " << c.format << " " << c.shape << " " << c.input << ": error "
-                        << c.error << " (tolerance " << c.tolerance << ")";
+  for (ThreadOrder order : kThreadOrders) {
+    const OpsBlocksEmulation ops(order);
+    std::set<std::string> seen;
+    int cases = 0;
+    for (const ConformanceCase& c : RunOpsConformance(ops, ConformancePrecision::kF32,
+                                                      {"RmsNorm", "LayerNorm", "NonFiniteRows"})) {
+      ++cases;
+      seen.insert(c.op);
+      EXPECT_TRUE(c.pass) << OrderName(order) << ": " << c.op << " " << c.format << " " << c.shape
+                          << " " << c.input << ": error " << c.error << " (tolerance "
+                          << c.tolerance << ")";
+    }
+    EXPECT_EQ(seen, (std::set<std::string>{"RmsNorm", "LayerNorm", "NonFiniteRows"}));
+    EXPECT_GT(cases, 10);
   }
-  EXPECT_EQ(seen, (std::set<std::string>{"RmsNorm", "LayerNorm", "NonFiniteRows"}));
-  EXPECT_GT(cases, 10);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/ops_conformance.h"
+#include "backends/cuda/cuda_phase_test_util.h"
 #include "ops/forwarding_ops.h"
 
 namespace lucid::cuda {
@@ -21,38 +22,40 @@ namespace {
 
 class SamplingEmulation final : public ForwardingOps {
  public:
-  SamplingEmulation() : ForwardingOps(ref_) {}
+  explicit SamplingEmulation(ThreadOrder order) : ForwardingOps(ref_), order_(order) {}
   void SampleRows(const Tensor& logits, std::span<const RowSampling> rows,
                   std::span<const LogitEdit> edits, Tensor& scratch, Tensor& tokens,
                   Tensor& logprobs, Tensor& top_ids) const override {
     const int64_t R = logits.size(0), V = logits.size(1), K = top_ids.size(1);
     auto st = std::make_unique<SampleRowState>();
     for (int64_t r = 0; r < R; ++r)
-      SampleRowPhases(*st, logits.data<const float>() + r * V, scratch.data<float>() + r * V, V,
-                      rows[r], edits.data(), K, tokens.data<int32_t>() + r,
-                      logprobs.data<float>() + r * (1 + K),
-                      K > 0 ? top_ids.data<int32_t>() + r * K : nullptr, [](auto phase) {
-                        for (int tid = 0; tid < kSampleThreads; ++tid) phase(tid);
-                      });
+      SampleRowPhases(
+          *st, logits.data<const float>() + r * V, scratch.data<float>() + r * V, V, rows[r],
+          edits.data(), K, tokens.data<int32_t>() + r, logprobs.data<float>() + r * (1 + K),
+          K > 0 ? top_ids.data<int32_t>() + r * K : nullptr, EveryThread<kSampleThreads>(order_));
   }
 
  private:
   const CpuOps ref_;
+  ThreadOrder order_;
 };
 
 TEST(CudaSamplingTest, TheBlockAlgorithmPassesTheSampleRowsCases) {
-  const SamplingEmulation ops;
-  int tokens = 0, top_ids = 0, logprobs = 0;
-  for (const ConformanceCase& c :
-       RunOpsConformance(ops, ConformancePrecision::kF32, {"SampleRows"})) {
-    tokens += c.shape.find(" tokens") != std::string::npos;
-    top_ids += c.shape.find(" top ids") != std::string::npos;
-    logprobs += c.shape.find(" logprobs") != std::string::npos;
-    EXPECT_TRUE(c.pass) << c.op << " " << c.shape << " error " << c.error;
+  for (ThreadOrder order : kThreadOrders) {
+    const SamplingEmulation ops(order);
+    int tokens = 0, top_ids = 0, logprobs = 0;
+    for (const ConformanceCase& c :
+         RunOpsConformance(ops, ConformancePrecision::kF32, {"SampleRows"})) {
+      tokens += c.shape.find(" tokens") != std::string::npos;
+      top_ids += c.shape.find(" top ids") != std::string::npos;
+      logprobs += c.shape.find(" logprobs") != std::string::npos;
+      EXPECT_TRUE(c.pass) << OrderName(order) << ": " << c.op << " " << c.shape << " error "
+                          << c.error;
+    }
+    EXPECT_EQ(tokens, 12);  // V in {7, 1000, 50000} x ties or not x K in {0, 3}
+    EXPECT_EQ(top_ids, 6);
+    EXPECT_EQ(logprobs, 12);
   }
-  EXPECT_EQ(tokens, 12);  // V in {7, 1000, 50000} x ties or not x K in {0, 3}
-  EXPECT_EQ(top_ids, 6);
-  EXPECT_EQ(logprobs, 12);
 }
 
 }  // namespace

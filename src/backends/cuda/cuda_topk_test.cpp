@@ -11,6 +11,7 @@
 
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/ops_conformance.h"
+#include "backends/cuda/cuda_phase_test_util.h"
 #include "backends/cuda/cuda_topk_block.cuh"
 #include "ops/forwarding_ops.h"
 
@@ -20,14 +21,13 @@ namespace {
 // What TopKBlockKernel computes for one row, each phase run on every thread in turn. The select
 // must end with exactly k words to sort (the scores above the k-th best and the ties taken), and
 // nothing may be written past the P words of the sort (the kernel's shared memory).
-void TopKRowOnHost(const float* s, int64_t n, int64_t k, int32_t offset, int32_t* out) {
+void TopKRowOnHost(const float* s, int64_t n, int64_t k, int32_t offset, int32_t* out,
+                   ThreadOrder order) {
   TopKBlockState st{};
   const int64_t P = TopKSortLength(k), guard = 4096;
   constexpr uint64_t kUnwritten = 0xdeadbeefULL;
   std::vector<uint64_t> buf(static_cast<size_t>(P + guard), kUnwritten);
-  TopKBlockPhases(st, s, n, k, offset, out, buf.data(), P, [](auto phase) {
-    for (int tid = 0; tid < kTopKThreads; ++tid) phase(tid);
-  });
+  TopKBlockPhases(st, s, n, k, offset, out, buf.data(), P, EveryThread<kTopKThreads>(order));
   EXPECT_EQ(int64_t{st.n_above} + st.take, k) << "n " << n;
   for (int64_t i = P; i < P + guard; ++i)
     if (buf[i] != kUnwritten) {
@@ -38,9 +38,9 @@ void TopKRowOnHost(const float* s, int64_t n, int64_t k, int32_t offset, int32_t
 
 class TopKEmulation final : public ForwardingOps {
  public:
-  TopKEmulation() : ForwardingOps(ref_) {}
+  explicit TopKEmulation(ThreadOrder order) : ForwardingOps(ref_), order_(order) {}
   void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) const override {
-    if (k > 0) TopKRowOnHost(scores, n, k, 0, out);
+    if (k > 0) TopKRowOnHost(scores, n, k, 0, out, order_);
   }
   void TopKRows(const Tensor& scores, std::span<const int64_t> lengths, int64_t k, int32_t offset,
                 Tensor& out) const override {
@@ -51,27 +51,31 @@ class TopKEmulation final : public ForwardingOps {
       if (n <= k) {
         for (int64_t u = 0; u < n; ++u) row[u] = offset + static_cast<int32_t>(u);
       } else if (k > 0) {
-        TopKRowOnHost(scores.data<const float>() + t * S, n, k, offset, row);
+        TopKRowOnHost(scores.data<const float>() + t * S, n, k, offset, row, order_);
       }
     }
   }
 
  private:
   const CpuOps ref_;
+  ThreadOrder order_;
 };
 
 TEST(CudaTopKTest, TheBlockAlgorithmPassesTheTopKCases) {
-  const TopKEmulation ops;
-  int cases = 0;
-  bool big_sort = false;
-  for (const ConformanceCase& c :
-       RunOpsConformance(ops, ConformancePrecision::kF32, {"TopK", "TopKRows"})) {
-    ++cases;
-    big_sort |= c.shape.find("k=5000") != std::string::npos;
-    EXPECT_TRUE(c.pass) << c.op << " " << c.format << " " << c.shape << " " << c.input;
+  for (ThreadOrder order : kThreadOrders) {
+    const TopKEmulation ops(order);
+    int cases = 0;
+    bool big_sort = false;
+    for (const ConformanceCase& c :
+         RunOpsConformance(ops, ConformancePrecision::kF32, {"TopK", "TopKRows"})) {
+      ++cases;
+      big_sort |= c.shape.find("k=5000") != std::string::npos;
+      EXPECT_TRUE(c.pass) << OrderName(order) << ": " << c.op << " " << c.format << " " << c.shape
+                          << " " << c.input;
+    }
+    EXPECT_GT(cases, 100);
+    EXPECT_TRUE(big_sort) << "a sort longer than shared memory takes (kTopKSharedWords)";
   }
-  EXPECT_GT(cases, 100);
-  EXPECT_TRUE(big_sort) << "a sort longer than shared memory takes (kTopKSharedWords)";
 }
 
 // A larger key ranks first exactly where TopK's comparison puts a score first (indices equal).
