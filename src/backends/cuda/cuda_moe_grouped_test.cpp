@@ -30,8 +30,7 @@ struct Grouping {
   std::vector<int32_t> x_rows, pair_slot;
 };
 
-Grouping GroupOnHost(const int32_t* idx, int64_t P, int64_t k, int64_t E,
-                     ThreadOrder order = ThreadOrder::kForward) {
+Grouping GroupOnHost(const int32_t* idx, int64_t P, int64_t k, int64_t E, ThreadOrder order) {
   Grouping g;
   g.tiles.resize(static_cast<size_t>(MoeMaxTiles(P, E)));
   g.x_rows.assign(static_cast<size_t>(P), -7);
@@ -44,9 +43,10 @@ Grouping GroupOnHost(const int32_t* idx, int64_t P, int64_t k, int64_t E,
 
 // What LaunchMoeGrouped computes, with the experts' views on the host.
 void MoeGroupedOnHost(const std::vector<DeviceWeight>& views, int64_t E, const float* x,
-                      const int32_t* idx, const float* w, int64_t T, int64_t k, float* out) {
+                      const int32_t* idx, const float* w, int64_t T, int64_t k, float* out,
+                      ThreadOrder order) {
   const int64_t P = T * k, D = views[2].rows, I = views[0].rows;
-  const Grouping g = GroupOnHost(idx, P, k, E);
+  const Grouping g = GroupOnHost(idx, P, k, E, order);
   std::vector<float> gate(static_cast<size_t>(P * I)), up(gate.size()),
       d(static_cast<size_t>(P * D));
   WeightMmaArgs m;
@@ -58,17 +58,17 @@ void MoeGroupedOnHost(const std::vector<DeviceWeight>& views, int64_t E, const f
   m.x = x;
   m.x_rows = g.x_rows.data();
   m.y = gate.data();
-  RunWeightMmaOnHost(m, static_cast<int64_t>(g.tiles.size()));
+  RunWeightMmaOnHost(m, static_cast<int64_t>(g.tiles.size()), order);
   m.which = 1;
   m.y = up.data();
-  RunWeightMmaOnHost(m, static_cast<int64_t>(g.tiles.size()));
+  RunWeightMmaOnHost(m, static_cast<int64_t>(g.tiles.size()), order);
   for (size_t i = 0; i < gate.size(); ++i) gate[i] = MoeSwiGlu(gate[i], up[i]);
   m.which = 2;
   m.w = views[2];
   m.x = gate.data();
   m.x_rows = nullptr;
   m.y = d.data();
-  RunWeightMmaOnHost(m, static_cast<int64_t>(g.tiles.size()));
+  RunWeightMmaOnHost(m, static_cast<int64_t>(g.tiles.size()), order);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t c = 0; c < D; ++c)
       out[t * D + c] = MoeCombineValue(out[t * D + c], d.data(), g.pair_slot.data(), w, t, k, D, c);
@@ -76,7 +76,7 @@ void MoeGroupedOnHost(const std::vector<DeviceWeight>& views, int64_t E, const f
 
 class MoeGroupedEmulation final : public ForwardingOps {
  public:
-  MoeGroupedEmulation() : ForwardingOps(ref_) {}
+  explicit MoeGroupedEmulation(ThreadOrder order) : ForwardingOps(ref_), order_(order) {}
   void MoeExperts(const Tensor& x, std::span<const ExpertWeights> experts, const Tensor& idx,
                   const Tensor& weights, Tensor& out) const override {
     const int64_t T = x.size(0), D = x.size(1), k = idx.size(1);
@@ -88,7 +88,7 @@ class MoeGroupedEmulation final : public ForwardingOps {
     ++grouped_calls_;
     MoeGroupedOnHost(views, static_cast<int64_t>(experts.size()), x.data<const float>(),
                      idx.data<const int32_t>(), weights.data<const float>(), T, k,
-                     out.data<float>());
+                     out.data<float>(), order_);
   }
   mutable int grouped_calls_ = 0;
 
@@ -115,19 +115,23 @@ class MoeGroupedEmulation final : public ForwardingOps {
     }
   }
   const CpuOps ref_;
+  const ThreadOrder order_;
 };
 
 TEST(CudaMoeGroupedTest, TheGroupedPathPassesTheMoeExpertsCasesAtBf16Act) {
-  const MoeGroupedEmulation ops;
-  int cases = 0;
-  for (const ConformanceCase& c :
-       RunOpsConformance(ops, ConformancePrecision::kBf16Act, {"MoeExperts"})) {
-    ++cases;
-    EXPECT_TRUE(c.pass) << c.format << " " << c.shape << " " << c.input << ": error " << c.error
-                        << " (tolerance " << c.tolerance << ")";
+  for (ThreadOrder order : kThreadOrders) {
+    SCOPED_TRACE(OrderName(order));
+    const MoeGroupedEmulation ops(order);
+    int cases = 0;
+    for (const ConformanceCase& c :
+         RunOpsConformance(ops, ConformancePrecision::kBf16Act, {"MoeExperts"})) {
+      ++cases;
+      EXPECT_TRUE(c.pass) << c.format << " " << c.shape << " " << c.input << ": error " << c.error
+                          << " (tolerance " << c.tolerance << ")";
+    }
+    EXPECT_GT(cases, 0);
+    EXPECT_GT(ops.grouped_calls_, 0);
   }
-  EXPECT_GT(cases, 0);
-  EXPECT_GT(ops.grouped_calls_, 0);
 }
 
 // 40 tokens x 3 choices over 5 experts, expert 1 taken by every token (more than a tile of 64),

@@ -1,11 +1,13 @@
 // Test support: the weight-only GEMM's block algorithm (cuda_weight_mma.cuh) on the CPU, each
-// phase on every thread in turn, the warps' WMMA products as sums on 16 x 16 arrays
+// phase on every thread (and each warp phase on every warp) in turn, in thread order or in
+// reverse (cuda_phase_test_util.h), the warps' WMMA products as sums on 16 x 16 arrays
 // (HostFragments). Used by cuda_weight_mma_test.cpp and cuda_moe_grouped_test.cpp.
 #pragma once
 
 #include <cmath>
 #include <memory>
 
+#include "backends/cuda/cuda_phase_test_util.h"
 #include "backends/cuda/cuda_weight_mma.cuh"
 
 namespace lucid::cuda {
@@ -56,22 +58,17 @@ struct HostFragments {
   }
 };
 
-// What LaunchWeightMmaTiles computes for `tiles` row tiles (blocks with no rows leave).
-inline void RunWeightMmaOnHost(const WeightMmaArgs& a, int64_t tiles) {
+// What LaunchWeightMmaTiles computes for `tiles` row tiles (blocks with no rows leave), each
+// phase's threads and warps taken in `order`.
+inline void RunWeightMmaOnHost(const WeightMmaArgs& a, int64_t tiles, ThreadOrder order) {
   auto s = std::make_unique<WeightMmaSmem>();
   auto mma = std::make_unique<HostFragments>();
   for (int64_t bx = 0; bx < tiles; ++bx) {
     const WeightMmaTile b = WeightMmaTileOf(a, bx);
     if (b.rows <= 0) continue;
     for (int64_t n0 = 0; n0 < b.w.rows; n0 += kWmmaBN)
-      WeightMmaBlockPhases(
-          a, b, n0, *s, *mma,
-          [](auto phase) {
-            for (int tid = 0; tid < kWmmaThreads; ++tid) phase(tid);
-          },
-          [](auto phase) {
-            for (int wp = 0; wp < HostFragments::kWarps; ++wp) phase(wp);
-          });
+      WeightMmaBlockPhases(a, b, n0, *s, *mma, EveryThread<kWmmaThreads>(order),
+                           EveryThread<HostFragments::kWarps>(order));
   }
 }
 

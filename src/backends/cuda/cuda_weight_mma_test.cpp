@@ -26,15 +26,16 @@ namespace {
 using conformance::RandomWeight;
 
 // What LaunchWeightMma computes, every block of the grid in turn.
-void WeightMmaOnHost(const DeviceWeight& w, const float* x, int64_t T, float* y) {
-  RunWeightMmaOnHost(WeightMmaArgsFor(w, x, T, y), (T + kWmmaBM - 1) / kWmmaBM);
+void WeightMmaOnHost(const DeviceWeight& w, const float* x, int64_t T, float* y,
+                     ThreadOrder order) {
+  RunWeightMmaOnHost(WeightMmaArgsFor(w, x, T, y), (T + kWmmaBM - 1) / kWmmaBM, order);
 }
 
 // cuda-bf16act's Linear where the weight-only kernel takes the weight (any token count above the
 // decode GEMV's, so that the suite's shapes all reach it), the rounded reference elsewhere.
 class WeightMmaEmulation final : public ForwardingOps {
  public:
-  WeightMmaEmulation() : ForwardingOps(ref_) {}
+  explicit WeightMmaEmulation(ThreadOrder order) : ForwardingOps(ref_), order_(order) {}
   void Linear(const Tensor& x, const Weight& w, Tensor& y) const override {
     const DeviceWeight d = DeviceWeightOf(w);
     const int64_t T = x.numel() / w.cols;
@@ -43,7 +44,7 @@ class WeightMmaEmulation final : public ForwardingOps {
       return;
     }
     seen_[d.format == static_cast<int>(WeightFormat::kNvfp4) ? 2 : d.scale_ue8m0 ? 1 : 0] = true;
-    WeightMmaOnHost(d, x.data<const float>(), T, y.data<float>());
+    WeightMmaOnHost(d, x.data<const float>(), T, y.data<float>(), order_);
   }
   void LinearMany(const Tensor& x, std::span<const Weight* const> ws,
                   std::span<Tensor* const> ys) const override {
@@ -53,21 +54,25 @@ class WeightMmaEmulation final : public ForwardingOps {
 
  private:
   const CpuOps ref_;
+  const ThreadOrder order_;
 };
 
 TEST(CudaWeightMmaTest, TheBlockAlgorithmPassesTheLinearCasesAtBf16Act) {
-  const WeightMmaEmulation ops;
-  int cases = 0;
-  for (const ConformanceCase& c :
-       RunOpsConformance(ops, ConformancePrecision::kBf16Act, {"Linear", "LinearMany"})) {
-    ++cases;
-    EXPECT_TRUE(c.pass) << c.op << " " << c.format << " " << c.shape << " " << c.input << ": error "
-                        << c.error << " (tolerance " << c.tolerance << ")";
+  for (ThreadOrder order : kThreadOrders) {
+    SCOPED_TRACE(OrderName(order));
+    const WeightMmaEmulation ops(order);
+    int cases = 0;
+    for (const ConformanceCase& c :
+         RunOpsConformance(ops, ConformancePrecision::kBf16Act, {"Linear", "LinearMany"})) {
+      ++cases;
+      EXPECT_TRUE(c.pass) << c.op << " " << c.format << " " << c.shape << " " << c.input
+                          << ": error " << c.error << " (tolerance " << c.tolerance << ")";
+    }
+    EXPECT_GT(cases, 0);
+    EXPECT_TRUE(ops.seen_[0]);  // T 129 at K 300, 384, 512; T 9 in LinearMany
+    EXPECT_TRUE(ops.seen_[1]);
+    EXPECT_TRUE(ops.seen_[2]);
   }
-  EXPECT_GT(cases, 0);
-  EXPECT_TRUE(ops.seen_[0]);  // T 129 at K 300, 384, 512; T 9 in LinearMany
-  EXPECT_TRUE(ops.seen_[1]);
-  EXPECT_TRUE(ops.seen_[2]);
 }
 
 // The values staged for the tensor cores are the weight's, exactly: the UE8M0 and NVFP4 values
