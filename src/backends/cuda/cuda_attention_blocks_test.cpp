@@ -17,6 +17,7 @@
 
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/ops_conformance.h"
+#include "backends/cuda/cuda_conformance_test_util.h"
 #include "backends/cuda/cuda_mla_test_util.h"
 #include "backends/cuda/cuda_phase_test_util.h"
 #include "ops/forwarding_ops.h"
@@ -61,18 +62,13 @@ class AttentionBlocksEmulation final : public ForwardingOps {
 
 TEST(CudaAttentionBlocksTest, TheBlocksPassTheAttentionAndIndexerCases) {
   for (ThreadOrder order : kThreadOrders) {
+    SCOPED_TRACE(OrderName(order));
     const AttentionBlocksEmulation ops(order);
-    int mla = 0, gqa = 0, indexer = 0;
-    for (const ConformanceCase& c : RunOpsConformance(
-             ops, ConformancePrecision::kF32, {"MlaAttention", "GqaAttention", "IndexerScores"})) {
-      (c.op == "MlaAttention" ? mla : c.op == "GqaAttention" ? gqa : indexer) += 1;
-      EXPECT_TRUE(c.pass) << OrderName(order) << ": " << c.op << " " << c.format << " " << c.shape
-                          << " " << c.input << ": error " << c.error << " (tolerance "
-                          << c.tolerance << ")";
-    }
-    EXPECT_GT(mla, 50);
-    EXPECT_GT(gqa, 10);
-    EXPECT_GT(indexer, 20);
+    const std::vector<ConformanceCase> cases = ExpectConformance(
+        ops, ConformancePrecision::kF32, {"MlaAttention", "GqaAttention", "IndexerScores"});
+    EXPECT_GT(CasesOf(cases, "MlaAttention"), 50);
+    EXPECT_GT(CasesOf(cases, "GqaAttention"), 10);
+    EXPECT_GT(CasesOf(cases, "IndexerScores"), 20);
   }
 }
 
