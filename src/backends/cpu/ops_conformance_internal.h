@@ -96,14 +96,15 @@ void LinearManyOnThree(Suite& s, std::array<const Weight*, 3> ws, const std::str
                        uint32_t seed);
 
 // The case groups (ops_conformance.cpp: the dense ops; ops_conformance_attention.cpp: attention,
-// the indexer, top-k and the MoE ops; ops_conformance_step.cpp: the KV writes, row-wise top-k
-// and the non-finite scan).
+// the indexer, top-k and the MoE ops; ops_conformance_step.cpp: the KV writes, row-wise top-k,
+// the non-finite scan and the glue).
 void DenseCases(Suite& s);
 void AttentionCases(Suite& s);
 void IndexerCases(Suite& s);
 void TopKCases(Suite& s);
 void MoeCases(Suite& s);
-// ops_conformance_step.cpp: WriteKvRows, TopKRows, NonFiniteRows.
+// ops_conformance_step.cpp: WriteKvRows, TopKRows, NonFiniteRows and the glue (Accumulate,
+// Scale, CopyColumns, GatherRows).
 void StepOpsCases(Suite& s);
 // ops_conformance_sampling.cpp: SampleRows.
 void SamplingCases(Suite& s);

@@ -1,7 +1,8 @@
 // Conformance cases of the ops that replaced the model's host loops: WriteKvRows (every KV row
 // dtype, MLA-like and indexer-like rows, NaN and infinities in the rows), TopKRows (rows with
-// fewer candidates than k, ties, NaN, an index offset) and NonFiniteRows. All three must equal
-// the reference exactly: the stored bytes, the indices and the flags.
+// fewer candidates than k, ties, NaN, an index offset) and NonFiniteRows, and of the model's glue
+// between the ops: Accumulate, Scale, CopyColumns and GatherRows. All must equal the reference
+// exactly: the stored bytes, the indices, the flags, the values (one rounding each, or copies).
 #include <cstring>
 #include <limits>
 #include <random>
@@ -135,12 +136,74 @@ void NonFiniteRowsCases(Suite& s) {
       }
 }
 
+// Residual adds and scalings over rows of 45 (a width no vector length divides), NaN and inf in
+// either operand; x * s for a scale that is not a power of two (the product rounds).
+void ElementwiseCases(Suite& s, int64_t T, Plant p) {
+  const int64_t W = 45;
+  if (s.Wants("Accumulate")) {
+    Tensor x = RandomTensor({T, W}, 91), y = RandomTensor({T, W}, 92, -4.0f, 4.0f);
+    PlantAt(x, p, T - 1, 3);
+    PlantAt(y, p, T / 2, W - 1);
+    Tensor r = x.Clone();
+    s.cand().Accumulate(x, y);
+    s.ref().Accumulate(r, y);
+    s.Add("Accumulate", "-", Shape2("T", T, "W", W), p, x.data<float>(), r.data<float>(), x.numel(),
+          0.0);
+  }
+  if (s.Wants("Scale")) {
+    Tensor x = RandomTensor({T, W}, 93, -1e3f, 1e3f);
+    PlantAt(x, p, T / 2, 7);
+    Tensor r = x.Clone();
+    s.cand().Scale(x, 0.0883883f);
+    s.ref().Scale(r, 0.0883883f);
+    s.Add("Scale", "-", Shape2("T", T, "W", W), p, x.data<float>(), r.data<float>(), x.numel(),
+          0.0);
+  }
+}
+
+// CopyColumns: 24 columns from column 9 of each of 3 groups of 40, out of rows with 5 more
+// columns after the groups (the planted value inside group 1's copied columns). GatherRows:
+// rows out of order, one twice, the last row.
+void CopyCases(Suite& s, int64_t T, Plant p) {
+  if (s.Wants("CopyColumns")) {
+    const int64_t groups = 3, stride = 40, offset = 9, width = 24;
+    Tensor x = RandomTensor({T, groups * stride + 5}, 94);
+    PlantAt(x, p, T - 1, stride + offset + 2);
+    Tensor y = F32({T, groups * width}), r = F32({T, groups * width});
+    s.cand().CopyColumns(x, groups, stride, offset, width, y);
+    s.ref().CopyColumns(x, groups, stride, offset, width, r);
+    s.Add("CopyColumns", "-", Shape3("T", T, "groups", groups, "width", width), p, y.data<float>(),
+          r.data<float>(), y.numel(), 0.0);
+  }
+  if (s.Wants("GatherRows")) {
+    const int64_t W = 45;
+    const std::vector<int64_t> rows = {T - 1, 0, T / 2, T - 1};
+    const int64_t n = static_cast<int64_t>(rows.size());
+    Tensor x = RandomTensor({T, W}, 95);
+    PlantAt(x, p, T / 2, 10);
+    Tensor y = F32({n, W}), r = F32({n, W});
+    s.cand().GatherRows(x, rows, y);
+    s.ref().GatherRows(x, rows, r);
+    s.Add("GatherRows", "-", Shape3("T", T, "rows", n, "W", W), p, y.data<float>(), r.data<float>(),
+          y.numel(), 0.0);
+  }
+}
+
+void GlueCases(Suite& s) {
+  for (int64_t T : {1, 129})
+    for (Plant p : kPlants) {
+      ElementwiseCases(s, T, p);
+      CopyCases(s, T, p);
+    }
+}
+
 }  // namespace
 
 void StepOpsCases(Suite& s) {
   WriteKvRowsCases(s);
   TopKRowsCases(s);
   NonFiniteRowsCases(s);
+  GlueCases(s);
 }
 
 }  // namespace lucid::conformance

@@ -36,6 +36,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/cuda/cuda_elementwise_items.cuh"
 #include "backends/cuda/cuda_packed_dot.cuh"
 #include "core/status.h"
 #include "ops/ops.h"
@@ -120,7 +121,7 @@ __host__ __device__ inline float MoeSwiGlu(const MoeGemvArgs& a, int64_t p, floa
     g = MulRn(g, *a.experts[3 * e].scale2);
     u = MulRn(u, *a.experts[3 * e + 1].scale2);
   }
-  return g / (1.0f + expf(-g)) * u;
+  return SwiGluValue(g, u);
 }
 
 // Lane `lane`'s sum of down_e[r] . h[p] over its columns.

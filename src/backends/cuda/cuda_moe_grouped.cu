@@ -15,7 +15,7 @@ __global__ void MoeGroupKernel(const int32_t* idx, int64_t P, int64_t k, int64_t
 }
 
 __global__ void MoeSwiGluKernel(float* g, const float* u, int64_t n) {
-  LUCID_GRID_LOOP(i, n) g[i] = MoeSwiGlu(g[i], u[i]);
+  LUCID_GRID_LOOP(i, n) g[i] = SwiGluValue(g[i], u[i]);
 }
 
 __global__ void MoeCombineKernel(const float* d, const int32_t* pair_slot, const float* weights,

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 
+#include "backends/cuda/cuda_elementwise_items.cuh"
 #include "backends/cuda/cuda_weight_mma.cuh"
 
 namespace lucid::cuda {
@@ -102,8 +103,5 @@ __host__ __device__ inline float MoeCombineValue(float o, const float* d, const 
   }
   return o;
 }
-
-// SwiGLU as the CUDA sets compute it (cuda_ops.cu's kernel): g / (1 + exp(-g)) * u.
-__host__ __device__ inline float MoeSwiGlu(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 }  // namespace lucid::cuda

@@ -63,7 +63,7 @@ void MoeGroupedOnHost(const std::vector<DeviceWeight>& views, int64_t E, const f
   m.which = 1;
   m.y = up.data();
   RunWeightMmaOnHost(m, static_cast<int64_t>(g.tiles.size()), order);
-  for (size_t i = 0; i < gate.size(); ++i) gate[i] = MoeSwiGlu(gate[i], up[i]);
+  for (size_t i = 0; i < gate.size(); ++i) gate[i] = SwiGluValue(gate[i], up[i]);
   m.which = 2;
   m.w = views[2];
   m.x = gate.data();

@@ -12,6 +12,7 @@
 
 #include "backends/cpu/ops_conformance.h"
 #include "backends/cuda/cuda_attention.h"
+#include "backends/cuda/cuda_elementwise_items.cuh"
 #include "backends/cuda/cuda_fp8_gemm.h"
 #include "backends/cuda/cuda_kernel_util.cuh"
 #include "backends/cuda/cuda_matmul.h"
@@ -34,7 +35,7 @@ __global__ void EmbeddingKernel(DeviceWeight w, const int32_t* ids, int64_t n_id
   const int64_t n = n_ids * w.cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x)
-    out[i] = WeightAt(w, ids[i / w.cols], i % w.cols);
+    out[i] = EmbeddingItem(w, ids, i);
 }
 
 // A row per block (cuda_ops_blocks.cuh).
@@ -54,7 +55,7 @@ __global__ void LayerNormKernel(const float* x, const void* w, bool w_bf16, cons
 __global__ void SwiGluKernel(const float* g, const float* u, int64_t n, float* o) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x)
-    o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    o[i] = SwiGluValue(g[i], u[i]);
 }
 
 __global__ void AccumulateKernel(float* x, const float* y, int64_t n) {
@@ -73,10 +74,8 @@ __global__ void CopyColumnsKernel(const float* x, int64_t x_width, int64_t T, in
                                   int64_t group_stride, int64_t offset, int64_t width, float* out) {
   const int64_t n = T * groups * width;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t t = i / (groups * width), g = (i / width) % groups, j = i % width;
-    out[i] = x[t * x_width + g * group_stride + offset + j];
-  }
+       i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = CopyColumnsItem(x, x_width, groups, group_stride, offset, width, i);
 }
 
 __global__ void GatherRowsKernel(const float* x, const int64_t* rows, int64_t n_rows, int64_t D,
@@ -84,7 +83,7 @@ __global__ void GatherRowsKernel(const float* x, const int64_t* rows, int64_t n_
   const int64_t n = n_rows * D;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x)
-    out[i] = x[rows[i / D] * D + i % D];
+    out[i] = GatherRowsItem(x, rows, D, i);
 }
 
 __global__ void NonFiniteRowsKernel(const float* x, int64_t row, int32_t* flags) {

@@ -1,3 +1,4 @@
+#include "backends/cuda/cuda_elementwise_items.cuh"
 #include "backends/cuda/cuda_kernel_util.cuh"
 #include "backends/cuda/cuda_sampling.cuh"
 #include "backends/cuda/cuda_sampling.h"
@@ -18,11 +19,8 @@ __global__ void SampleRowsKernel(const float* logits, int64_t V, const RowSampli
 
 __global__ void ApplyTokenBitmaskKernel(float* logits, const int32_t* bitmask, int64_t R,
                                         int64_t V) {
-  const int64_t W = (V + 31) / 32;
   LUCID_GRID_LOOP(i, R * V) {
-    const int64_t r = i / V, j = i % V;
-    if (((static_cast<uint32_t>(bitmask[r * W + j / 32]) >> (j % 32)) & 1u) == 0)
-      logits[i] = -INFINITY;
+    if (!TokenAllowedItem(bitmask, V, i)) logits[i] = -INFINITY;
   }
 }
 
