@@ -1,5 +1,6 @@
 // The per-item bodies of cuda_step_kernels.cu's grid loops: one RoPE pair, one token's MoE
-// routing, one token's KV row encoding, one added element. Each is a host function too, so
+// routing, one token's KV row encoding (ScatterAddRows' one multiply-add per element stays in its
+// kernel; the MoeExperts conformance cases reach it on a GPU). Each is a host function too, so
 // cuda_step_items_test.cpp runs them on the CPU through the ops conformance suite's Rope,
 // MoeRoute and WriteKvRows cases against the CPU reference, and checks the bf16 and e4m3 encoders
 // against core/dtype.h's over the float bit patterns. The arithmetic mirrors the reference's
