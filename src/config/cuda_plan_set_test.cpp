@@ -97,6 +97,19 @@ TEST(CudaPlanSet, Fp8ActIsTakenOnlyWhenNamedForEveryFp8Matmul) {
   EXPECT_FALSE(ListsSetRefusal(*auto_plan, "cuda-fp8act"));
 }
 
+// lucid's CUDA sets declare compute capability 8.0 and up (the module's bf16 WMMA compiles for
+// nothing older): asked for on a Turing target, cuda-bf16act is refused with its range.
+TEST(CudaPlanSet, TheSetsAreRefusedBelowAmpere) {
+  auto turing =
+      ResolveDeepSeekV32({{"target", "cuda:sm_75"}, {"fp8-gemm-backend", "cuda-bf16act"}});
+  ASSERT_FALSE(turing.ok());
+  EXPECT_NE(turing.status().message().find("cuda-bf16act needs compute capability 8.0-13.0"),
+            std::string::npos)
+      << turing.status().message();
+  EXPECT_TRUE(
+      ResolveDeepSeekV32({{"target", "cuda:sm_80"}, {"fp8-gemm-backend", "cuda-bf16act"}}).ok());
+}
+
 // cuda-fp8act declares sm_90 and FP8 block weights only.
 TEST(CudaPlanSet, Fp8ActIsRefusedOffHopperAndForOtherFormats) {
   auto blackwell = ResolveDeepSeekV32({{"target", "cuda:sm_100"},

@@ -81,13 +81,15 @@ KernelDecl Cpu(KernelFamily f) {
 }
 
 // lucid's CUDA kernels: any compute capability the build carries machine code for (plain CUDA
-// C++ and cuBLAS; the catalog states the kernels', not the build's, range).
+// C++ and cuBLAS; the catalog states the kernels', not the build's, range). From 8.0: the module
+// holds the weight-only kernel's bf16 WMMA fragments, which nvcc compiles for sm_80 and later
+// only (for sm_75 it stops with "incomplete type"), so no build of it runs below 8.0.
 KernelDecl CudaReference(KernelFamily f) {
   KernelDecl d;
   d.name = kCudaReference;
   d.family = f;
   d.device = Device::kCuda;
-  d.min_sm = 70;
+  d.min_sm = 80;
   d.max_sm = 130;
   d.compute_dtypes = {DType::kF32};
   d.phases = kBoth;
