@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
